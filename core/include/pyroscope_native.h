@@ -1,0 +1,532 @@
+/*
+ * pyroscope-native core: the runtime-agnostic half of the profiler.
+ *
+ * Everything here is plain C11 with no Python/Node/Ruby headers. A binding
+ * supplies a walker (which knows its runtime's frames) and gets sampling,
+ * aggregation, pprof encoding, uploads and reports from the core.
+ *
+ * Conventions: public symbols start with pn_. A function that can fail
+ * returns 0 on success and -1 on failure, filling the caller's pn_error.
+ * Threads: the header says, per function, which thread may call it.
+ */
+#ifndef PYROSCOPE_NATIVE_H
+#define PYROSCOPE_NATIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+typedef enum {
+    PN_OK = 0,
+    PN_EINVAL,   /* bad argument or setting; message names it */
+    PN_ENOMEM,   /* allocation failed */
+    PN_ELIMIT,   /* a bound was hit (label count, depth, queue, ...) */
+    PN_EIO,      /* file system or network */
+    PN_ESTATE,   /* called in the wrong state (e.g. pop without push) */
+    PN_EPROTO,   /* malformed input data (a profile we cannot decode) */
+    PN_EHTTP,    /* the server answered with an error status */
+} pn_code;
+
+typedef struct {
+    pn_code code;
+    char msg[512];
+} pn_error;
+
+/* Fills e (if not NULL) and returns -1, so callers can `return pn_fail(...)`. */
+int pn_fail(pn_error *e, pn_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void pn_error_clear(pn_error *e);
+
+/* --------------------------------------------------------------- logging */
+
+/* Levels use the numbers of Python's logging module so bindings map 1:1. */
+enum { PN_LOG_DEBUG = 10, PN_LOG_INFO = 20, PN_LOG_WARN = 30, PN_LOG_ERROR = 40,
+       PN_LOG_OFF = 100 };
+
+/* Called from core threads (exporter, flusher) and from API callers; never
+ * from the sampler's tick. It must not wait on a thread that is inside
+ * pn_agent_stop() (e.g. a Python callback must not need a GIL that the
+ * stopping thread holds: release it around stop). */
+typedef void (*pn_log_fn)(void *ud, int level, const char *msg);
+
+/* Install the handler (NULL: write to stderr). Any thread, at configure time. */
+void pn_log_set_handler(pn_log_fn fn, void *ud);
+void pn_log_set_level(int min_level);
+int pn_log_level(void);
+void pn_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int pn_log_level_parse(const char *s, int *out);
+
+/* ------------------------------------------------------------- safe read */
+
+/* Copy n bytes from addr in this process; returns 0, or -1 when any byte is
+ * unmapped (no fault, no signal). Used by walkers to read runtime memory that
+ * another thread may free or move underneath them. Any thread, lock-free. */
+int pn_safe_read(void *dst, const void *addr, size_t n);
+
+/* ----------------------------------------------------------------- epoch */
+
+/* The sampling thread brackets each tick with enter/exit. Other threads use
+ * the counter to know when the sampler can no longer hold a pointer it loaded
+ * before some moment (label-set reclamation, store swaps). One sampling
+ * thread at a time. */
+void pn_epoch_enter(void);
+void pn_epoch_exit(void);
+uint64_t pn_epoch_now(void);
+/* True once no tick that was running at `seen` (a value of pn_epoch_now())
+ * can still be running. */
+int pn_epoch_passed(uint64_t seen);
+/* Wait (sleeping in 100 us steps) until pn_epoch_passed(seen). */
+void pn_epoch_wait(uint64_t seen);
+
+/* --------------------------------------------------------------- symbols */
+
+/* Per-period intern tables: strings and frames (function, file, line). A
+ * pn_symbols belongs to one store period and is written only by the store's
+ * writer; it is read by the exporter after the period was swapped out. It is
+ * bounded: when full, new strings/frames map to the "[unknown]" frame and
+ * are counted in pn_symbols_dropped(). */
+typedef struct pn_symbols pn_symbols;
+typedef uint32_t pn_frame_id;
+
+#define PN_STR_EMPTY 0u            /* string id of "" */
+#define PN_FRAME_UNKNOWN 0u        /* "[unknown]": symbol table full or bad read */
+#define PN_FRAME_TRUNCATED 1u      /* "[truncated]": stack cut at max depth */
+#define PN_FRAME_OVERFLOW 2u       /* "[overflow]": store full, sample kept here */
+#define PN_FRAME_FIRST_USER 3u
+
+#define PN_MAX_STRING 1024 /* longer names are cut (and end in "...") */
+
+pn_symbols *pn_symbols_new(size_t max_string_bytes, uint32_t max_frames);
+void pn_symbols_free(pn_symbols *s);
+/* Forget everything but the synthetic frames; bumps the generation. */
+void pn_symbols_reset(pn_symbols *s);
+/* Walkers may cache ids keyed by their own objects while the generation
+ * stays the same (it changes on every reset). */
+uint64_t pn_symbols_generation(const pn_symbols *s);
+uint32_t pn_symbols_string(pn_symbols *s, const char *str, size_t len);
+pn_frame_id pn_symbols_frame(pn_symbols *s, uint32_t name_sid, uint32_t file_sid,
+                             uint32_t line);
+/* Convenience: intern name and file, then the frame. */
+pn_frame_id pn_symbols_frame3(pn_symbols *s, const char *name, size_t nlen,
+                              const char *file, size_t flen, uint32_t line);
+const char *pn_symbols_str(const pn_symbols *s, uint32_t sid, size_t *len);
+int pn_symbols_frame_get(const pn_symbols *s, pn_frame_id f, uint32_t *name_sid,
+                         uint32_t *file_sid, uint32_t *line);
+uint32_t pn_symbols_frame_count(const pn_symbols *s);
+uint32_t pn_symbols_string_count(const pn_symbols *s);
+uint64_t pn_symbols_dropped(const pn_symbols *s);
+
+/* ---------------------------------------------------------------- labels */
+
+typedef struct {
+    const char *key;
+    const char *value;
+} pn_label;
+
+/* Server rules (see DESIGN.md): names [a-zA-Z_][a-zA-Z0-9_.]*, no leading
+ * "__", <= 1024 bytes; values non-empty, <= 2048 bytes, valid UTF-8, none of
+ * "{},=" ; at most PN_MAX_LABELS per set. */
+#define PN_MAX_LABELS 100
+#define PN_MAX_LABEL_NAME 1024
+#define PN_MAX_LABEL_VALUE 2048
+int pn_label_check_name(const char *key, pn_error *e);
+int pn_label_check_value(const char *key, const char *value, pn_error *e);
+/* Application names may also contain '-' and '/'. */
+int pn_label_check_app_name(const char *name, pn_error *e);
+
+/* An immutable, sorted, interned label set. Sets with equal contents are the
+ * same object and have the same id; the empty set has id 0 and is never
+ * freed. Reference counted; creation and release take a mutex that the
+ * sampler never takes. Any thread. */
+typedef struct pn_labelset pn_labelset;
+
+const pn_labelset *pn_labelset_empty(void);
+uint64_t pn_labelset_id(const pn_labelset *ls);
+size_t pn_labelset_count(const pn_labelset *ls);
+/* i-th pair in key order; valid while the caller holds a reference. */
+pn_label pn_labelset_at(const pn_labelset *ls, size_t i);
+/* NULL if absent. */
+const char *pn_labelset_get(const pn_labelset *ls, const char *key);
+/* base ∪ kv (kv wins on equal keys), validated; returns a new reference. */
+const pn_labelset *pn_labelset_merge(const pn_labelset *base, const pn_label *kv,
+                                     size_t n, pn_error *e);
+/* base without `key` (only when its value equals `value`, if value != NULL). */
+const pn_labelset *pn_labelset_without(const pn_labelset *base, const char *key,
+                                       const char *value);
+void pn_labelset_ref(const pn_labelset *ls);
+void pn_labelset_unref(const pn_labelset *ls);
+/* Number of live (non-empty) label sets: for tests and stats. */
+size_t pn_labelset_live(void);
+
+/* Per-OS-thread current set. The calling thread owns its slot; the sampler
+ * reads any thread's slot with one atomic load. */
+int pn_labels_push(const pn_label *kv, size_t n, pn_error *e);
+int pn_labels_pop(pn_error *e);
+size_t pn_labels_depth(void);
+int pn_labels_thread_add(const char *key, const char *value, pn_error *e);
+int pn_labels_thread_remove(const char *key, const char *value, pn_error *e);
+/* Replace the calling thread's set (takes a new reference to ls; releases
+ * the old). For bindings that keep labels in async context (Node). */
+void pn_labels_set_current(const pn_labelset *ls);
+/* The calling thread's set, borrowed. */
+const pn_labelset *pn_labels_current(void);
+/* Sampler side, between pn_epoch_enter/exit: the set of kernel thread `tid`
+ * (the empty set when it has none); stays valid until the store period it
+ * is recorded in has been encoded. Lock-free. */
+const pn_labelset *pn_labels_of_thread(pid_t tid);
+/* Free sets that no thread holds and no live period uses. `live_period` is
+ * the sequence number of the oldest period that may still reference sets.
+ * Exporter thread. */
+void pn_labels_collect(uint64_t live_period);
+/* Mark ls as used by period `period_seq` (store writer). */
+void pn_labelset_mark_used(const pn_labelset *ls, uint64_t period_seq);
+
+/* ----------------------------------------------------------------- store */
+
+#define PN_MAX_VALUES 4
+
+typedef struct {
+    uint32_t max_stacks;        /* distinct stacks per period (default 16384) */
+    uint32_t max_samples;       /* distinct (stack, labels, thread) (default 2*max_stacks) */
+    uint32_t max_depth;         /* frames per stack, cut marked (default 128) */
+    size_t symbol_bytes;        /* string bytes per period (default 2 MiB) */
+    uint32_t max_frames;        /* distinct frames per period (default 65536) */
+    int nvalues;                /* values per sample, 1..PN_MAX_VALUES */
+} pn_store_limits;
+
+void pn_store_limits_default(pn_store_limits *l);
+
+typedef struct pn_store pn_store;
+typedef struct pn_period pn_period;
+
+/* A read-only view of one aggregated sample of a swapped-out period. */
+typedef struct {
+    const pn_frame_id *frames;  /* leaf first */
+    uint32_t depth;
+    const pn_labelset *labels;
+    uint64_t tid;               /* 0 when not reported */
+    uint32_t thread_name;       /* string id, PN_STR_EMPTY when not reported */
+    const int64_t *values;      /* nvalues entries */
+} pn_sample_view;
+
+typedef struct {
+    uint64_t samples_added;     /* pn_period_add calls that landed */
+    uint64_t overflow_samples;  /* of those, folded into [overflow] */
+    uint64_t truncated_stacks;  /* cut at max_depth */
+    uint64_t symbols_dropped;
+} pn_period_stats;
+
+pn_store *pn_store_new(const pn_store_limits *l, pn_error *e);
+void pn_store_free(pn_store *s);
+const pn_store_limits *pn_store_get_limits(const pn_store *s);
+
+/* Writer (one thread at a time; the sampler): begin enters the epoch and
+ * returns the active period; end leaves it. No allocation, no locks. */
+pn_period *pn_store_write_begin(pn_store *s);
+void pn_store_write_end(pn_store *s);
+
+/* Exporter: make a fresh period active, wait until the writer has left the
+ * old one, and return it. `now_ns` is CLOCK_REALTIME and becomes the old
+ * period's end and the new one's start. Then read it and give it back with
+ * pn_store_recycle before the next swap. */
+pn_period *pn_store_swap(pn_store *s, int64_t now_ns);
+void pn_store_recycle(pn_store *s, pn_period *p);
+/* After fork in the child: empty both periods (no writer exists). */
+void pn_store_reset(pn_store *s, int64_t now_ns);
+
+pn_symbols *pn_period_symbols(pn_period *p);
+const pn_symbols *pn_period_symbols_const(const pn_period *p);
+/* Add one sample. frames are leaf first; stacks deeper than max_depth keep
+ * the max_depth-1 leaf-most frames plus [truncated] at the root end.
+ * labels may be NULL (empty). values has nvalues entries. */
+void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
+                   const pn_labelset *labels, uint64_t tid, uint32_t thread_name,
+                   const int64_t *values);
+size_t pn_period_sample_count(const pn_period *p);
+void pn_period_sample(const pn_period *p, size_t i, pn_sample_view *out);
+int pn_period_nvalues(const pn_period *p);
+int64_t pn_period_start_ns(const pn_period *p);
+int64_t pn_period_end_ns(const pn_period *p);
+uint64_t pn_period_seq(const pn_period *p);
+void pn_period_get_stats(const pn_period *p, pn_period_stats *out);
+
+/* --------------------------------------------------------------- sampler */
+
+typedef struct pn_sampler pn_sampler;
+typedef struct pn_tick pn_tick;
+
+/* Called once per tick on the sampler thread. It must not allocate, lock
+ * anything an application thread can hold, or call into the runtime; it
+ * reads memory through pn_safe_read. */
+typedef void (*pn_walker_fn)(void *ctx, pn_tick *tick);
+
+typedef struct {
+    double hz;                  /* ticks per second (default 100) */
+    int oncpu;                  /* value = thread CPU ns (1) or wall ns (0) */
+    int report_thread_id;
+    int report_thread_name;
+} pn_sampler_opts;
+
+typedef struct {
+    uint64_t ticks;
+    uint64_t missed_ticks;      /* deadlines skipped because a tick overran */
+    uint64_t samples;
+    uint64_t idle_skipped;      /* threads skipped by on-CPU mode */
+    int64_t sampler_cpu_ns;     /* CPU used by the sampler thread itself */
+} pn_sampler_stats;
+
+pn_sampler *pn_sampler_new(pn_store *store, const pn_sampler_opts *o,
+                           pn_walker_fn walker, void *ctx, pn_error *e);
+int pn_sampler_start(pn_sampler *s, pn_error *e);
+/* Stops and joins the thread (bounded by one tick). Idempotent. */
+void pn_sampler_stop(pn_sampler *s);
+void pn_sampler_free(pn_sampler *s);
+void pn_sampler_get_stats(const pn_sampler *s, pn_sampler_stats *out);
+/* Fork support (called by the agent's pthread_atfork handlers; exposed for
+ * tests). prepare parks the thread between ticks; parent resumes it; child
+ * forgets the dead thread, resets its state and starts a new one. */
+void pn_sampler_fork_prepare(pn_sampler *s);
+void pn_sampler_fork_parent(pn_sampler *s);
+void pn_sampler_fork_child(pn_sampler *s);
+
+/* Walker API, valid only inside the walker callback. */
+pn_symbols *pn_tick_symbols(pn_tick *t);
+const pn_sampler_opts *pn_tick_opts(const pn_tick *t);
+/* CPU ns thread `tid` used since the previous tick that asked about it
+ * (a thread seen for the first time reports at most one interval); -1 when
+ * the thread's clock cannot be read (it exited). */
+int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid);
+/* Nanoseconds of wall time this tick stands for (the scheduled interval,
+ * times 1 + missed deadlines). */
+int64_t pn_tick_wall_ns(const pn_tick *t);
+/* Record one stack for `tid` with the given value (CPU or wall ns, per the
+ * mode); labels come from tid's slot. thread_name may be NULL. */
+void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                    int64_t value_ns, const char *thread_name);
+
+/* CPU time of kernel thread tid of this process, ns; -1 if unreadable. */
+int64_t pn_thread_cpu_ns(pid_t tid);
+pid_t pn_gettid(void);
+
+/* ----------------------------------------------------------------- pprof */
+
+typedef struct {
+    const char *type;
+    const char *unit;
+} pn_value_type;
+
+typedef struct {
+    pn_value_type sample_types[PN_MAX_VALUES];  /* one per period value */
+    pn_value_type period_type;
+    int64_t period;             /* e.g. 1e9/hz for cpu */
+    const pn_label *extra_labels; /* added to every sample (e.g. pid) */
+    size_t n_extra;
+    size_t max_samples;         /* per profile, default 16000 */
+    size_t max_bytes;           /* uncompressed per profile, default 4 MiB */
+} pn_encode_opts;
+
+void pn_encode_opts_default(pn_encode_opts *o);
+
+/* Receives each encoded profile (gzip) in turn; return 0 to continue. */
+typedef int (*pn_profile_sink)(void *ud, const uint8_t *gz, size_t len,
+                               size_t nsamples);
+
+/* Encode a swapped-out period into one or more gzip'ed pprof profiles,
+ * splitting so each respects max_samples and max_bytes. Samples whose values
+ * are all zero are skipped. Exporter thread. Returns the number of profiles
+ * emitted, or -1. */
+int pn_pprof_encode(const pn_period *p, const pn_encode_opts *o,
+                    pn_profile_sink sink, void *ud, pn_error *e);
+
+/* gzip a buffer (level 6). *out is malloc'ed. */
+int pn_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
+            pn_error *e);
+/* gunzip (or pass through data that is not gzip); *out is malloc'ed. */
+int pn_gunzip(const uint8_t *in, size_t len, size_t max_out, uint8_t **out,
+              size_t *out_len, pn_error *e);
+
+/* ------------------------------------------------------------- exporters */
+
+/* One encoded profile on its way out. Owned by the exporter queue. */
+typedef struct {
+    char *app_name;             /* application name (no tags) */
+    char *profile_type;         /* "cpu" or "wall": file names, logs */
+    int64_t from_s, until_s;    /* unix seconds */
+    uint32_t sample_rate;       /* Hz */
+    uint8_t *data;              /* gzip'ed pprof */
+    size_t len;
+    uint32_t part;              /* index when a period was split */
+} pn_upload;
+
+typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL } pn_send_result;
+
+/* One destination. send() runs on the exporter thread only; it must give
+ * up by `deadline_ns` (CLOCK_MONOTONIC) and when *abort becomes non-zero. */
+typedef struct pn_exporter {
+    const char *name;
+    pn_send_result (*send)(struct pn_exporter *self, const pn_upload *u,
+                           int64_t deadline_ns, const volatile int *abort,
+                           pn_error *e);
+    void (*destroy)(struct pn_exporter *self);
+} pn_exporter;
+
+typedef struct {
+    const char *server_address; /* http(s)://host[:port][/prefix] */
+    const char *app_name;
+    const pn_label *tags;       /* global tags, go into name={...} */
+    size_t ntags;
+    const char *spy_name;
+    const char *basic_auth_user;
+    const char *basic_auth_password;
+    const char *tenant_id;
+    const pn_label *headers;    /* extra HTTP headers (key = header name) */
+    size_t nheaders;
+    double connect_timeout_s;   /* default 5 */
+    double timeout_s;           /* whole request, default 10 */
+} pn_http_opts;
+
+pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e);
+/* Builds the ingest URL for u (exposed for tests). *url is malloc'ed. */
+int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url,
+                       pn_error *e);
+
+pn_exporter *pn_folder_exporter_new(const char *dir, pn_error *e);
+
+typedef struct {
+    size_t queue_capacity;      /* uploads held; default 16 */
+    int max_attempts;           /* per upload and exporter; default 4 */
+    double backoff_initial_s;   /* default 0.5, doubles, +-25% jitter */
+    double backoff_max_s;       /* default 8 */
+} pn_queue_opts;
+
+typedef struct {
+    uint64_t uploads_ok;
+    uint64_t uploads_failed;    /* gave up after retries or a 4xx */
+    uint64_t uploads_dropped;   /* queue full (oldest dropped) or stop timeout */
+    uint64_t retries;
+    uint64_t bytes_sent;
+} pn_queue_stats;
+
+/* The exporter thread: a bounded queue in front of one or more exporters. */
+typedef struct pn_queue pn_queue;
+pn_queue *pn_queue_new(const pn_queue_opts *o, pn_exporter **exporters, size_t n,
+                       pn_error *e);
+/* Takes ownership of u (and its buffers). Never blocks on the network: a
+ * full queue drops its oldest entry, counted. Any thread. */
+void pn_queue_push(pn_queue *q, pn_upload *u);
+/* Wait until everything queued so far was sent or given up, at most
+ * timeout_s. Returns 0 when drained, -1 on timeout. */
+int pn_queue_flush(pn_queue *q, double timeout_s);
+/* Flush for at most timeout_s, abort whatever is in flight, join, free.
+ * The exporters are destroyed too. */
+void pn_queue_stop(pn_queue *q, double timeout_s);
+void pn_queue_get_stats(pn_queue *q, pn_queue_stats *out);
+void pn_queue_fork_prepare(pn_queue *q);
+void pn_queue_fork_parent(pn_queue *q);
+void pn_queue_fork_child(pn_queue *q);
+void pn_upload_free(pn_upload *u);
+
+/* ---------------------------------------------------------------- config */
+
+/* Every setting of DESIGN.md. Strings are owned (malloc'ed) by the config. */
+typedef struct {
+    char *application_name;
+    char *server_address;       /* NULL/empty: no HTTP upload */
+    double sample_rate;         /* Hz, default 100 */
+    double upload_interval;     /* seconds, default 10 */
+    int oncpu;                  /* default 1 */
+    pn_label *tags;             /* global tags */
+    size_t ntags;
+    char *basic_auth_username;
+    char *basic_auth_password;
+    char *tenant_id;
+    pn_label *http_headers;
+    size_t nheaders;
+    char *output_dir;           /* NULL/empty: no folder output */
+    int report_pid;
+    int report_thread_id;
+    int report_thread_name;
+    int log_level;              /* PN_LOG_*, default WARN */
+    uint32_t max_stacks;        /* per period, default 16384 */
+    uint32_t max_depth;         /* default 128 */
+    double stop_timeout;        /* seconds stop may take, default 5 */
+    char *spy_name;             /* set by the binding, e.g. "pyspy" */
+} pn_config;
+
+void pn_config_init(pn_config *c);
+void pn_config_free(pn_config *c);
+int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e);
+/* Set one setting by its name from its string form (the env-var syntax):
+ * booleans true/false/1/0/yes/no/on/off, numbers in decimal, tags and
+ * headers as "k=v,k2=v2". Unknown names and bad values fail with a message
+ * naming the setting and the rule. */
+int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e);
+/* Apply every PYROSCOPE_<NAME> variable of envp (NULL: environ). Unknown
+ * PYROSCOPE_* variables are logged as warnings and ignored. */
+int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e);
+/* Whole-config rules (an application name, at least one destination...). */
+int pn_config_validate(const pn_config *c, pn_error *e);
+/* The list of setting names, NULL-terminated (for bindings' keyword checks). */
+const char *const *pn_config_names(void);
+
+/* ----------------------------------------------------------------- agent */
+
+typedef struct pn_agent pn_agent;
+
+typedef struct {
+    pn_walker_fn walker;
+    void *walker_ctx;
+    /* Optional: called on the sampler thread of a forked child before the
+     * first tick, so the walker can drop per-process caches. */
+    void (*after_fork_child)(void *walker_ctx);
+} pn_agent_hooks;
+
+typedef struct {
+    pn_sampler_stats sampler;
+    pn_queue_stats queue;
+    uint64_t periods;
+    uint64_t profiles_encoded;
+    uint64_t samples_dropped;   /* folded into [overflow] or symbol drops */
+    uint64_t encode_errors;
+} pn_agent_stats;
+
+/* Validates the config and starts the sampler, flusher and exporter
+ * threads. Any thread; one agent per process at a time. */
+pn_agent *pn_agent_start(const pn_config *c, const pn_agent_hooks *h, pn_error *e);
+/* Swap the current period out, encode and queue it, and wait until queued
+ * uploads are done, at most timeout_s. */
+int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e);
+/* Final flush within the config's stop_timeout, stop all threads, free. */
+void pn_agent_stop(pn_agent *a);
+void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out);
+const pn_config *pn_agent_config(const pn_agent *a);
+
+/* --------------------------------------------------------------- reports */
+
+/* A merged view of one or more pprof files: stacks (root first, function
+ * names only) with their first sample value summed. */
+typedef struct pn_report pn_report;
+
+pn_report *pn_report_new(void);
+void pn_report_free(pn_report *r);
+/* Add a .pb/.pb.gz profile, or every such file in a folder. */
+int pn_report_add_path(pn_report *r, const char *path, pn_error *e);
+int pn_report_add_buffer(pn_report *r, const uint8_t *data, size_t len, pn_error *e);
+size_t pn_report_profiles(const pn_report *r);
+/* Write a self-contained interactive flame graph (no network). */
+int pn_report_write_html(const pn_report *r, const char *title, const char *out_path,
+                         pn_error *e);
+/* Print the top n functions by self and total value. */
+int pn_report_write_top(const pn_report *r, FILE *out, size_t n, pn_error *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
