@@ -303,6 +303,10 @@ const pn_sampler_opts *pn_tick_opts(const pn_tick *t);
  * (a thread seen for the first time reports at most one interval); -1 when
  * the thread's clock cannot be read (it exited). */
 int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid);
+/* Decide whether to sample thread tid this tick and with what value: in
+ * on-CPU mode 0 (skip) when its CPU clock did not advance, else 1 with
+ * *value_ns = CPU ns; in wall mode always 1 with the tick's wall ns. */
+int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns);
 /* Nanoseconds of wall time this tick stands for (the scheduled interval,
  * times 1 + missed deadlines). */
 int64_t pn_tick_wall_ns(const pn_tick *t);

@@ -415,9 +415,12 @@ size_t pn_labelset_live(void)
 
 #define SLOTS 8192 /* threads holding labels at once */
 
+typedef struct thread_labels thread_labels;
+
 typedef struct {
     _Atomic pid_t tid;                  /* 0: free */
     _Atomic(const pn_labelset *) set;   /* written by the owning thread only */
+    thread_labels *owner;               /* its thread-local state (for fork) */
 } slot;
 
 /* Slot table: a slot's tid is claimed and released under registry_lock by
@@ -427,11 +430,11 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint32_t max_probe; /* longest probe distance ever used */
 
 /* Owned by the thread itself. */
-typedef struct {
+struct thread_labels {
     slot *s;
     const pn_labelset **stack; /* previous sets saved by push, one reference each */
     size_t depth, cap;
-} thread_labels;
+};
 
 static _Thread_local thread_labels tl;
 static pthread_key_t exit_key;
@@ -462,6 +465,7 @@ static slot *claim_slot(pn_error *e)
         slot *s = &slots[(home + d) & (SLOTS - 1)];
         if (atomic_load(&s->tid) == 0) {
             atomic_store(&s->set, &empty_set);
+            s->owner = &tl;
             atomic_store(&s->tid, tid);
             if (d > atomic_load(&max_probe))
                 atomic_store(&max_probe, d);
@@ -603,11 +607,15 @@ static void atfork_child(void)
 {
     pthread_mutex_unlock(&intern_lock);
     pthread_mutex_unlock(&registry_lock);
-    /* Only the forking thread exists now: free the other threads' slots
-     * (their sets stay referenced and leak: bounded, and freeing would need
-     * their stacks, which died with them), and rekey ours to our new tid. */
-    for (size_t i = 0; i < SLOTS; i++)
-        atomic_store(&slots[i].tid, 0);
+    /* Only the forking thread exists now. Release what the other threads
+     * held (their thread-local blocks are still mapped, just orphaned) and
+     * rekey our own slot to our new tid. */
+    for (size_t i = 0; i < SLOTS; i++) {
+        slot *s = &slots[i];
+        if (atomic_load(&s->tid) != 0 && s != tl.s && s->owner)
+            on_thread_exit(s->owner);
+        atomic_store(&s->tid, 0);
+    }
     atomic_store(&max_probe, 0);
     if (tl.s) {
         const pn_labelset *cur = atomic_load(&tl.s->set);

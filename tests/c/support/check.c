@@ -1,8 +1,15 @@
 #include "check.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 int pn_check_failures;
+
+int pn_test_timing_strict(void)
+{
+    const char *v = getenv("PN_TEST_SLOW");
+    return !(v && v[0] && v[0] != '0');
+}
 
 int pn_test_run(const char *suite, const pn_test_case *cases, size_t n)
 {

@@ -44,6 +44,11 @@ typedef struct {
     void (*fn)(void);
 } pn_test_case;
 
+/* False under valgrind and sanitizers (PN_TEST_SLOW=1 in the environment):
+ * threads are serialised there, so timing-based checks keep only their
+ * functional half. */
+int pn_test_timing_strict(void);
+
 int pn_test_run(const char *suite, const pn_test_case *cases, size_t n);
 
 #define TEST_MAIN(...)                                                        \
