@@ -1,0 +1,430 @@
+/* The test HTTP server (see http_server.h). */
+#include "http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_HEAD (64 * 1024)
+#define MAX_BODY (64 * 1024 * 1024)
+
+typedef struct {
+    int status;
+    char *body;
+    int delay_ms;
+} reply;
+
+struct test_server {
+    /* Set by start, read-only afterwards. */
+    int listen_fd;
+    int stop_pipe[2];           /* readable once stop begins; wakes every poll */
+    int port;
+    char url[64];
+    pthread_t acceptor;
+
+    pthread_mutex_t mu;
+    pthread_cond_t arrived;     /* a request was recorded */
+    /* Guarded by mu. */
+    test_request **reqs;
+    size_t nreqs, reqs_cap;
+    reply *script;
+    size_t nscript, script_next, script_cap;
+    reply def;
+    pthread_t *conns;           /* connection threads, joined by stop */
+    size_t nconns, conns_cap;
+};
+
+typedef struct {
+    test_server *s;
+    int fd;
+} conn_arg;
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n);
+    if (!q) {
+        fprintf(stderr, "test server: out of memory\n");
+        abort();
+    }
+    return q;
+}
+
+static char *xstrdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d) {
+        fprintf(stderr, "test server: out of memory\n");
+        abort();
+    }
+    return d;
+}
+
+/* 1: fd readable, 0: timed out, -1: the server is stopping. */
+static int wait_readable(test_server *s, int fd, int timeout_ms)
+{
+    struct pollfd p[2] = {{.fd = s->stop_pipe[0], .events = POLLIN}, {.fd = fd, .events = POLLIN}};
+    for (;;) {
+        int n = poll(p, fd >= 0 ? 2 : 1, timeout_ms);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || p[0].revents)
+            return -1;
+        return n == 0 ? 0 : 1;
+    }
+}
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Status";
+    }
+}
+
+static void free_request(test_request *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->nheaders; i++) {
+        free(r->names[i]);
+        free(r->values[i]);
+    }
+    free(r->names);
+    free(r->values);
+    free(r->target);
+    free(r->body);
+    free(r);
+}
+
+/* Parse the request line and headers of head[0..n) (ends with CRLF CRLF). */
+static test_request *parse_head(char *head, size_t n, size_t *content_length, int *expect100)
+{
+    test_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    head[n] = '\0';
+    char *save = NULL;
+    char *line = strtok_r(head, "\r\n", &save);
+    char target[8192];
+    if (!line || sscanf(line, "%15s %8191s", r->method, target) != 2) {
+        free_request(r);
+        return NULL;
+    }
+    r->target = xstrdup(target);
+    *content_length = 0;
+    *expect100 = 0;
+    while ((line = strtok_r(NULL, "\r\n", &save))) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        *colon = '\0';
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t vl = strlen(v);
+        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+            v[--vl] = '\0';
+        r->names = xrealloc(r->names, (r->nheaders + 1) * sizeof *r->names);
+        r->values = xrealloc(r->values, (r->nheaders + 1) * sizeof *r->values);
+        r->names[r->nheaders] = xstrdup(line);
+        r->values[r->nheaders] = xstrdup(v);
+        r->nheaders++;
+        if (strcasecmp(line, "Content-Length") == 0)
+            *content_length = strtoull(v, NULL, 10);
+        if (strcasecmp(line, "Expect") == 0 && strcasecmp(v, "100-continue") == 0)
+            *expect100 = 1;
+    }
+    return r;
+}
+
+static void serve(test_server *s, int fd)
+{
+    char *buf = xrealloc(NULL, MAX_HEAD + 1);
+    size_t len = 0, end = 0;
+    test_request *r = NULL;
+    for (;;) {
+        char *hit = len >= 4 ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
+        if (hit) {
+            end = (size_t)(hit - buf) + 4;
+            break;
+        }
+        if (len >= MAX_HEAD || wait_readable(s, fd, -1) != 1)
+            goto out;
+        ssize_t n = recv(fd, buf + len, MAX_HEAD - len, 0);
+        if (n <= 0)
+            goto out;
+        len += (size_t)n;
+    }
+    size_t clen;
+    int expect100;
+    char *head = malloc(end + 1);
+    if (!head)
+        goto out;
+    memcpy(head, buf, end);
+    r = parse_head(head, end, &clen, &expect100);
+    free(head);
+    if (!r || clen > MAX_BODY)
+        goto out;
+    if (expect100)
+        send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    r->body = xrealloc(NULL, clen + 1);
+    size_t have = len - end < clen ? len - end : clen;
+    memcpy(r->body, buf + end, have);
+    while (have < clen) {
+        if (wait_readable(s, fd, -1) != 1)
+            goto out;
+        ssize_t n = recv(fd, r->body + have, clen - have, 0);
+        if (n <= 0)
+            goto out;
+        have += (size_t)n;
+    }
+    r->body[clen] = '\0';
+    r->body_len = clen;
+
+    pthread_mutex_lock(&s->mu);
+    reply rp = s->script_next < s->nscript ? s->script[s->script_next++] : s->def;
+    int status = rp.status, delay = rp.delay_ms;
+    char *body = xstrdup(rp.body ? rp.body : "");
+    if (s->nreqs == s->reqs_cap) {
+        s->reqs_cap = s->reqs_cap ? 2 * s->reqs_cap : 16;
+        s->reqs = xrealloc(s->reqs, s->reqs_cap * sizeof *s->reqs);
+    }
+    s->reqs[s->nreqs++] = r;
+    r = NULL;
+    pthread_cond_broadcast(&s->arrived);
+    pthread_mutex_unlock(&s->mu);
+
+    if (delay > 0 && wait_readable(s, -1, delay) < 0)
+        status = TEST_SERVER_HANG; /* stopping: just close */
+    if (status == TEST_SERVER_HANG) {
+        /* Hold the connection until the client closes it or we stop. */
+        char sink[4096];
+        while (wait_readable(s, fd, -1) == 1 && recv(fd, sink, sizeof sink, 0) > 0)
+            ;
+    } else {
+        char hdr[256];
+        int n = snprintf(hdr, sizeof hdr,
+                         "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                         "Connection: close\r\n\r\n",
+                         status, reason(status), strlen(body));
+        send_all(fd, hdr, (size_t)n);
+        send_all(fd, body, strlen(body));
+        shutdown(fd, SHUT_WR);
+    }
+    free(body);
+out:
+    free_request(r);
+    free(buf);
+}
+
+static void *conn_main(void *arg)
+{
+    conn_arg a = *(conn_arg *)arg;
+    free(arg);
+    serve(a.s, a.fd);
+    close(a.fd);
+    return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+    test_server *s = arg;
+    while (wait_readable(s, s->listen_fd, -1) == 1) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        conn_arg *a = xrealloc(NULL, sizeof *a);
+        a->s = s;
+        a->fd = fd;
+        pthread_t t;
+        if (pthread_create(&t, NULL, conn_main, a) != 0) {
+            fprintf(stderr, "test server: cannot start a connection thread\n");
+            free(a);
+            close(fd);
+            continue;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (s->nconns == s->conns_cap) {
+            s->conns_cap = s->conns_cap ? 2 * s->conns_cap : 16;
+            s->conns = xrealloc(s->conns, s->conns_cap * sizeof *s->conns);
+        }
+        s->conns[s->nconns++] = t;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+test_server *test_server_start(void)
+{
+    /* A proxy from the environment must not swallow loopback requests. */
+    setenv("no_proxy", "127.0.0.1,localhost", 1);
+    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+
+    test_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->def.status = 200;
+    s->def.body = xstrdup("ok");
+    s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        listen(s->listen_fd, 64) != 0 || getsockname(s->listen_fd, (struct sockaddr *)&a, &alen) != 0 ||
+        pipe2(s->stop_pipe, O_CLOEXEC) != 0) {
+        fprintf(stderr, "test server: cannot listen on 127.0.0.1: %s\n", strerror(errno));
+        if (s->listen_fd >= 0)
+            close(s->listen_fd);
+        free(s->def.body);
+        free(s);
+        return NULL;
+    }
+    s->port = ntohs(a.sin_port);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->arrived, NULL);
+    if (pthread_create(&s->acceptor, NULL, accept_main, s) != 0) {
+        fprintf(stderr, "test server: cannot start the accept thread\n");
+        close(s->listen_fd);
+        close(s->stop_pipe[0]);
+        close(s->stop_pipe[1]);
+        free(s->def.body);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void test_server_stop(test_server *s)
+{
+    if (!s)
+        return;
+    if (write(s->stop_pipe[1], "x", 1) != 1)
+        fprintf(stderr, "test server: cannot signal stop\n");
+    pthread_join(s->acceptor, NULL);
+    /* The acceptor is gone, so the list no longer grows. */
+    for (size_t i = 0; i < s->nconns; i++)
+        pthread_join(s->conns[i], NULL);
+    close(s->listen_fd);
+    close(s->stop_pipe[0]);
+    close(s->stop_pipe[1]);
+    for (size_t i = 0; i < s->nreqs; i++)
+        free_request(s->reqs[i]);
+    for (size_t i = 0; i < s->nscript; i++)
+        free(s->script[i].body);
+    free(s->script);
+    free(s->def.body);
+    free(s->reqs);
+    free(s->conns);
+    pthread_cond_destroy(&s->arrived);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int test_server_port(const test_server *s) { return s->port; }
+
+const char *test_server_url(const test_server *s) { return s->url; }
+
+void test_server_reply(test_server *s, int status, const char *body, int delay_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->nscript == s->script_cap) {
+        s->script_cap = s->script_cap ? 2 * s->script_cap : 8;
+        s->script = xrealloc(s->script, s->script_cap * sizeof *s->script);
+    }
+    s->script[s->nscript++] = (reply){status, xstrdup(body), delay_ms};
+    pthread_mutex_unlock(&s->mu);
+}
+
+void test_server_default_reply(test_server *s, int status, const char *body, int delay_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    free(s->def.body);
+    s->def = (reply){status, xstrdup(body), delay_ms};
+    pthread_mutex_unlock(&s->mu);
+}
+
+size_t test_server_count(test_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->nreqs;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+size_t test_server_wait(test_server *s, size_t n, double timeout_s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = until.tv_nsec + (long long)(timeout_s * 1e9);
+    until.tv_sec += ns / 1000000000LL;
+    until.tv_nsec = ns % 1000000000LL;
+    pthread_mutex_lock(&s->mu);
+    while (s->nreqs < n)
+        if (pthread_cond_timedwait(&s->arrived, &s->mu, &until) == ETIMEDOUT)
+            break;
+    size_t got = s->nreqs;
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
+const test_request *test_server_request(test_server *s, size_t i)
+{
+    pthread_mutex_lock(&s->mu);
+    const test_request *r = i < s->nreqs ? s->reqs[i] : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+const char *test_request_header(const test_request *r, const char *name)
+{
+    for (size_t i = 0; r && i < r->nheaders; i++)
+        if (strcasecmp(r->names[i], name) == 0)
+            return r->values[i];
+    return NULL;
+}
+
+int test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}

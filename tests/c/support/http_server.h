@@ -1,0 +1,56 @@
+/* A small HTTP/1.1 server for tests, on 127.0.0.1 with an ephemeral port.
+ *
+ * It records every request (method, target, headers, body) and answers each
+ * one from a script: replies queued with test_server_reply() are used in
+ * arrival order, then the default reply (200 "ok" unless changed). A reply
+ * can be delayed, or never sent at all (the connection is held open until
+ * the client gives up or the server stops). One thread per connection, one
+ * request per connection (it answers with "Connection: close").
+ */
+#ifndef PN_TEST_HTTP_SERVER_H
+#define PN_TEST_HTTP_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TEST_SERVER_HANG 0      /* status meaning: never answer */
+
+typedef struct test_server test_server;
+
+typedef struct {
+    char method[16];
+    char *target;               /* path and query, as sent */
+    size_t nheaders;
+    char **names, **values;     /* as sent, value without surrounding spaces */
+    uint8_t *body;              /* NUL-terminated for convenience */
+    size_t body_len;
+} test_request;
+
+/* NULL (with a message on stderr) when the server cannot start. */
+test_server *test_server_start(void);
+/* Closes every connection, joins every thread, frees all requests. */
+void test_server_stop(test_server *s);
+int test_server_port(const test_server *s);
+/* "http://127.0.0.1:<port>" */
+const char *test_server_url(const test_server *s);
+
+/* Queue the reply to the next unanswered request (status TEST_SERVER_HANG:
+ * never answer). body may be NULL. */
+void test_server_reply(test_server *s, int status, const char *body, int delay_ms);
+/* The reply used once the queued ones are used up. */
+void test_server_default_reply(test_server *s, int status, const char *body, int delay_ms);
+
+size_t test_server_count(test_server *s);
+/* Wait until at least n requests were received, at most timeout_s; returns
+ * the count seen. */
+size_t test_server_wait(test_server *s, size_t n, double timeout_s);
+/* The i-th request (arrival order), valid until test_server_stop; NULL when
+ * there are not that many. */
+const test_request *test_server_request(test_server *s, size_t i);
+/* Case-insensitive header lookup; NULL when absent. */
+const char *test_request_header(const test_request *r, const char *name);
+
+/* A port on 127.0.0.1 that nothing listens on (bound, then closed). */
+int test_free_port(void);
+
+#endif
