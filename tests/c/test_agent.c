@@ -1,0 +1,405 @@
+/* The agent end to end: a walker over real threads, periods encoded and
+ * written to a folder and uploaded to a local HTTP server, bounded stop with
+ * a hanging server, one agent per process, and profiling in a forked child. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "http_server.h"
+#include "pprof_decode.h"
+#include "pyroscope_native.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One worker thread the walker knows: its tid and a two-frame stack. */
+static _Atomic pid_t worker_tid;
+static const char *_Atomic worker_fn = "busy_work";
+static atomic_int worker_stop;
+
+static void walker(void *ctx, pn_tick *t)
+{
+    (void)ctx;
+    pid_t tid = atomic_load(&worker_tid);
+    int64_t v;
+    if (tid == 0 || !pn_tick_begin_thread(t, tid, &v))
+        return;
+    const char *fn = atomic_load(&worker_fn);
+    pn_frame_id f[2] = {pn_symbols_frame3(pn_tick_symbols(t), fn, strlen(fn), "work.c", 6, 42),
+                        pn_symbols_frame3(pn_tick_symbols(t), "main", 4, "work.c", 6, 7)};
+    pn_tick_sample(t, tid, f, 2, v, "worker");
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    pn_label kv = {"endpoint", "/api/x"};
+    pn_labels_push(&kv, 1, NULL);
+    atomic_store(&worker_tid, pn_gettid());
+    volatile double x = 0;
+    while (!atomic_load(&worker_stop))
+        x += 1;
+    pn_labels_pop(NULL);
+    return NULL;
+}
+
+static pthread_t start_worker(void)
+{
+    atomic_store(&worker_stop, 0);
+    atomic_store(&worker_tid, 0);
+    pthread_t t;
+    pthread_create(&t, NULL, worker, NULL);
+    while (!atomic_load(&worker_tid))
+        sched_yield();
+    return t;
+}
+
+static void stop_worker(pthread_t t)
+{
+    atomic_store(&worker_stop, 1);
+    pthread_join(t, NULL);
+    atomic_store(&worker_tid, 0);
+}
+
+static void make_tmpdir(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "/tmp/pn-agent-XXXXXX");
+    if (!mkdtemp(buf))
+        buf[0] = 0;
+}
+
+static void rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[512];
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static uint8_t *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    return buf;
+}
+
+typedef struct {
+    int files;
+    int64_t busy_ns;            /* cpu value of samples whose leaf is busy_work */
+    int64_t labelled_ns;        /* of those, with endpoint=/api/x */
+    int thread_named;
+    char pid_seen[32];
+    const char *leaf;
+} folder_summary;
+
+static void summarize_folder(const char *dir, folder_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[512];
+    const char *leaf = atomic_load(&worker_fn);
+    while ((de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (n < 6 || strcmp(de->d_name + n - 6, ".pb.gz") != 0)
+            continue;
+        out->files++;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        size_t len;
+        uint8_t *data = read_file(path, &len);
+        pn_pb_profile *p = data ? pn_pprof_decode(data, len, NULL) : NULL;
+        free(data);
+        if (!p)
+            continue;
+        CHECK_EQ_INT(pn_pprof_check(p, 1), 0);
+        CHECK_STR(pn_pprof_str(p, p->sample_type[0]->type), "cpu");
+        for (size_t i = 0; i < p->n_sample; i++) {
+            const pn_pb_sample *s = p->sample[i];
+            const char *name = pn_pprof_frame_name(p, s, 0);
+            if (!name || strcmp(name, leaf) != 0)
+                continue;
+            out->busy_ns += s->value[0];
+            const char *ep = pn_pprof_label(p, s, "endpoint");
+            if (ep && strcmp(ep, "/api/x") == 0)
+                out->labelled_ns += s->value[0];
+            const char *tn = pn_pprof_label(p, s, "thread_name");
+            if (tn && strcmp(tn, "worker") == 0)
+                out->thread_named = 1;
+            const char *pid = pn_pprof_label(p, s, "pid");
+            if (pid)
+                snprintf(out->pid_seen, sizeof out->pid_seen, "%s", pid);
+        }
+        pn_pprof_free(p);
+    }
+    closedir(d);
+}
+
+static void base_config(pn_config *c, const char *dir)
+{
+    pn_config_init(c);
+    pn_config_set(c, "application_name", "agent.test", NULL);
+    if (dir)
+        pn_config_set(c, "output_dir", dir, NULL);
+    pn_config_set(c, "upload_interval", "0.3", NULL);
+    pn_config_set(c, "report_thread_name", "true", NULL);
+    pn_config_set(c, "report_pid", "true", NULL);
+}
+
+static const pn_agent_hooks hooks = {walker, NULL, NULL};
+
+static void test_folder_end_to_end(void)
+{
+    char dir[64];
+    make_tmpdir(dir, sizeof dir);
+    pn_config c;
+    base_config(&c, dir);
+    pn_error e;
+    pthread_t t = start_worker();
+    pn_agent *a = pn_agent_start(&c, &hooks, &e);
+    CHECK(a != NULL);
+    if (!a) {
+        fprintf(stderr, "  start: %s\n", e.msg);
+        stop_worker(t);
+        pn_config_free(&c);
+        return;
+    }
+    struct timespec d = {1, 0};
+    nanosleep(&d, NULL);
+    CHECK_EQ_INT(pn_agent_flush(a, 5, &e), 0);
+    pn_agent_stats st;
+    pn_agent_get_stats(a, &st);
+    CHECK(st.periods >= 2); /* the 0.3 s schedule ran on its own */
+    CHECK(st.sampler.samples > (pn_test_timing_strict() ? 50 : 0));
+    CHECK(st.queue.uploads_ok >= 1);
+    CHECK_EQ_INT(st.queue.uploads_failed, 0);
+    pn_agent_stop(a);
+    stop_worker(t);
+
+    folder_summary fs;
+    summarize_folder(dir, &fs);
+    printf("  %d files, busy_work %.3f s (labelled %.3f s)\n", fs.files, fs.busy_ns / 1e9,
+           fs.labelled_ns / 1e9);
+    CHECK(fs.files >= 2);
+    if (pn_test_timing_strict()) {
+        /* About one second of a spinning thread. */
+        CHECK(fs.busy_ns > 500000000LL);
+        CHECK(fs.busy_ns < 1500000000LL);
+    } else {
+        CHECK(fs.busy_ns > 0);
+    }
+    CHECK_EQ_INT(fs.labelled_ns, fs.busy_ns);
+    CHECK(fs.thread_named);
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    CHECK_STR(fs.pid_seen, pid);
+
+    /* The report reads what the folder exporter wrote. */
+    pn_report *r = pn_report_new();
+    CHECK_EQ_INT(pn_report_add_path(r, dir, &e), 0);
+    CHECK((int)pn_report_profiles(r) == fs.files);
+    char html[128];
+    snprintf(html, sizeof html, "%s/flamegraph.html", dir);
+    CHECK_EQ_INT(pn_report_write_html(r, "agent test", html, &e), 0);
+    struct stat sb;
+    CHECK(stat(html, &sb) == 0 && sb.st_size > 1000);
+    pn_report_free(r);
+    rm_rf(dir);
+    pn_config_free(&c);
+    pn_labels_collect(UINT64_MAX);
+}
+
+static void test_http_upload(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    pn_config c;
+    base_config(&c, NULL);
+    pn_config_set(&c, "server_address", test_server_url(srv), NULL);
+    pn_config_set(&c, "tags", "env=test,region=eu", NULL);
+    pn_config_set(&c, "spy_name", "testspy", NULL);
+    pn_config_set(&c, "tenant_id", "tenant-7", NULL);
+    pthread_t t = start_worker();
+    pn_error e;
+    pn_agent *a = pn_agent_start(&c, &hooks, &e);
+    CHECK(a != NULL);
+    if (a) {
+        struct timespec d = {0, 500 * 1000000};
+        nanosleep(&d, NULL);
+        CHECK_EQ_INT(pn_agent_flush(a, 5, &e), 0);
+        pn_agent_stop(a);
+    }
+    stop_worker(t);
+    CHECK(test_server_count(srv) >= 1);
+    const test_request *r = test_server_request(srv, 0);
+    if (r) {
+        CHECK_STR(r->method, "POST");
+        CHECK(strncmp(r->target, "/ingest?name=agent.test%7Benv%3Dtest%2Cregion%3Deu%7D", 53) ==
+              0);
+        CHECK(strstr(r->target, "&spyName=testspy") != NULL);
+        CHECK(strstr(r->target, "&sampleRate=100") != NULL);
+        CHECK(strstr(r->target, "&from=") != NULL && strstr(r->target, "&until=") != NULL);
+        CHECK_STR(test_request_header(r, "X-Scope-OrgID"), "tenant-7");
+        CHECK(strstr(test_request_header(r, "Content-Type"), "multipart/form-data") != NULL);
+    }
+    test_server_stop(srv);
+    pn_config_free(&c);
+    pn_labels_collect(UINT64_MAX);
+}
+
+static void test_stop_bounded_with_hanging_server(void)
+{
+    test_server *srv = test_server_start();
+    if (!srv)
+        return;
+    test_server_default_reply(srv, TEST_SERVER_HANG, NULL, 0);
+    pn_config c;
+    base_config(&c, NULL);
+    pn_config_set(&c, "server_address", test_server_url(srv), NULL);
+    pn_config_set(&c, "stop_timeout", "1", NULL);
+    pn_config_set(&c, "log_level", "off", NULL);
+    pthread_t t = start_worker();
+    pn_agent *a = pn_agent_start(&c, &hooks, NULL);
+    CHECK(a != NULL);
+    struct timespec d = {0, 700 * 1000000};
+    nanosleep(&d, NULL);
+    double t0 = now_s();
+    pn_agent_stop(a);
+    double took = now_s() - t0;
+    printf("  stop took %.2f s with a server that never answers\n", took);
+    CHECK(took < 2.5);
+    stop_worker(t);
+    test_server_stop(srv);
+    pn_config_free(&c);
+    pn_log_set_level(PN_LOG_WARN);
+    pn_labels_collect(UINT64_MAX);
+}
+
+static void test_one_agent_and_bad_config(void)
+{
+    char dir[64];
+    make_tmpdir(dir, sizeof dir);
+    pn_config c;
+    base_config(&c, dir);
+    pn_error e;
+    pn_agent *a = pn_agent_start(&c, &hooks, &e);
+    CHECK(a != NULL);
+    CHECK(pn_agent_start(&c, &hooks, &e) == NULL);
+    CHECK_EQ_INT(e.code, PN_ESTATE);
+    pn_agent_stop(a);
+    /* After stop a new agent may start. */
+    a = pn_agent_start(&c, &hooks, &e);
+    CHECK(a != NULL);
+    pn_agent_stop(a);
+
+    pn_config bad;
+    pn_config_init(&bad);
+    CHECK(pn_agent_start(&bad, &hooks, &e) == NULL);
+    CHECK(strstr(e.msg, "application_name") != NULL);
+    pn_config_set(&bad, "application_name", "x", NULL);
+    CHECK(pn_agent_start(&bad, &hooks, &e) == NULL);
+    CHECK(strstr(e.msg, "output_dir") != NULL);
+    pn_agent_hooks none = {NULL, NULL, NULL};
+    CHECK(pn_agent_start(&c, &none, &e) == NULL);
+    pn_config_free(&bad);
+    pn_config_free(&c);
+    rm_rf(dir);
+}
+
+static atomic_int child_hook_ran;
+static void after_fork(void *ctx)
+{
+    (void)ctx;
+    atomic_store(&child_hook_ran, 1);
+}
+
+static void test_fork_child_profiles_itself(void)
+{
+    char dir[64];
+    make_tmpdir(dir, sizeof dir);
+    pn_config c;
+    base_config(&c, dir);
+    pn_agent_hooks h = {walker, NULL, after_fork};
+    pn_error e;
+    pn_agent *a = pn_agent_start(&c, &h, &e);
+    CHECK(a != NULL);
+    if (!a) {
+        pn_config_free(&c);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The child: our own thread is the worker now. */
+        atomic_store(&worker_fn, "child_work");
+        atomic_store(&worker_tid, pn_gettid());
+        double t0 = now_s();
+        volatile double x = 0;
+        while (now_s() - t0 < 0.8)
+            x += 1;
+        pn_agent_stats st;
+        pn_agent_get_stats(a, &st);
+        pn_agent_stop(a);
+        pn_config_free(&c);
+        _exit(atomic_load(&child_hook_ran) && st.sampler.ticks > 0 ? 0 : 3);
+    }
+    CHECK(pid > 0);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pn_agent_stats st;
+    pn_agent_get_stats(a, &st);
+    struct timespec d = {0, 400 * 1000000};
+    nanosleep(&d, NULL);
+    pn_agent_stats st2;
+    pn_agent_get_stats(a, &st2);
+    CHECK(st2.sampler.ticks > st.sampler.ticks); /* the parent kept going */
+    CHECK_EQ_INT(atomic_load(&child_hook_ran), 0); /* the hook ran only in the child */
+    pn_agent_stop(a);
+
+    /* The child's profiles carry its own pid and its own function. */
+    atomic_store(&worker_fn, "child_work");
+    folder_summary fs;
+    summarize_folder(dir, &fs);
+    char child_pid[32];
+    snprintf(child_pid, sizeof child_pid, "%d", (int)pid);
+    printf("  child_work %.3f s, pid label %s (child %s)\n", fs.busy_ns / 1e9, fs.pid_seen,
+           child_pid);
+    CHECK(fs.busy_ns > (pn_test_timing_strict() ? 300000000LL : 0));
+    CHECK_STR(fs.pid_seen, child_pid);
+    atomic_store(&worker_fn, "busy_work");
+    rm_rf(dir);
+    pn_config_free(&c);
+}
+
+TEST_MAIN(T(test_folder_end_to_end), T(test_http_upload), T(test_stop_bounded_with_hanging_server),
+          T(test_one_agent_and_bad_config), T(test_fork_child_profiles_itself))
