@@ -1,0 +1,82 @@
+# pyroscope-native: the front door.
+#   make demo       build and run the example app, profiles + flame graph in ./pyroscope-profiles
+#   make test       install what is missing, build, run every test suite
+#   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
+#   make bench      benchmarks (never part of `make test`)
+#   make proto      regenerate core/gen from proto/
+
+SHELL := /bin/bash
+JOBS ?= 2
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+DEMO_DIR ?= pyroscope-profiles
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+# Debian packages the build and the tests need.
+APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev \
+	libcurl4-openssl-dev zlib1g-dev valgrind
+
+.PHONY: all deps build test test-c test-valgrind test-asan proto bench demo clean
+
+all: build
+
+# Idempotent and quiet when everything is present; installs what is missing
+# when run as root, and says what to install otherwise.
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing: $$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+		else \
+			echo "missing Debian packages: $$missing"; \
+			echo "install them with: sudo apt-get install $$missing"; exit 1; \
+		fi; \
+	fi
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build test-c test-valgrind
+
+test-c: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+# Every C test under memcheck: no leaks, no invalid accesses. Timing checks
+# relax themselves under PN_TEST_SLOW (threads are serialised by valgrind).
+test-valgrind: build
+	@set -e; fail=0; for t in $(BUILD)/test_*; do \
+		[ -x "$$t" ] || continue; \
+		if PN_TEST_SLOW=1 PN_SOURCE_DIR=$(CURDIR) valgrind -q --leak-check=full \
+			--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 \
+			"$$t" > "$$t.valgrind.log" 2>&1; then \
+			echo "valgrind ok   $$(basename $$t)"; \
+		else \
+			echo "valgrind FAIL $$(basename $$t)"; cat "$$t.valgrind.log"; fail=1; \
+		fi; \
+	done; exit $$fail
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPN_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && PN_TEST_SLOW=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
+
+proto: deps
+	protoc-c --c_out=core/gen --proto_path=proto proto/profile.proto
+
+bench: build
+	$(BUILD)/bench_core
+
+demo: build
+	$(BUILD)/demo --seconds 5 --output-dir $(DEMO_DIR)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
