@@ -7,7 +7,6 @@
  */
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "pyroscope_native.h"
+#include "threads.h"
 
 struct pn_agent {
     /* Set at start, read-only afterwards (pid_value: rewritten in a forked
@@ -158,14 +158,9 @@ static int init_sync(pn_agent *a)
 
 static int start_flusher(pn_agent *a, pn_error *e)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&a->flusher, NULL, flusher_main, a);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = pn_thread_spawn(&a->flusher, flusher_main, a, "pyroscope-flush");
     if (rc != 0)
         return pn_fail(e, PN_ENOMEM, "cannot start the flusher thread: %s", strerror(rc));
-    pthread_setname_np(a->flusher, "pyroscope-flush");
     a->flusher_running = 1;
     return 0;
 }

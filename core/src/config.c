@@ -2,7 +2,9 @@
  * arguments (through the bindings) and PYROSCOPE_* environment variables. */
 #include <ctype.h>
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -111,23 +113,58 @@ static int parse_bool(const char *name, const char *v, int *out, pn_error *e)
         if (strcasecmp(v, no[i]) == 0)
             return *out = 0, 0;
     }
-    return pn_fail(e, PN_EINVAL, "%s: \"%s\" is not a boolean (use true/false, 1/0, yes/no, "
+    return pn_fail(e, PN_EINVAL, "%s: \"%.100s\" is not a boolean (use true/false, 1/0, yes/no, "
                    "on/off)", name, v);
 }
 
-static int parse_number(const char *name, const char *v, double lo, double hi, const char *unit,
-                        double *out, pn_error *e)
+/* A decimal number, surrounded by optional spaces. Parsed in the C locale:
+ * the host program may have set one where strtod reads "0.5" as 0 (a ','
+ * decimal separator), and hex, inf and nan are not meant as settings.
+ * Returns 0, -1 (not a decimal number) or -2 (out of memory). */
+static int parse_decimal(const char *v, double *out)
 {
+    while (isspace((unsigned char)*v))
+        v++;
+    size_t n = strlen(v);
+    while (n > 0 && isspace((unsigned char)v[n - 1]))
+        n--;
+    if (n == 0 || strspn(v, "0123456789+-.eE") != n)
+        return -1;
+    locale_t c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (c_locale == (locale_t)0)
+        return -2;
+    locale_t previous = uselocale(c_locale);
     char *end;
     errno = 0;
     double d = strtod(v, &end);
-    while (*end && isspace((unsigned char)*end))
-        end++;
-    if (end == v || *end != '\0' || errno != 0 || !isfinite(d))
-        return pn_fail(e, PN_EINVAL, "%s: \"%s\" is not a number", name, v);
+    int err = errno;
+    uselocale(previous);
+    freelocale(c_locale);
+    if (end != v + n || err != 0 || !isfinite(d))
+        return -1;
+    *out = d;
+    return 0;
+}
+
+/* %.15g: "10000001", not "1e+07", so a rule and a value never print alike. */
+static int parse_number(const char *name, const char *v, double lo, double hi, const char *unit,
+                        int whole, double *out, pn_error *e)
+{
+    const char *sp = unit[0] ? " " : "";
+    const char *kind = whole ? "a whole number" : "a decimal number";
+    double d;
+    int rc = parse_decimal(v, &d);
+    if (rc == -2)
+        return pn_fail(e, PN_ENOMEM, "%s: out of memory parsing a number", name);
+    if (rc != 0)
+        return pn_fail(e, PN_EINVAL, "%s: \"%.100s\" is not %s; it must be %s between %.15g and "
+                       "%.15g%s%s", name, v, kind, kind, lo, hi, sp, unit);
+    if (whole && d != floor(d))
+        return pn_fail(e, PN_EINVAL, "%s: %.15g is not a whole number; it must be a whole number "
+                       "between %.15g and %.15g%s%s", name, d, lo, hi, sp, unit);
     if (d < lo || d > hi)
-        return pn_fail(e, PN_EINVAL, "%s: %g is out of range; it must be between %g and %g%s%s",
-                       name, d, lo, hi, unit[0] ? " " : "", unit);
+        return pn_fail(e, PN_EINVAL, "%s: %.15g is out of range; it must be between %.15g and "
+                       "%.15g%s%s", name, d, lo, hi, sp, unit);
     *out = d;
     return 0;
 }
@@ -137,28 +174,37 @@ static int parse_seconds(const char *name, const char *v, double lo, double hi, 
                          pn_error *e)
 {
     char buf[64];
+    while (isspace((unsigned char)*v))
+        v++;
     size_t n = strlen(v);
-    double scale = 1;
-    if (n >= sizeof buf)
-        return pn_fail(e, PN_EINVAL, "%s: \"%.40s...\" is not a duration", name, v);
-    memcpy(buf, v, n + 1);
-    if (n > 2 && strcmp(buf + n - 2, "ms") == 0) {
-        scale = 1e-3;
-        buf[n - 2] = 0;
-    } else if (n > 1 && buf[n - 1] == 's') {
-        buf[n - 1] = 0;
-    } else if (n > 1 && buf[n - 1] == 'm') {
-        scale = 60;
-        buf[n - 1] = 0;
+    while (n > 0 && isspace((unsigned char)v[n - 1]))
+        n--;
+    double scale = 1, d;
+    int rc = -1;
+    if (n < sizeof buf) {
+        memcpy(buf, v, n);
+        buf[n] = '\0';
+        if (n > 2 && strcmp(buf + n - 2, "ms") == 0) {
+            scale = 1e-3;
+            buf[n - 2] = '\0';
+        } else if (n > 1 && buf[n - 1] == 's') {
+            buf[n - 1] = '\0';
+        } else if (n > 1 && buf[n - 1] == 'm') {
+            scale = 60;
+            buf[n - 1] = '\0';
+        }
+        rc = parse_decimal(buf, &d);
     }
-    double d;
-    if (parse_number(name, buf, -INFINITY, INFINITY, "", &d, e) != 0)
-        return pn_fail(e, PN_EINVAL, "%s: \"%s\" is not a duration (seconds, or with s/ms/m)",
-                       name, v);
+    if (rc == -2)
+        return pn_fail(e, PN_ENOMEM, "%s: out of memory parsing a duration", name);
+    if (rc != 0)
+        return pn_fail(e, PN_EINVAL, "%s: \"%.*s\" is not a duration; use seconds (\"10\", "
+                       "\"2.5s\"), \"500ms\" or \"1m\", between %.15g and %.15g seconds", name,
+                       (int)(n < 100 ? n : 100), v, lo, hi);
     d *= scale;
     if (d < lo || d > hi)
-        return pn_fail(e, PN_EINVAL, "%s: %g s is out of range; it must be between %g and %g "
-                       "seconds", name, d, lo, hi);
+        return pn_fail(e, PN_EINVAL, "%s: %.15g s is out of range; it must be between %.15g and "
+                       "%.15g seconds", name, d, lo, hi);
     *out = d;
     return 0;
 }
@@ -177,10 +223,19 @@ typedef int (*pair_check)(const char *setting, const char *k, const char *v, pn_
 
 static int check_tag(const char *setting, const char *k, const char *v, pn_error *e)
 {
-    if (pn_label_check_name(k, e) != 0 || pn_label_check_value(k, v, e) != 0) {
-        char msg[sizeof e->msg];
-        memcpy(msg, e->msg, sizeof msg);
-        return pn_fail(e, PN_EINVAL, "%s: %s", setting, msg);
+    pn_error why; /* e may be NULL: the label rule's words go through here */
+    if (pn_label_check_name(k, &why) != 0 || pn_label_check_value(k, v, &why) != 0)
+        return pn_fail(e, PN_EINVAL, "%s: %s", setting, why.msg);
+    return 0;
+}
+
+/* Bytes below 0x20 and DEL: the HTTP exporter refuses them in header values,
+ * so they are refused here, when the setting is made. */
+static int has_control(const char *s)
+{
+    for (; *s; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
     }
     return 0;
 }
@@ -194,17 +249,28 @@ static int check_header(const char *setting, const char *k, const char *v, pn_er
             return pn_fail(e, PN_EINVAL, "%s: header name \"%.100s\" has '%c'; allowed: "
                            "letters, digits and !#$%%&'*+-.^_`|~", setting, k, *p);
     }
-    for (const char *p = v; *p; p++) {
-        if (*p == '\r' || *p == '\n')
-            return pn_fail(e, PN_EINVAL, "%s: header \"%.100s\" value contains a line break",
-                           setting, k);
+    if (has_control(v))
+        return pn_fail(e, PN_EINVAL, "%s: header \"%.100s\" value contains a control character "
+                       "(line break, tab, ...)", setting, k);
+    return 0;
+}
+
+/* A key given twice would make two tags with one name in the ingest name. */
+static int check_unique(const char *setting, const pn_label *kv, size_t n, pn_error *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(kv[i].key, kv[j].key) == 0)
+                return pn_fail(e, PN_EINVAL, "%s: \"%.100s\" is given twice; each key may "
+                               "appear once", setting, kv[i].key);
+        }
     }
     return 0;
 }
 
 /* "k=v,k2=v2" (spaces around items ignored; empty string: none). */
-static int parse_pairs(const char *setting, const char *v, pair_check check, pn_label **out,
-                       size_t *nout, pn_error *e)
+static int parse_pairs(const char *setting, const char *v, pair_check check, int unique,
+                       pn_label **out, size_t *nout, pn_error *e)
 {
     char *copy = strdup(v);
     if (!copy)
@@ -234,6 +300,8 @@ static int parse_pairs(const char *setting, const char *v, pair_check check, pn_
             break;
         n++;
     }
+    if (rc == 0 && unique)
+        rc = check_unique(setting, kv, n, e);
     if (rc == 0)
         rc = dup_pairs(out, nout, kv, n, e);
     free(copy);
@@ -279,14 +347,20 @@ static const setting settings[] = {
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
+/* Filled once (pthread_once), then only read, by any thread. */
+static const char *setting_names[NSETTINGS + 1];
+static pthread_once_t setting_names_once = PTHREAD_ONCE_INIT;
+
+static void fill_setting_names(void)
+{
+    for (size_t i = 0; i < NSETTINGS; i++)
+        setting_names[i] = settings[i].name;
+}
+
 const char *const *pn_config_names(void)
 {
-    static const char *names[NSETTINGS + 1];
-    if (!names[0]) {
-        for (size_t i = 0; i < NSETTINGS; i++)
-            names[i] = settings[i].name;
-    }
-    return names;
+    pthread_once(&setting_names_once, fill_setting_names);
+    return setting_names;
 }
 
 /* Rules for string settings, checked as they are set. */
@@ -295,13 +369,27 @@ static int check_string(const char *name, const char *v, pn_error *e)
     if (strcmp(name, "application_name") == 0)
         return pn_label_check_app_name(v, e);
     if (strcmp(name, "server_address") == 0) {
-        if (v[0] && strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+        /* The rules the HTTP exporter applies at start, so a bad address
+         * fails here, where the setting is named. */
+        if (!v[0])
+            return 0;
+        size_t skip = strncasecmp(v, "http://", 7) == 0    ? 7
+                      : strncasecmp(v, "https://", 8) == 0 ? 8
+                                                           : 0;
+        if (!skip)
             return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" must start with http:// "
                            "or https://", v);
-        if (strpbrk(v, " \t\r\n"))
-            return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" contains white space", v);
+        if (v[skip] == '\0' || v[skip] == '/')
+            return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" has no host after the "
+                           "scheme", v);
+        if (strpbrk(v, " ?#") || has_control(v))
+            return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" must not contain white "
+                           "space, control characters, a query (?) or a fragment (#)", v);
         return 0;
     }
+    if (strcmp(name, "tenant_id") == 0 && has_control(v))
+        return pn_fail(e, PN_EINVAL, "tenant_id must not contain control characters (it is "
+                       "sent as the X-Scope-OrgID header)");
     if (strcmp(name, "basic_auth_username") == 0 && strchr(v, ':'))
         return pn_fail(e, PN_EINVAL, "basic_auth_username must not contain ':' (HTTP Basic "
                        "auth separates user and password with it)");
@@ -340,22 +428,20 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
     case K_BOOL:
         return parse_bool(name, value, (int *)field, e);
     case K_RATE:
-        return parse_number(name, value, s->lo, s->hi, "Hz", (double *)field, e);
+        return parse_number(name, value, s->lo, s->hi, "Hz", 0, (double *)field, e);
     case K_SECONDS:
         return parse_seconds(name, value, s->lo, s->hi, (double *)field, e);
     case K_U32: {
         double d;
-        if (parse_number(name, value, s->lo, s->hi, "", &d, e) != 0)
+        if (parse_number(name, value, s->lo, s->hi, "", 1, &d, e) != 0)
             return -1;
-        if (d != floor(d))
-            return pn_fail(e, PN_EINVAL, "%s: %g is not a whole number", name, d);
         *(uint32_t *)field = (uint32_t)d;
         return 0;
     }
     case K_TAGS:
-        return parse_pairs(name, value, check_tag, &c->tags, &c->ntags, e);
+        return parse_pairs(name, value, check_tag, 1, &c->tags, &c->ntags, e);
     case K_HEADERS:
-        return parse_pairs(name, value, check_header, &c->http_headers, &c->nheaders, e);
+        return parse_pairs(name, value, check_header, 0, &c->http_headers, &c->nheaders, e);
     case K_LEVEL: {
         int level;
         double d;
@@ -363,12 +449,12 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
             c->log_level = level;
             return 0;
         }
-        if (parse_number(name, value, 0, 100, "", &d, NULL) == 0) {
+        if (parse_number(name, value, 0, PN_LOG_OFF, "", 1, &d, NULL) == 0) {
             c->log_level = (int)d;
             return 0;
         }
         return pn_fail(e, PN_EINVAL, "log_level: \"%.40s\" is not one of debug, info, warning, "
-                       "error, off (or a number)", value);
+                       "error, off (or a whole number from 0 to 100)", value);
     }
     }
     return pn_fail(e, PN_EINVAL, "%s: unsupported setting kind", name);
@@ -404,12 +490,26 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
         }
         if (eq[1] == '\0')
             continue; /* set but empty: treated as unset */
-        if (pn_config_set(c, name, eq + 1, e) != 0) {
-            char msg[sizeof e->msg];
-            memcpy(msg, e->msg, sizeof msg);
-            return pn_fail(e, PN_EINVAL, "environment variable %.*s: %s", (int)(eq - kv), kv,
-                           msg);
-        }
+        pn_error why; /* e may be NULL */
+        if (pn_config_set(c, name, eq + 1, &why) != 0)
+            return pn_fail(e, why.code, "environment variable %.*s: %s", (int)(eq - kv), kv,
+                           why.msg);
+    }
+    return 0;
+}
+
+/* A pair list a binding filled by hand: an array for every count, and a key
+ * and a value in every entry. */
+static int check_pair_array(const char *what, const pn_label *kv, size_t n, pn_error *e)
+{
+    if (n > PN_MAX_LABELS)
+        return pn_fail(e, PN_ELIMIT, "%s: %zu entries; the limit is %d", what, n,
+                       PN_MAX_LABELS);
+    if (n && !kv)
+        return pn_fail(e, PN_EINVAL, "%s: %zu entries but no array", what, n);
+    for (size_t i = 0; i < n; i++) {
+        if (!kv[i].key || !kv[i].value)
+            return pn_fail(e, PN_EINVAL, "%s: entry %zu has no key or no value", what, i);
     }
     return 0;
 }
@@ -423,33 +523,59 @@ int pn_config_validate(const pn_config *c, pn_error *e)
     if (!has_server && !has_dir)
         return pn_fail(e, PN_EINVAL, "no destination: set server_address (a Pyroscope server) "
                        "or output_dir (a local folder), or both");
-    if (has_server && check_string("server_address", c->server_address, e) != 0)
-        return -1;
-    if (!(c->sample_rate >= 0.1 && c->sample_rate <= 10000))
-        return pn_fail(e, PN_EINVAL, "sample_rate: %g is out of range; it must be between 0.1 "
-                       "and 10000 Hz", c->sample_rate);
-    if (!(c->upload_interval >= 0.05 && c->upload_interval <= 3600))
-        return pn_fail(e, PN_EINVAL, "upload_interval: %g s is out of range; it must be between "
-                       "0.05 and 3600 seconds", c->upload_interval);
-    if (c->max_depth < 2 || c->max_depth > 1000)
-        return pn_fail(e, PN_EINVAL, "max_depth: %u is out of range; it must be between 2 and "
-                       "1000", c->max_depth);
-    if (c->max_stacks < 16 || c->max_stacks > 10000000)
-        return pn_fail(e, PN_EINVAL, "max_stacks: %u is out of range; it must be between 16 and "
-                       "10000000", c->max_stacks);
-    if (!(c->stop_timeout >= 0 && c->stop_timeout <= 60))
-        return pn_fail(e, PN_EINVAL, "stop_timeout: %g s is out of range (0..60)",
-                       c->stop_timeout);
+    /* Bindings may also fill fields directly: the same rules as
+     * pn_config_set, from the same table. */
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const setting *s = &settings[i];
+        const char *field = (const char *)c + s->off;
+        switch (s->k) {
+        case K_STR: {
+            const char *v = *(char *const *)field;
+            if (v && v[0] && check_string(s->name, v, e) != 0)
+                return -1;
+            break;
+        }
+        case K_RATE:
+        case K_SECONDS: {
+            double d = *(const double *)field;
+            if (!(d >= s->lo && d <= s->hi))
+                return pn_fail(e, PN_EINVAL, "%s: %.15g is out of range; it must be between "
+                               "%.15g and %.15g %s", s->name, d, s->lo, s->hi,
+                               s->k == K_RATE ? "Hz" : "seconds");
+            break;
+        }
+        case K_U32: {
+            uint32_t u = *(const uint32_t *)field;
+            if (u < s->lo || u > s->hi)
+                return pn_fail(e, PN_EINVAL, "%s: %u is out of range; it must be between %.15g "
+                               "and %.15g", s->name, u, s->lo, s->hi);
+            break;
+        }
+        case K_TAGS:
+            if (check_pair_array(s->name, c->tags, c->ntags, e) != 0)
+                return -1;
+            for (size_t j = 0; j < c->ntags; j++) {
+                if (check_tag(s->name, c->tags[j].key, c->tags[j].value, e) != 0)
+                    return -1;
+            }
+            if (check_unique(s->name, c->tags, c->ntags, e) != 0)
+                return -1;
+            break;
+        case K_HEADERS:
+            if (check_pair_array(s->name, c->http_headers, c->nheaders, e) != 0)
+                return -1;
+            for (size_t j = 0; j < c->nheaders; j++) {
+                if (check_header(s->name, c->http_headers[j].key, c->http_headers[j].value, e))
+                    return -1;
+            }
+            break;
+        case K_BOOL:
+        case K_LEVEL:
+            break;
+        }
+    }
     if ((c->basic_auth_password && c->basic_auth_password[0]) &&
         !(c->basic_auth_username && c->basic_auth_username[0]))
         return pn_fail(e, PN_EINVAL, "basic_auth_password is set but basic_auth_username is not");
-    for (size_t i = 0; i < c->ntags; i++) {
-        if (check_tag("tags", c->tags[i].key, c->tags[i].value, e) != 0)
-            return -1;
-    }
-    for (size_t i = 0; i < c->nheaders; i++) {
-        if (check_header("http_headers", c->http_headers[i].key, c->http_headers[i].value, e))
-            return -1;
-    }
     return 0;
 }

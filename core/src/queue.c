@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "pyroscope_native.h"
+#include "threads.h"
 
 #define DEFAULT_CAPACITY 16
 #define DEFAULT_ATTEMPTS 4
@@ -290,12 +291,7 @@ static void *run(void *arg)
  * signal in it so the application's handlers only run on its own threads. */
 static int start_thread(pn_queue *q)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&q->thread, NULL, run, q);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
+    return pn_thread_spawn(&q->thread, run, q, "pyroscope-xport");
 }
 
 static int check_opts(const pn_queue_opts *in, pn_queue_opts *o, pn_error *e)

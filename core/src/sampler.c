@@ -7,13 +7,13 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "pyroscope_native.h"
+#include "threads.h"
 
 #define CPU_SLOTS 8192 /* power of two; threads tracked per tick */
 
@@ -239,15 +239,9 @@ int pn_sampler_start(pn_sampler *s, pn_error *e)
     atomic_store(&s->parked, 0);
     cpu_clear(s->prev);
     cpu_clear(s->cur);
-    /* Application signals belong to the application's threads. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&s->thread, NULL, sampler_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = pn_thread_spawn(&s->thread, sampler_main, s, "pyroscope-smpl");
     if (rc != 0)
         return pn_fail(e, PN_ENOMEM, "cannot start the sampler thread: %s", strerror(rc));
-    pthread_setname_np(s->thread, "pyroscope-smpl");
     s->running = 1;
     return 0;
 }
@@ -302,7 +296,11 @@ void pn_sampler_fork_child(pn_sampler *s)
 {
     if (!s || !s->running)
         return;
-    /* The sampler thread did not survive fork(): forget it, start over. */
+    /* The sampler thread did not survive fork(): forget it, start over. If
+     * it was not parked in time it may have died inside a tick; close that
+     * tick so nobody waits for it to end. */
+    if (pn_epoch_now() & 1)
+        pn_epoch_exit();
     s->running = 0;
     atomic_store(&s->ticks, 0);
     atomic_store(&s->missed, 0);

@@ -1,9 +1,14 @@
-/* Kernel thread ids and per-thread CPU clocks of this process. */
+/* The threads of this process: kernel ids, per-thread CPU clocks, and how
+ * the core starts its own threads. */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
 #include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "pyroscope_native.h"
+#include "threads.h"
 
 pid_t pn_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
@@ -22,4 +27,18 @@ int64_t pn_thread_cpu_ns(pid_t tid)
     if (tid <= 0 || clock_gettime(thread_cpu_clock(tid), &ts) != 0)
         return -1;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int pn_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg, const char *name)
+{
+    /* Block every signal in our threads so the application's handlers run
+     * only on the application's own threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0 && name)
+        pthread_setname_np(*t, name);
+    return rc;
 }
