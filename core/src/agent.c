@@ -104,8 +104,9 @@ static void flush_period(pn_agent *a)
                "(max_stacks %u): %llu samples were folded into [overflow]/[unknown]",
                a->cfg.max_stacks, (unsigned long long)lost);
     }
-    period_sink ps = {a, pn_period_start_ns(p) / 1000000000, 0, 0};
-    ps.until_s = (pn_period_end_ns(p) + 999999999) / 1000000000;
+    /* Rounded, so back-to-back periods of a second or more do not overlap. */
+    period_sink ps = {a, (pn_period_start_ns(p) + 500000000) / 1000000000, 0, 0};
+    ps.until_s = (pn_period_end_ns(p) + 500000000) / 1000000000;
     if (ps.until_s <= ps.from_s)
         ps.until_s = ps.from_s + 1;
     pn_error e;

@@ -1,0 +1,509 @@
+/* Micro-benchmarks of the core's hot paths: store inserts (the sampler's
+ * tick), symbol lookups (the walker), pprof encoding + gzip (the exporter)
+ * and label push/pop (the application's tag_wrapper).
+ *
+ * Prints one table per part with the median of several repetitions; there
+ * is no pass/fail. Inputs come from a fixed-seed generator so runs compare.
+ * `--quick` shrinks every size (for valgrind/ASan runs, not for numbers).
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pyroscope_native.h"
+
+#define REPS 7          /* repetitions per measurement; the median is shown */
+#define ENCODE_REPS 5
+#define POOL_FRAMES 4096 /* distinct functions of the synthetic application */
+
+/* Set once from argv before any benchmark runs; read-only afterwards. */
+static int quick;
+
+/* ------------------------------------------------------------ helpers */
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts v in place. */
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* xorshift64*: deterministic, fast, good enough to pick frames. */
+typedef struct {
+    uint64_t s;
+} rng;
+
+static uint32_t rng_below(rng *r, uint32_t n)
+{
+    r->s ^= r->s >> 12;
+    r->s ^= r->s << 25;
+    r->s ^= r->s >> 27;
+    return (uint32_t)(((r->s * 2685821657736338717ull) >> 32) % n);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fprintf(stderr, "bench_core: out of memory (%zu x %zu bytes)\n", n, size);
+        exit(1);
+    }
+    return p;
+}
+
+static void die(const char *what, const pn_error *e)
+{
+    fprintf(stderr, "bench_core: %s: %s\n", what, e ? e->msg : "failed");
+    exit(1);
+}
+
+/* The synthetic application's functions: names and files shaped like a
+ * Python service's ("app.billing.invoice.render_line_42"), so string
+ * lengths and hashing costs are realistic. */
+typedef struct {
+    char name[POOL_FRAMES][64];
+    char file[POOL_FRAMES][64];
+    size_t nlen[POOL_FRAMES], flen[POOL_FRAMES];
+    uint32_t line[POOL_FRAMES];
+} frame_pool;
+
+static const char *const packages[] = {"billing", "users", "search", "render", "storage",
+                                       "auth", "http", "json"};
+
+static frame_pool *pool_new(void)
+{
+    frame_pool *fp = xcalloc(1, sizeof *fp);
+    for (uint32_t i = 0; i < POOL_FRAMES; i++) {
+        const char *pkg = packages[i % 8];
+        int n = snprintf(fp->name[i], sizeof fp->name[i], "app.%s.module_%u.handler_%u", pkg,
+                         i / 16, i);
+        int f = snprintf(fp->file[i], sizeof fp->file[i], "/srv/app/%s/module_%u.py", pkg,
+                         i / 16);
+        fp->nlen[i] = (size_t)n;
+        fp->flen[i] = (size_t)f;
+        fp->line[i] = 10 + i % 400;
+    }
+    return fp;
+}
+
+/* Intern the whole pool into s; ids[i] is pool entry i's frame. The ids
+ * only depend on the order of interning, so a fresh period gets the same. */
+static void pool_intern(const frame_pool *fp, pn_symbols *s, pn_frame_id *ids)
+{
+    for (uint32_t i = 0; i < POOL_FRAMES; i++) {
+        ids[i] = pn_symbols_frame3(s, fp->name[i], fp->nlen[i], fp->file[i], fp->flen[i],
+                                   fp->line[i]);
+        if (ids[i] == PN_FRAME_UNKNOWN) {
+            fprintf(stderr, "bench_core: symbol table full at pool entry %u\n", i);
+            exit(1);
+        }
+    }
+}
+
+/* --------------------------------------------------- (a) store inserts */
+
+/* One sampler-like workload: most samples repeat a hot stack (a skewed
+ * pick among `hot`), one in ten is a stack never seen before. */
+static void bench_store(const frame_pool *fp, uint32_t depth, double *ns_out,
+                        uint32_t *distinct_out, uint64_t *overflow_out)
+{
+    const uint32_t nops = quick ? 2000 : 20000;
+    const uint32_t hot = 256;
+    const uint32_t nnew = nops / 10;
+    const uint32_t nstacks = hot + nnew;
+
+    pn_store_limits lim;
+    pn_store_limits_default(&lim);
+    lim.max_stacks = 16384;
+    lim.max_depth = 256; /* depth 200 must not be cut */
+    pn_error e = {0};
+    pn_store *st = pn_store_new(&lim, &e);
+    if (!st)
+        die("pn_store_new", &e);
+
+    /* Stacks as pool indexes; translated to frame ids once interned. */
+    uint32_t *stack_idx = xcalloc((size_t)nstacks * depth, sizeof *stack_idx);
+    rng r = {0x9e3779b97f4a7c15ull ^ depth};
+    for (size_t i = 0; i < (size_t)nstacks * depth; i++)
+        stack_idx[i] = rng_below(&r, POOL_FRAMES);
+    uint32_t *ops = xcalloc(nops, sizeof *ops);
+    uint32_t next_new = hot;
+    for (uint32_t i = 0; i < nops; i++) {
+        if (i % 10 == 9 && next_new < nstacks) {
+            ops[i] = next_new++;
+        } else {
+            uint32_t u = rng_below(&r, 1024);
+            ops[i] = (uint32_t)((uint64_t)u * u * hot / (1024u * 1024u)); /* skewed */
+        }
+    }
+
+    pn_frame_id ids[POOL_FRAMES], first_ids[POOL_FRAMES];
+    pn_frame_id *frames = xcalloc((size_t)nstacks * depth, sizeof *frames);
+    double per_op[REPS];
+    *overflow_out = 0;
+    *distinct_out = 0;
+    /* Two untimed warm-up rounds first: they fault in both periods' pages. */
+    for (int rep = -2; rep < REPS; rep++) {
+        pn_period *p = pn_store_write_begin(st);
+        pool_intern(fp, pn_period_symbols(p), ids);
+        if (rep == -2) {
+            memcpy(first_ids, ids, sizeof ids);
+            for (size_t i = 0; i < (size_t)nstacks * depth; i++)
+                frames[i] = ids[stack_idx[i]];
+        } else if (memcmp(first_ids, ids, sizeof ids) != 0) {
+            fprintf(stderr, "bench_core: frame ids differ between periods\n");
+            exit(1);
+        }
+        const int64_t values[PN_MAX_VALUES] = {10000000, 1, 0, 0};
+        int64_t t0 = mono_ns();
+        for (uint32_t i = 0; i < nops; i++)
+            pn_period_add(p, frames + (size_t)ops[i] * depth, depth, NULL, 1000 + i % 4, 0,
+                          values);
+        int64_t t1 = mono_ns();
+        pn_store_write_end(st);
+        if (rep >= 0)
+            per_op[rep] = (double)(t1 - t0) / nops;
+
+        pn_period *old = pn_store_swap(st, realtime_ns());
+        pn_period_stats stats;
+        pn_period_get_stats(old, &stats);
+        if (stats.samples_added != nops) {
+            fprintf(stderr, "bench_core: store kept %" PRIu64 " of %u samples\n",
+                    stats.samples_added, nops);
+            exit(1);
+        }
+        *overflow_out += stats.overflow_samples + stats.truncated_stacks;
+        *distinct_out = (uint32_t)pn_period_sample_count(old) - 1; /* minus [overflow] */
+        pn_store_recycle(st, old);
+    }
+    *ns_out = median(per_op, REPS);
+    free(frames);
+    free(ops);
+    free(stack_idx);
+    pn_store_free(st);
+}
+
+static void run_store(const frame_pool *fp)
+{
+    static const uint32_t depths[] = {10, 50, 200};
+    printf("(a) store: pn_period_add, %u adds per period (90%% repeat a hot stack, "
+           "10%% new), median of %d\n",
+           quick ? 2000 : 20000, REPS);
+    printf("    %-8s %12s %12s %16s %12s\n", "depth", "ns/add", "vs depth 10",
+           "distinct samples", "overflowed");
+    double base = 0;
+    for (size_t i = 0; i < sizeof depths / sizeof *depths; i++) {
+        double ns;
+        uint32_t distinct;
+        uint64_t overflow;
+        bench_store(fp, depths[i], &ns, &distinct, &overflow);
+        if (i == 0)
+            base = ns;
+        printf("    %-8u %12.1f %11.2fx %16u %12" PRIu64 "\n", depths[i], ns,
+               base > 0 ? ns / base : 0, distinct, overflow);
+    }
+    printf("\n");
+}
+
+/* ------------------------------------------------ (b) symbol lookups */
+
+static void run_symbols(const frame_pool *fp)
+{
+    const uint32_t nops = quick ? 20000 : 400000;
+    pn_symbols *s = pn_symbols_new(2u << 20, 65536);
+    if (!s)
+        die("pn_symbols_new", NULL);
+    pn_frame_id ids[POOL_FRAMES];
+    pool_intern(fp, s, ids);
+
+    uint32_t *order = xcalloc(nops, sizeof *order);
+    rng r = {0x2545f4914f6cdd1dull};
+    uint64_t expect = 0;
+    for (uint32_t i = 0; i < nops; i++) {
+        order[i] = rng_below(&r, POOL_FRAMES);
+        expect += ids[order[i]];
+    }
+    double per_op[REPS];
+    for (int rep = 0; rep < REPS; rep++) {
+        uint64_t sum = 0;
+        int64_t t0 = mono_ns();
+        for (uint32_t i = 0; i < nops; i++) {
+            uint32_t k = order[i];
+            sum += pn_symbols_frame3(s, fp->name[k], fp->nlen[k], fp->file[k], fp->flen[k],
+                                     fp->line[k]);
+        }
+        int64_t t1 = mono_ns();
+        /* Every lookup must have hit: same ids, nothing new interned. */
+        if (sum != expect || pn_symbols_frame_count(s) != POOL_FRAMES + PN_FRAME_FIRST_USER) {
+            fprintf(stderr, "bench_core: symbol lookups did not all hit\n");
+            exit(1);
+        }
+        per_op[rep] = (double)(t1 - t0) / nops;
+    }
+    printf("(b) symbols: pn_symbols_frame3 hit (name ~30 B, file ~30 B), %u frames "
+           "interned, %u lookups, median of %d\n",
+           POOL_FRAMES, nops, REPS);
+    printf("    %12s\n", "ns/lookup");
+    printf("    %12.1f\n\n", median(per_op, REPS));
+    free(order);
+    pn_symbols_free(s);
+}
+
+/* ------------------------------------------- (c) pprof encode + gzip */
+
+typedef struct {
+    size_t profiles, gz_bytes, raw_bytes, samples;
+    int measure_raw;            /* gunzip each profile to count raw bytes */
+    pn_error e;
+} encode_sink;
+
+static int count_profile(void *ud, const uint8_t *gz, size_t len, size_t nsamples)
+{
+    encode_sink *k = ud;
+    k->profiles++;
+    k->gz_bytes += len;
+    k->samples += nsamples;
+    if (k->measure_raw) {
+        uint8_t *raw;
+        size_t raw_len;
+        if (pn_gunzip(gz, len, (size_t)64 << 20, &raw, &raw_len, &k->e) != 0)
+            return 1;
+        k->raw_bytes += raw_len;
+        free(raw);
+    }
+    return 0;
+}
+
+static void bench_encode(const frame_pool *fp, uint32_t unique, uint32_t depth)
+{
+    pn_store_limits lim;
+    pn_store_limits_default(&lim);
+    lim.max_stacks = 50000;
+    lim.max_depth = 64;
+    pn_error e = {0};
+    pn_store *st = pn_store_new(&lim, &e);
+    if (!st)
+        die("pn_store_new", &e);
+
+    /* A few label sets, as requests on different endpoints would have. */
+    static const char *const endpoints[] = {"/api/users", "/api/render", "/api/search",
+                                            "/api/login"};
+    const pn_labelset *sets[4];
+    for (int i = 0; i < 4; i++) {
+        pn_label kv[2] = {{"endpoint", endpoints[i]}, {"region", "eu-west"}};
+        sets[i] = pn_labelset_merge(pn_labelset_empty(), kv, 2, &e);
+        if (!sets[i])
+            die("pn_labelset_merge", &e);
+    }
+
+    pn_period *p = pn_store_write_begin(st);
+    pn_frame_id ids[POOL_FRAMES];
+    pool_intern(fp, pn_period_symbols(p), ids);
+    rng r = {0xd1b54a32d192ed03ull ^ unique};
+    pn_frame_id *stack = xcalloc(depth, sizeof *stack);
+    for (uint32_t i = 0; i < unique; i++) {
+        for (uint32_t d = 0; d < depth; d++)
+            stack[d] = ids[rng_below(&r, POOL_FRAMES)];
+        const int64_t values[PN_MAX_VALUES] = {10000000 + i % 1000, 1, 0, 0};
+        pn_period_add(p, stack, depth, sets[i % 4], 2000 + i % 8, 0, values);
+    }
+    pn_store_write_end(st);
+    pn_period *old = pn_store_swap(st, realtime_ns());
+    pn_period_stats stats;
+    pn_period_get_stats(old, &stats);
+    /* 30 random frames from 4096 never repeat, so every stack is new. */
+    if (stats.samples_added != unique || stats.overflow_samples != 0 ||
+        pn_period_sample_count(old) != (size_t)unique + 1) {
+        fprintf(stderr, "bench_core: period holds %zu samples (%" PRIu64 " overflowed), "
+                "wanted %u unique\n", pn_period_sample_count(old) - 1,
+                stats.overflow_samples, unique);
+        exit(1);
+    }
+
+    pn_encode_opts o;
+    pn_encode_opts_default(&o);
+    double ms[ENCODE_REPS];
+    encode_sink k = {0};
+    for (int rep = 0; rep < ENCODE_REPS; rep++) {
+        memset(&k, 0, sizeof k);
+        int64_t t0 = mono_ns();
+        int n = pn_pprof_encode(old, &o, count_profile, &k, &e);
+        int64_t t1 = mono_ns();
+        if (n < 0)
+            die("pn_pprof_encode", &e);
+        if ((size_t)n != k.profiles || k.samples != unique) {
+            fprintf(stderr, "bench_core: encoder reported %d profiles / %zu samples, "
+                    "sink saw %zu / wanted %u\n", n, k.samples, k.profiles, unique);
+            exit(1);
+        }
+        ms[rep] = (double)(t1 - t0) / 1e6;
+    }
+    size_t gz_bytes = k.gz_bytes, profiles = k.profiles;
+    /* Raw size from one more, untimed, pass. */
+    memset(&k, 0, sizeof k);
+    k.measure_raw = 1;
+    if (pn_pprof_encode(old, &o, count_profile, &k, &e) < 0)
+        die("pn_pprof_encode (gunzip pass)", k.e.code ? &k.e : &e);
+    double med = median(ms, ENCODE_REPS);
+    printf("    %-8u %9zu %12zu %12zu %6.1fx %10.2f %12.0f\n", unique, profiles, k.raw_bytes,
+           gz_bytes, gz_bytes ? (double)k.raw_bytes / (double)gz_bytes : 0, med,
+           med * 1e6 / unique);
+
+    pn_store_recycle(st, old);
+    free(stack);
+    for (int i = 0; i < 4; i++)
+        pn_labelset_unref(sets[i]);
+    pn_store_free(st);
+}
+
+static void run_encode(const frame_pool *fp)
+{
+    static const uint32_t sizes[] = {1000, 10000, 50000};
+    static const uint32_t quick_sizes[] = {500, 5000};
+    const uint32_t *sz = quick ? quick_sizes : sizes;
+    size_t n = quick ? 2 : 3;
+    printf("(c) pprof: pn_pprof_encode (encode + gzip, split at 16000 samples / 4 MiB) of "
+           "one period, unique stacks of depth 30, 4 label sets, median of %d\n",
+           ENCODE_REPS);
+    printf("    %-8s %9s %12s %12s %7s %10s %12s\n", "stacks", "profiles", "raw bytes",
+           "gzip bytes", "ratio", "ms", "ns/sample");
+    for (size_t i = 0; i < n; i++)
+        bench_encode(fp, sz[i], 30);
+    printf("\n");
+}
+
+/* ------------------------------------------------- (d) labels push/pop */
+
+typedef struct {
+    double ns[3];
+    int failed;
+    pn_error e;
+} labels_result;
+
+/* Median ns per push+pop pair of `kv` (cycling through `nvariants` values
+ * of the first label when > 1), on the calling thread. */
+static int time_push_pop(const pn_label *kv, size_t n, const char *const *variants,
+                         size_t nvariants, uint32_t nops, double *out, pn_error *e)
+{
+    pn_label local[4];
+    memcpy(local, kv, n * sizeof *kv);
+    double per_op[REPS];
+    for (int rep = 0; rep < REPS; rep++) {
+        int64_t t0 = mono_ns();
+        for (uint32_t i = 0; i < nops; i++) {
+            if (nvariants > 1)
+                local[0].value = variants[i % nvariants];
+            if (pn_labels_push(local, n, e) != 0 || pn_labels_pop(e) != 0)
+                return -1;
+        }
+        int64_t t1 = mono_ns();
+        per_op[rep] = (double)(t1 - t0) / nops;
+    }
+    *out = median(per_op, REPS);
+    return 0;
+}
+
+/* Runs on its own thread so that the thread's label slot and stack are
+ * released at thread exit, as for any application thread. */
+static void *labels_thread(void *arg)
+{
+    labels_result *res = arg;
+    const uint32_t nops = quick ? 5000 : 200000;
+    char names[64][32];
+    const char *variants[64];
+    for (int i = 0; i < 64; i++) {
+        snprintf(names[i], sizeof names[i], "/api/v1/resource_%d", i);
+        variants[i] = names[i];
+    }
+    pn_label one = {"endpoint", "/api/users"};
+    pn_label two[2] = {{"endpoint", "/api/users"}, {"span_name", "GET /api/users"}};
+    if (time_push_pop(&one, 1, NULL, 0, nops, &res->ns[0], &res->e) != 0 ||
+        time_push_pop(&one, 1, variants, 64, nops, &res->ns[1], &res->e) != 0 ||
+        pn_labels_thread_add("region", "eu-west", &res->e) != 0 ||
+        pn_labels_thread_add("service", "checkout", &res->e) != 0 ||
+        pn_labels_thread_add("version", "1.4.2", &res->e) != 0 ||
+        time_push_pop(two, 2, NULL, 0, nops, &res->ns[2], &res->e) != 0)
+        res->failed = 1;
+    return NULL;
+}
+
+static void run_labels(void)
+{
+    labels_result res = {0};
+    pthread_t th;
+    if (pthread_create(&th, NULL, labels_thread, &res) != 0) {
+        fprintf(stderr, "bench_core: cannot start the labels thread\n");
+        exit(1);
+    }
+    pthread_join(th, NULL);
+    if (res.failed)
+        die("labels", &res.e);
+    printf("(d) labels: pn_labels_push + pn_labels_pop pair, %u pairs, median of %d\n",
+           quick ? 5000 : 200000, REPS);
+    printf("    %-46s %12s\n", "case", "ns/pair");
+    printf("    %-46s %12.1f\n", "1 label on an empty set, same value", res.ns[0]);
+    printf("    %-46s %12.1f\n", "1 label on an empty set, 64 values in turn", res.ns[1]);
+    printf("    %-46s %12.1f\n", "2 labels on a 3-label thread set", res.ns[2]);
+    printf("\n");
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else {
+            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            return 2;
+        }
+    }
+    pn_log_set_level(PN_LOG_WARN);
+    int64_t start = mono_ns();
+#ifndef __OPTIMIZE__
+    printf("note: built without optimisation; numbers are not representative\n");
+#endif
+    if (quick)
+        printf("note: --quick: small sizes, for checking the benchmark, not for numbers\n");
+    printf("bench_core: medians, CLOCK_MONOTONIC, single thread\n\n");
+
+    frame_pool *fp = pool_new();
+    run_store(fp);
+    run_symbols(fp);
+    run_encode(fp);
+    run_labels();
+    free(fp);
+
+    /* Everything this run created is unreferenced now: free it, and say
+     * so if anything is still alive (that would be a leak in the core). */
+    pn_labels_collect(UINT64_MAX);
+    size_t live = pn_labelset_live();
+    if (live != 0)
+        printf("warning: %zu label sets still alive after the run\n", live);
+    printf("total %.1f s\n", (double)(mono_ns() - start) / 1e9);
+    return live == 0 ? 0 : 1;
+}
