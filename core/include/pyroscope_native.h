@@ -487,8 +487,9 @@ typedef struct pn_agent pn_agent;
 typedef struct {
     pn_walker_fn walker;
     void *walker_ctx;
-    /* Optional: called on the sampler thread of a forked child before the
-     * first tick, so the walker can drop per-process caches. */
+    /* Optional: called in a forked child (from the fork handler, on the
+     * thread that forked) before the new sampler thread starts, so the
+     * walker can drop per-process caches. */
     void (*after_fork_child)(void *walker_ctx);
 } pn_agent_hooks;
 
