@@ -3,6 +3,7 @@
 #   make test       install what is missing, build, run every test suite
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
+#   make test-python    Python-side tests for CPython 3.11-3.13 (part of `make test`)
 #   make bench      benchmarks (never part of `make test`)
 #   make proto      regenerate core/gen from proto/
 
@@ -17,7 +18,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev \
 	libcurl4-openssl-dev zlib1g-dev valgrind
 
-.PHONY: all deps build test test-c test-valgrind test-asan proto bench demo clean
+.PHONY: all deps build test test-c test-valgrind test-python test-asan proto bench demo clean
 
 all: build
 
@@ -44,7 +45,22 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: build test-c test-valgrind
+test: build test-c test-valgrind test-python
+
+# Python tests, for each CPython we support that is on the machine (pyenv's
+# 3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
+PYTHONS ?= $(shell for v in 3.11 3.12 3.13; do \
+	p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1); \
+	[ -n "$$p" ] || p=$$(command -v python$$v 2>/dev/null); \
+	[ -n "$$p" ] && echo $$p; done)
+
+test-python: build
+	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.11-3.13 found"; exit 1; }
+	@set -e; for py in $(PYTHONS); do \
+		$$py -m pytest --version >/dev/null 2>&1 || $$py -m pip install -q pytest; \
+		echo "== $$($$py -V) =="; \
+		$$py -m pytest -q -p no:cacheprovider bindings/python/tests/walker; \
+	done
 
 test-c: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

@@ -108,7 +108,9 @@ void pn_symbols_free(pn_symbols *s);
 /* Forget everything but the synthetic frames; bumps the generation. */
 void pn_symbols_reset(pn_symbols *s);
 /* Walkers may cache ids keyed by their own objects while the generation
- * stays the same (it changes on every reset). */
+ * stays the same. Generations are unique across all tables of the process
+ * (a new value at creation and at every reset), so the generation alone
+ * tells which table and which period an id belongs to. */
 uint64_t pn_symbols_generation(const pn_symbols *s);
 uint32_t pn_symbols_string(pn_symbols *s, const char *str, size_t len);
 pn_frame_id pn_symbols_frame(pn_symbols *s, uint32_t name_sid, uint32_t file_sid,

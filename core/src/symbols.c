@@ -4,6 +4,7 @@
  * so the sampler can intern without allocating. A table belongs to one store
  * period: the store's writer fills it, the exporter reads it after the swap,
  * and reset clears only the slots that were used. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,11 @@ struct pn_symbols {
     uint64_t generation;
     uint64_t dropped;
 };
+
+/* Source of generations: unique across every table of the process, so a
+ * walker cache keyed by generation alone can never confuse two periods'
+ * tables. Any thread. */
+static _Atomic uint64_t generations;
 
 static const char *const synthetic[PN_FRAME_FIRST_USER] = {
     [PN_FRAME_UNKNOWN] = "[unknown]",
@@ -82,6 +88,7 @@ pn_symbols *pn_symbols_new(size_t max_string_bytes, uint32_t max_frames)
         pn_symbols_free(s);
         return NULL;
     }
+    s->generation = atomic_fetch_add(&generations, 1) + 1;
     add_synthetic(s);
     return s;
 }
@@ -110,7 +117,7 @@ void pn_symbols_reset(pn_symbols *s)
     s->nframes = 0;
     s->arena_used = 0;
     s->dropped = 0;
-    s->generation++;
+    s->generation = atomic_fetch_add(&generations, 1) + 1;
     add_synthetic(s);
 }
 

@@ -79,6 +79,10 @@ static void test_reset_generation(void)
         CHECK_EQ_INT(pn_symbols_frame3(s, "zzz", 3, "q.py", 4, 5), f2);
         pn_symbols_reset(s);
     }
+    /* Two tables never share a generation. */
+    pn_symbols *other = pn_symbols_new(1 << 16, 1024);
+    CHECK(pn_symbols_generation(other) != pn_symbols_generation(s));
+    pn_symbols_free(other);
     pn_symbols_free(s);
 }
 

@@ -1,0 +1,48 @@
+/*
+ * The CPython stack walker: reads every thread of one interpreter from the
+ * core's sampler thread, without the GIL and without calling the
+ * interpreter, and records one sample per thread into the tick.
+ *
+ * Version differences (3.11, 3.12, 3.13) are picked at compile time from
+ * the interpreter's internal headers (cpython_layout.h). A build for any
+ * other version, or a free-threaded build, compiles but py_walker_new fails
+ * with a message naming the version.
+ */
+#ifndef PYROSCOPE_PY_WALKER_H
+#define PYROSCOPE_PY_WALKER_H
+
+#include <Python.h>
+
+#include "pyroscope_native.h"
+
+/* Frames walked per stack at most; deeper stacks keep the 1024 leaf-most
+ * frames (the store then cuts to its own max_depth and marks the cut). */
+#define PY_WALKER_MAX_FRAMES 1024
+
+typedef struct py_walker py_walker;
+
+/* Call with the GIL held, from a Python thread. gil_only: sample only the
+ * thread holding the GIL (none when nobody holds it). Allocates everything
+ * the sampler thread will need. */
+py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e);
+/* After the sampler using w was stopped. NULL is fine. */
+void py_walker_free(py_walker *w);
+/* A pn_walker_fn: runs on the core's sampler thread. */
+void py_walker_walk(void *w, pn_tick *t);
+/* In a forked child, on the sampler thread before its first tick (or with
+ * no sampler running): drop the per-process caches. */
+void py_walker_after_fork(void *w);
+
+typedef struct {
+    uint64_t threads_seen;  /* thread states that were candidates for a sample */
+    uint64_t stacks_walked; /* samples recorded */
+    uint64_t frames;        /* frames recorded in those samples */
+    uint64_t walk_errors;   /* stacks (or thread lists) ended by a failed or torn read */
+    uint64_t cache_hits;    /* frames whose code object was found in the cache */
+    uint64_t cache_misses;  /* frames whose names had to be read and interned */
+} py_walker_stats;
+
+/* Any thread; the counters are each consistent, not with each other. */
+void py_walker_get_stats(const py_walker *w, py_walker_stats *out);
+
+#endif

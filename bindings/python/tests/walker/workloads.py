@@ -1,0 +1,89 @@
+"""Functions the walker tests sample. Each busy loop sits on ONE line (marked
+`# MARK:<tag>`), so every sample taken inside it must carry that line."""
+import asyncio
+import time
+
+
+def busy_known(seconds):
+    stop = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < stop: x += 1  # MARK:busy_known
+    return x
+
+
+def gen_work(seconds):
+    stop = time.perf_counter() + seconds
+    while time.perf_counter() < stop:
+        x = 0
+        while x < 20000: x += 1  # MARK:gen_work
+        yield x
+
+
+def drive_gen(seconds):
+    n = 0
+    for _ in gen_work(seconds):  # MARK:drive_gen
+        n += 1
+    return n
+
+
+async def coro_work(seconds):
+    stop = time.perf_counter() + seconds
+    while time.perf_counter() < stop:
+        x = 0
+        while x < 20000: x += 1  # MARK:coro_work
+        await asyncio.sleep(0)
+
+
+spin_lambda = lambda seconds: busy_known(seconds)  # MARK:lambda
+
+
+class Klass:
+    def method(self, seconds):
+        stop = time.perf_counter() + seconds
+        x = 0
+        while time.perf_counter() < stop: x += 1  # MARK:method
+        return x
+
+
+def café_naïve(seconds):
+    stop = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < stop: x += 1  # MARK:latin1
+    return x
+
+
+def 計算する(seconds):
+    stop = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < stop: x += 1  # MARK:cjk
+    return x
+
+
+def 𠀋_ext_b(seconds):
+    stop = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < stop: x += 1  # MARK:astral
+    return x
+
+
+def recurse(n, seconds):
+    if n == 0:
+        return busy_known(seconds)  # MARK:recurse_base
+    return recurse(n - 1, seconds)  # MARK:recurse
+
+
+def spinner(stop_event):
+    x = 0
+    while not stop_event.is_set(): x += 1  # MARK:spinner
+    return x
+
+
+def sleeper(ready, wake):
+    ready.set()
+    wake.wait()  # MARK:sleeper
+
+
+def short_worker(n):
+    x = 0
+    while x < n: x += 1  # MARK:short_worker
+    return x
