@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "pyroscope_native.h"
+#include "clock.h"
 #include "threads.h"
 
 struct pn_agent {
@@ -46,19 +47,6 @@ struct pn_agent {
 /* The running agent, for the fork handlers. Set by start, cleared by stop. */
 static _Atomic(pn_agent *) current;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static struct timespec mono_ts(int64_t ns)
-{
-    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    return ts;
-}
 
 typedef struct {
     pn_agent *a;
@@ -94,7 +82,7 @@ static int queue_profile(void *ud, const uint8_t *gz, size_t len, size_t nsample
 /* Swap the active period out, encode it, queue the profiles. */
 static void flush_period(pn_agent *a)
 {
-    pn_period *p = pn_store_swap(a->store, clock_ns(CLOCK_REALTIME));
+    pn_period *p = pn_store_swap(a->store, pn_clock_ns(CLOCK_REALTIME));
     pn_period_stats st;
     pn_period_get_stats(p, &st);
     uint64_t lost = st.overflow_samples + st.symbols_dropped;
@@ -124,12 +112,12 @@ static void *flusher_main(void *arg)
 {
     pn_agent *a = arg;
     int64_t interval = (int64_t)(a->cfg.upload_interval * 1e9);
-    int64_t next = clock_ns(CLOCK_MONOTONIC) + interval;
+    int64_t next = pn_clock_ns(CLOCK_MONOTONIC) + interval;
     pthread_mutex_lock(&a->mu);
     while (!a->stopping) {
         uint64_t req = a->flush_req;
-        if (req == a->flush_done && clock_ns(CLOCK_MONOTONIC) < next) {
-            struct timespec ts = mono_ts(next);
+        if (req == a->flush_done && pn_clock_ns(CLOCK_MONOTONIC) < next) {
+            struct timespec ts = pn_timespec(next);
             pthread_cond_timedwait(&a->cv, &a->mu, &ts);
             continue;
         }
@@ -139,7 +127,7 @@ static void *flusher_main(void *arg)
         a->flush_done = req;
         pthread_cond_broadcast(&a->cv);
         /* Keep the schedule on its grid, skipping slots we overran. */
-        int64_t now = clock_ns(CLOCK_MONOTONIC);
+        int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
         while (next <= now)
             next += interval;
     }
@@ -326,20 +314,20 @@ pn_agent *pn_agent_start(const pn_config *c, const pn_agent_hooks *h, pn_error *
 
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e)
 {
-    int64_t deadline = clock_ns(CLOCK_MONOTONIC) + (int64_t)(timeout_s * 1e9);
+    int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(timeout_s * 1e9);
     pthread_mutex_lock(&a->mu);
     uint64_t want = ++a->flush_req;
     pthread_cond_broadcast(&a->cv);
     int timed_out = 0;
     while (a->flush_done < want && a->flusher_running && !timed_out) {
-        struct timespec ts = mono_ts(deadline);
+        struct timespec ts = pn_timespec(deadline);
         timed_out = pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0 &&
-                    clock_ns(CLOCK_MONOTONIC) >= deadline;
+                    pn_clock_ns(CLOCK_MONOTONIC) >= deadline;
     }
     pthread_mutex_unlock(&a->mu);
     if (timed_out)
         return pn_fail(e, PN_ELIMIT, "flush: the period was not encoded within %g s", timeout_s);
-    double left = (deadline - clock_ns(CLOCK_MONOTONIC)) / 1e9;
+    double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
     if (pn_queue_flush(a->queue, left > 0 ? left : 0) != 0)
         return pn_fail(e, PN_ELIMIT, "flush: uploads still pending after %g s", timeout_s);
     return 0;
@@ -349,7 +337,7 @@ void pn_agent_stop(pn_agent *a)
 {
     if (!a)
         return;
-    int64_t deadline = clock_ns(CLOCK_MONOTONIC) + (int64_t)(a->cfg.stop_timeout * 1e9);
+    int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(a->cfg.stop_timeout * 1e9);
     pn_sampler_stop(a->sampler);
     pthread_mutex_lock(&a->mu);
     a->stopping = 1;
@@ -359,7 +347,7 @@ void pn_agent_stop(pn_agent *a)
         pthread_join(a->flusher, NULL);
     a->flusher_running = 0;
     flush_period(a); /* the final, partial period */
-    double left = (deadline - clock_ns(CLOCK_MONOTONIC)) / 1e9;
+    double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
     pn_queue_stop(a->queue, left > 0 ? left : 0);
     a->queue = NULL;
     atomic_store(&current, NULL);

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "pyroscope_native.h"
+#include "clock.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_S 5.0
 #define DEFAULT_TIMEOUT_S 10.0
@@ -37,13 +38,6 @@ static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 
 static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ strings */
 
@@ -281,7 +275,7 @@ typedef struct {
 
 static int should_stop(const stop_check *s)
 {
-    return (s->abort && __atomic_load_n(s->abort, __ATOMIC_ACQUIRE)) || mono_ns() >= s->deadline_ns;
+    return (s->abort && __atomic_load_n(s->abort, __ATOMIC_ACQUIRE)) || pn_clock_ns(CLOCK_MONOTONIC) >= s->deadline_ns;
 }
 
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
@@ -302,7 +296,7 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
         return PN_SEND_FAIL;
     }
     stop_check stop = {abort, deadline_ns};
-    int64_t left_ms = (deadline_ns - mono_ns()) / 1000000;
+    int64_t left_ms = (deadline_ns - pn_clock_ns(CLOCK_MONOTONIC)) / 1000000;
     if (left_ms <= 0) {
         pn_fail(e, PN_EIO, "upload to %s: the send deadline passed before the request started",
                 h->display);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "pyroscope_native.h"
+#include "clock.h"
 #include "threads.h"
 
 #define DEFAULT_CAPACITY 16
@@ -85,13 +86,6 @@ struct pn_queue {
     pthread_t thread;
 };
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Absolute CLOCK_MONOTONIC time `s` seconds from now (the condvars use it,
  * so a wall-clock jump cannot stretch a wait). */
 static struct timespec mono_after(double s)
@@ -100,9 +94,7 @@ static struct timespec mono_after(double s)
         s = 0;
     if (s > 1e9)
         s = 1e9;
-    int64_t t = mono_ns() + (int64_t)(s * 1e9);
-    struct timespec ts = {.tv_sec = t / 1000000000LL, .tv_nsec = t % 1000000000LL};
-    return ts;
+    return pn_timespec(pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(s * 1e9));
 }
 
 static int aborted(pn_queue *q) { return __atomic_load_n(&q->abort_flag, __ATOMIC_ACQUIRE); }
@@ -151,7 +143,7 @@ static void destroy_sync(pn_queue *q)
 
 static void seed_rng(pn_queue *q)
 {
-    q->rng = (uint64_t)mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)q;
+    q->rng = (uint64_t)pn_clock_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)q;
     if (q->rng == 0)
         q->rng = 0x9e3779b97f4a7c15ULL;
 }
@@ -210,7 +202,7 @@ static outcome deliver(pn_queue *q, const pn_upload *u, const char *what)
             pthread_mutex_unlock(&q->mu);
             pn_error err;
             pn_error_clear(&err);
-            pn_send_result r = x->send(x, u, mono_ns() + SEND_BUDGET_NS, &q->abort_flag, &err);
+            pn_send_result r = x->send(x, u, pn_clock_ns(CLOCK_MONOTONIC) + SEND_BUDGET_NS, &q->abort_flag, &err);
             const char *msg = err.msg[0] ? err.msg : "(no message)";
             if (r == PN_SEND_OK) {
                 pthread_mutex_lock(&q->mu);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "pyroscope_native.h"
+#include "clock.h"
 #include "threads.h"
 
 #define CPU_SLOTS 8192 /* power of two; threads tracked per tick */
@@ -62,16 +63,9 @@ struct pn_sampler {
     _Atomic int64_t cpu_ns;
 };
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void sleep_until(int64_t deadline)
 {
-    struct timespec ts = {(time_t)(deadline / 1000000000), (long)(deadline % 1000000000)};
+    struct timespec ts = pn_timespec(deadline);
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
@@ -195,7 +189,7 @@ static void tick(pn_sampler *s, int64_t wall_ns)
 static void *sampler_main(void *arg)
 {
     pn_sampler *s = arg;
-    int64_t next = mono_ns() + s->interval_ns;
+    int64_t next = pn_clock_ns(CLOCK_MONOTONIC) + s->interval_ns;
     /* Sleep in slices so stop and fork requests are seen within 50 ms even
      * at very low rates. */
     const int64_t slice = 50 * 1000000;
@@ -203,12 +197,12 @@ static void *sampler_main(void *arg)
         if (atomic_load(&s->park)) {
             atomic_store(&s->parked, 1);
             while (atomic_load(&s->park) && !atomic_load(&s->stop))
-                sleep_until(mono_ns() + 1000000);
+                sleep_until(pn_clock_ns(CLOCK_MONOTONIC) + 1000000);
             atomic_store(&s->parked, 0);
-            next = mono_ns() + s->interval_ns;
+            next = pn_clock_ns(CLOCK_MONOTONIC) + s->interval_ns;
             continue;
         }
-        int64_t now = mono_ns();
+        int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
         if (now < next) {
             sleep_until(next - now > slice ? now + slice : next);
             continue;
@@ -222,9 +216,7 @@ static void *sampler_main(void *arg)
         tick(s, s->interval_ns * (1 + late));
         atomic_fetch_add_explicit(&s->ticks, 1, memory_order_relaxed);
         next += s->interval_ns * (1 + late);
-        struct timespec cpu;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-        atomic_store_explicit(&s->cpu_ns, (int64_t)cpu.tv_sec * 1000000000 + cpu.tv_nsec,
+        atomic_store_explicit(&s->cpu_ns, pn_clock_ns(CLOCK_THREAD_CPUTIME_ID),
                               memory_order_relaxed);
     }
     return NULL;
@@ -281,9 +273,9 @@ void pn_sampler_fork_prepare(pn_sampler *s)
      * period half-written. A walker never blocks, so this is short; the
      * bound only guards against a wedged walker. */
     atomic_store(&s->park, 1);
-    int64_t give_up = mono_ns() + 1000000000;
-    while (!atomic_load(&s->parked) && mono_ns() < give_up)
-        sleep_until(mono_ns() + 100000);
+    int64_t give_up = pn_clock_ns(CLOCK_MONOTONIC) + 1000000000;
+    while (!atomic_load(&s->parked) && pn_clock_ns(CLOCK_MONOTONIC) < give_up)
+        sleep_until(pn_clock_ns(CLOCK_MONOTONIC) + 100000);
 }
 
 void pn_sampler_fork_parent(pn_sampler *s)
@@ -307,8 +299,6 @@ void pn_sampler_fork_child(pn_sampler *s)
     atomic_store(&s->samples, 0);
     atomic_store(&s->idle_skipped, 0);
     atomic_store(&s->cpu_ns, 0);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    pn_store_reset(s->store, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+    pn_store_reset(s->store, pn_clock_ns(CLOCK_REALTIME));
     pn_sampler_start(s, NULL);
 }

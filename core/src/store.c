@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "hash.h"
+#include "clock.h"
 #include "pyroscope_native.h"
 
 typedef struct {
@@ -82,16 +83,9 @@ void pn_store_limits_default(pn_store_limits *l)
     l->nvalues = 2;
 }
 
-static int64_t now_realtime(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static uint32_t hash_frames(const pn_frame_id *f, size_t n)
 {
-    return pn_hash_bytes(f, n * sizeof *f, PN_HASH_SEED);
+    return pn_hash_words(f, n, PN_HASH_SEED);
 }
 
 /* Returns the stack id, or STACK_OVERFLOW when the tables are full. */
@@ -124,8 +118,9 @@ static uint32_t intern_stack(pn_period *p, const pn_frame_id *f, size_t n)
 
 static uint32_t sample_hash(uint32_t stack, uint64_t ls_id, uint64_t tid, uint32_t tname)
 {
-    uint64_t k[3] = {((uint64_t)stack << 32) | tname, ls_id, tid};
-    return pn_hash_bytes(k, sizeof k, PN_HASH_SEED);
+    uint32_t k[6] = {stack, tname, (uint32_t)ls_id, (uint32_t)(ls_id >> 32), (uint32_t)tid,
+                     (uint32_t)(tid >> 32)};
+    return pn_hash_words(k, 6, PN_HASH_SEED);
 }
 
 /* Returns the sample index; 0 (the overflow sample) when the table is full. */
@@ -212,7 +207,7 @@ static int period_init(pn_period *p, const pn_store_limits *l, pn_frame_id *scra
     if (!p->sym || !p->frames || !p->stacks || !p->stack_index || !p->samples ||
         !p->sample_index)
         return -1;
-    period_clear(p, now_realtime());
+    period_clear(p, pn_clock_ns(CLOCK_REALTIME));
     return 0;
 }
 
