@@ -317,6 +317,19 @@ int64_t pn_tick_wall_ns(const pn_tick *t);
 void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
                     int64_t value_ns, const char *thread_name);
 
+/* Thread names (for report_thread_name). A runtime keeps its names in its
+ * own objects, which the sampler must not touch, so bindings copy them here
+ * from application threads (set: any thread, takes a lock the sampler never
+ * takes; NULL or "" forgets the tid). get is lock-free, for the walker: it
+ * copies the name of `tid` into buf and returns 1, or returns 0 when there
+ * is none (or a writer is changing it right now). Names are cut to
+ * PN_THREAD_NAME_MAX - 1 bytes at a character boundary. */
+#define PN_THREAD_NAME_MAX 128
+int pn_thread_name_set(pid_t tid, const char *name, pn_error *e);
+int pn_thread_name_get(pid_t tid, char *buf, size_t size);
+/* Forget every name (e.g. in a forked child, where only one thread lives). */
+void pn_thread_names_clear(void);
+
 /* CPU time of kernel thread tid of this process, ns; -1 if unreadable. */
 int64_t pn_thread_cpu_ns(pid_t tid);
 pid_t pn_gettid(void);
@@ -433,6 +446,8 @@ int pn_queue_flush(pn_queue *q, double timeout_s);
 /* Flush for at most timeout_s, abort whatever is in flight, join, free.
  * The exporters are destroyed too. */
 void pn_queue_stop(pn_queue *q, double timeout_s);
+/* The same, also returning the counters as they were at the end. */
+void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final);
 void pn_queue_get_stats(pn_queue *q, pn_queue_stats *out);
 void pn_queue_fork_prepare(pn_queue *q);
 void pn_queue_fork_parent(pn_queue *q);
@@ -474,6 +489,11 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e);
  * headers as "k=v,k2=v2". Unknown names and bad values fail with a message
  * naming the setting and the rule. */
 int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e);
+/* Set "tags" or "http_headers" from pairs (bindings pass their dicts here,
+ * since a header value may itself contain ',' or '='). Same rules as the
+ * string form; replaces the previous pairs. */
+int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size_t n,
+                        pn_error *e);
 /* Apply every PYROSCOPE_<NAME> variable of envp (NULL: environ). Unknown
  * PYROSCOPE_* variables are logged as warnings and ignored. */
 int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e);
@@ -512,6 +532,9 @@ pn_agent *pn_agent_start(const pn_config *c, const pn_agent_hooks *h, pn_error *
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e);
 /* Final flush within the config's stop_timeout, stop all threads, free. */
 void pn_agent_stop(pn_agent *a);
+/* The same, also returning the counters as they were at the end (the final
+ * flush included); final may be NULL. */
+void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final);
 void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out);
 const pn_config *pn_agent_config(const pn_agent *a);
 

@@ -333,7 +333,9 @@ int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e)
     return 0;
 }
 
-void pn_agent_stop(pn_agent *a)
+void pn_agent_stop(pn_agent *a) { pn_agent_stop_stats(a, NULL); }
+
+void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
 {
     if (!a)
         return;
@@ -348,8 +350,13 @@ void pn_agent_stop(pn_agent *a)
     a->flusher_running = 0;
     flush_period(a); /* the final, partial period */
     double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
-    pn_queue_stop(a->queue, left > 0 ? left : 0);
+    pn_queue_stats qs;
+    pn_queue_stop_stats(a->queue, left > 0 ? left : 0, &qs);
     a->queue = NULL;
+    if (final) {
+        pn_agent_get_stats(a, final);
+        final->queue = qs;
+    }
     atomic_store(&current, NULL);
     agent_free(a);
 }

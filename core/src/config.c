@@ -460,6 +460,27 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
     return pn_fail(e, PN_EINVAL, "%s: unsupported setting kind", name);
 }
 
+int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size_t n,
+                        pn_error *e)
+{
+    int tags = name && strcmp(name, "tags") == 0;
+    if (!tags && !(name && strcmp(name, "http_headers") == 0))
+        return pn_fail(e, PN_EINVAL, "%.100s: not a setting made of key/value pairs (only "
+                       "tags and http_headers are)", name ? name : "(null)");
+    if (n > PN_MAX_LABELS)
+        return pn_fail(e, PN_ELIMIT, "%s: more than %d entries", name, PN_MAX_LABELS);
+    for (size_t i = 0; i < n; i++) {
+        if (!kv[i].key || !kv[i].value)
+            return pn_fail(e, PN_EINVAL, "%s: entry %zu has no key or no value", name, i);
+        if ((tags ? check_tag : check_header)(name, kv[i].key, kv[i].value, e) != 0)
+            return -1;
+    }
+    if (tags && check_unique(name, kv, n, e) != 0)
+        return -1;
+    return tags ? dup_pairs(&c->tags, &c->ntags, kv, n, e)
+                : dup_pairs(&c->http_headers, &c->nheaders, kv, n, e);
+}
+
 int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
 {
     if (!envp)

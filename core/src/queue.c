@@ -450,7 +450,9 @@ int pn_queue_flush(pn_queue *q, double timeout_s)
     return rc;
 }
 
-void pn_queue_stop(pn_queue *q, double timeout_s)
+void pn_queue_stop(pn_queue *q, double timeout_s) { pn_queue_stop_stats(q, timeout_s, NULL); }
+
+void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final)
 {
     if (!q)
         return;
@@ -476,6 +478,8 @@ void pn_queue_stop(pn_queue *q, double timeout_s)
     if (left)
         pn_log(PN_LOG_WARN, "upload queue stopped: %zu queued uploads dropped (not sent within the %.2f s stop timeout)",
                left, timeout_s > 0 ? timeout_s : 0.0);
+    if (final)
+        *final = q->stats;
     for (size_t i = 0; i < q->nexporters; i++)
         q->exporters[i]->destroy(q->exporters[i]);
     destroy_sync(q);

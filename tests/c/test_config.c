@@ -455,6 +455,41 @@ static void test_headers(void)
     pn_config_free(&c);
 }
 
+/* Pairs given as pairs: values may carry ',' and '=' that the string form
+ * cannot; the same rules apply. */
+static void test_pairs(void)
+{
+    pn_config c;
+    pn_config_init(&c);
+    pn_error e;
+    pn_label h[] = {{"Authorization", "Bearer a=b,c=="}, {"X-B", ""}};
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "http_headers", h, 2, &e), 0);
+    CHECK_EQ_INT(c.nheaders, 2);
+    if (c.nheaders == 2)
+        CHECK_STR(c.http_headers[0].value, "Bearer a=b,c==");
+    pn_label badh[] = {{"X A", "1"}};
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "http_headers", badh, 1, &e), -1);
+    CHECK(has(e.msg, "http_headers"));
+    CHECK_EQ_INT(c.nheaders, 2); /* a rejection keeps the old value */
+    pn_label t[] = {{"region", "eu"}, {"host", "a"}};
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "tags", t, 2, &e), 0);
+    CHECK_EQ_INT(c.ntags, 2);
+    pn_label badt[] = {{"__name__", "x"}};
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "tags", badt, 1, &e), -1);
+    CHECK(has(e.msg, "tags"));
+    pn_label badv[] = {{"k", "a,b"}};
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "tags", badv, 1, &e), -1);
+    CHECK(has(e.msg, "tags"));
+    pn_label dup[] = {{"k", "1"}, {"k", "2"}};
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "tags", dup, 2, &e), -1);
+    CHECK(has(e.msg, "twice"));
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "sample_rate", t, 1, &e), -1);
+    CHECK(has(e.msg, "sample_rate"));
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "tags", NULL, 0, &e), 0);
+    CHECK_EQ_INT(c.ntags, 0);
+    pn_config_free(&c);
+}
+
 /* ---------------------------------------------------------------- strings */
 
 static void test_strings(void)
@@ -915,7 +950,7 @@ static void test_copy(void)
 
 TEST_MAIN(T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
           T(test_sample_rate), T(test_durations), T(test_whole_numbers),
-          T(test_numbers_ignore_locale), T(test_tags), T(test_headers), T(test_strings),
+          T(test_numbers_ignore_locale), T(test_tags), T(test_headers), T(test_pairs), T(test_strings),
           T(test_log_level), T(test_env_applied), T(test_env_bad_value),
           T(test_env_unknown_and_foreign), T(test_env_empty_is_unset), T(test_keyword_wins),
           T(test_env_null_reads_environ), T(test_validate), T(test_copy))

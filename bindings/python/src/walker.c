@@ -24,10 +24,8 @@ struct py_walker {
     int unused;
 };
 
-py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
+int py_walker_supported(pn_error *e)
 {
-    (void)interp;
-    (void)gil_only;
 #ifdef Py_GIL_DISABLED
     pn_fail(e, PN_EINVAL,
             "pyroscope: the free-threaded CPython build %s is not supported "
@@ -37,6 +35,14 @@ py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
             "pyroscope: CPython %s is not supported (supported: 3.11, 3.12, 3.13)",
             PY_VERSION);
 #endif
+    return -1;
+}
+
+py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
+{
+    (void)interp;
+    (void)gil_only;
+    py_walker_supported(e);
     return NULL;
 }
 
@@ -49,6 +55,12 @@ void py_walker_walk(void *w, pn_tick *t)
 }
 
 void py_walker_after_fork(void *w) { (void)w; }
+
+void py_walker_set_line_mode(py_walker *w, int mode)
+{
+    (void)w;
+    (void)mode;
+}
 
 void py_walker_get_stats(const py_walker *w, py_walker_stats *out)
 {
@@ -90,6 +102,8 @@ struct py_walker {
     PyInterpreterState *interp;
     const pnw_gil *gil;
     int gil_only;
+    /* Set before the sampler starts (py_walker_set_line_mode). */
+    int line_mode;
     /* Sampler thread only (py_walker_after_fork runs there too). Allocated
      * up front: the sampler thread must not allocate. */
     code_ent *cache;
@@ -97,6 +111,7 @@ struct py_walker {
     uint8_t *str_raw;           /* STR_CHARS code points of up to 4 bytes */
     char *str_utf8;             /* STR_UTF8 */
     uint8_t *lt_buf;            /* LT_CHUNK */
+    char thread_name[PN_THREAD_NAME_MAX];
     /* Written by the sampler thread, read by any thread. */
     _Atomic uint64_t threads_seen, stacks_walked, nframes, walk_errors, cache_hits,
         cache_misses;
@@ -337,14 +352,18 @@ static int frame_id(py_walker *w, const void *code, const PyCodeObject *co, int 
         *e = (code_ent){code, syms, gen, co->co_qualname, co->co_filename, co->co_linetable,
                         co->co_firstlineno, name, file, INT_MIN, 0};
     }
-    if (e->last_addr != addr) {
+    if (w->line_mode == PY_WALKER_LINE_CURRENT && e->last_addr != addr) {
         int64_t line = lt_line(w, co, addr);
         if (line < 0)
             return -1;
         e->last_addr = addr;
         e->last_line = (uint32_t)line;
     }
-    *out = pn_symbols_frame(syms, e->name_sid, e->file_sid, e->last_line);
+    uint32_t line = w->line_mode == PY_WALKER_LINE_CURRENT ? e->last_line
+                    : w->line_mode == PY_WALKER_LINE_FIRST && e->firstlineno > 0
+                        ? (uint32_t)e->firstlineno
+                        : 0;
+    *out = pn_symbols_frame(syms, e->name_sid, e->file_sid, line);
     return 0;
 }
 
@@ -397,7 +416,7 @@ static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64
 
 /* -------------------------------------------------------------- public */
 
-py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
+int py_walker_supported(pn_error *e)
 {
     /* The layouts are those of the headers we were compiled with. */
     if ((Py_Version >> 16) != ((unsigned long)PY_VERSION_HEX >> 16))
@@ -405,7 +424,14 @@ py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
                        "pyroscope: built for CPython %d.%d but running on %lu.%lu; "
                        "rebuild the extension for this interpreter",
                        PY_MAJOR_VERSION, PY_MINOR_VERSION, Py_Version >> 24,
-                       (Py_Version >> 16) & 0xFF), NULL;
+                       (Py_Version >> 16) & 0xFF);
+    return 0;
+}
+
+py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
+{
+    if (py_walker_supported(e) != 0)
+        return NULL;
     if (interp == NULL)
         return pn_fail(e, PN_EINVAL, "py_walker_new: interp is NULL"), NULL;
     if (!PyGILState_Check())
@@ -441,6 +467,11 @@ void py_walker_free(py_walker *w)
     free(w->str_utf8);
     free(w->lt_buf);
     free(w);
+}
+
+void py_walker_set_line_mode(py_walker *w, int mode)
+{
+    w->line_mode = mode;
 }
 
 void py_walker_after_fork(void *ctx)
@@ -503,7 +534,11 @@ void py_walker_walk(void *ctx, pn_tick *t)
              * code now, so there is nothing to attribute. A torn stack with
              * no frame is still recorded (as [unknown]). */
             if (depth > 0 || torn) {
-                pn_tick_sample(t, tid, w->frames, depth, value, NULL);
+                const char *name = NULL;
+                if (pn_tick_opts(t)->report_thread_name &&
+                    pn_thread_name_get(tid, w->thread_name, sizeof w->thread_name))
+                    name = w->thread_name;
+                pn_tick_sample(t, tid, w->frames, depth, value, name);
                 bump(&w->stacks_walked, 1);
                 bump(&w->nframes, depth);
             }

@@ -21,10 +21,20 @@
 
 typedef struct py_walker py_walker;
 
+/* 0 when this build can walk the running interpreter, else -1 with a
+ * message naming the version (unsupported or free-threaded CPython, or an
+ * extension built for another minor version). Any thread. */
+int py_walker_supported(pn_error *e);
+
 /* Call with the GIL held, from a Python thread. gil_only: sample only the
  * thread holding the GIL (none when nobody holds it). Allocates everything
  * the sampler thread will need. */
 py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e);
+/* Which line a frame reports (pyroscope-io's LineNo): the line running now
+ * (default), the function's first line, or none (0). Call before the
+ * sampler starts. */
+enum { PY_WALKER_LINE_CURRENT = 0, PY_WALKER_LINE_FIRST = 1, PY_WALKER_LINE_NONE = 2 };
+void py_walker_set_line_mode(py_walker *w, int mode);
 /* After the sampler using w was stopped. NULL is fine. */
 void py_walker_free(py_walker *w);
 /* A pn_walker_fn: runs on the core's sampler thread. */

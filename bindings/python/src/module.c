@@ -1,0 +1,570 @@
+/*
+ * pyroscope._native: the Python face of the core agent. The pure-Python
+ * package (bindings/python/pyroscope) checks types and keyword names; this
+ * module turns settings into a pn_config, starts the agent with the CPython
+ * walker, and exposes labels, thread names, flush/stop, stats and reports.
+ *
+ * State below is owned by whichever thread holds the GIL. The core's threads
+ * never call back into Python: logs go through log_bridge, and the walker
+ * reads the interpreter without it. Calls that may wait on core threads
+ * (stop, flush, start's replacing stop) release the GIL while they wait.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log_bridge.h"
+#include "pyroscope_native.h"
+#include "walker.h"
+
+static pn_agent *agent;   /* GIL-protected: the running agent or NULL */
+static py_walker *walker; /* GIL-protected: the agent's walker */
+/* GIL-protected: the counters of the last agent, as it stopped. */
+static pn_agent_stats last_stats;
+static py_walker_stats last_walker;
+
+static PyObject *raise_pn(const pn_error *e)
+{
+    log_bridge_drain();
+    PyObject *type = e->code == PN_EINVAL || e->code == PN_ELIMIT ? PyExc_ValueError
+                     : e->code == PN_ENOMEM                        ? PyExc_MemoryError
+                                                                   : PyExc_RuntimeError;
+    PyErr_SetString(type, e->msg[0] ? e->msg : "pyroscope: unknown error");
+    return NULL;
+}
+
+/* UTF-8 of a str, or NULL with TypeError naming `what`. */
+static const char *utf8_of(PyObject *o, const char *what)
+{
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", what,
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return PyUnicode_AsUTF8(o);
+}
+
+/* A dict of str -> str as pairs pointing into the dict's strings (valid
+ * while the dict is alive and unchanged). *kv is PyMem-allocated. */
+static int dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
+{
+    *kv = NULL;
+    *n = 0;
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a dict of str to str, not %.100s", what,
+                     Py_TYPE(d)->tp_name);
+        return -1;
+    }
+    Py_ssize_t size = PyDict_Size(d), pos = 0;
+    if (size == 0)
+        return 0;
+    *kv = PyMem_Calloc((size_t)size, sizeof **kv);
+    if (!*kv) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_Check(k)) {
+            PyErr_Format(PyExc_TypeError, "%s: keys must be str, not %.100s", what,
+                         Py_TYPE(k)->tp_name);
+            goto fail;
+        }
+        if (!PyUnicode_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "%s: the value of \"%U\" must be a str, not %.100s",
+                         what, k, Py_TYPE(v)->tp_name);
+            goto fail;
+        }
+        const char *ks = PyUnicode_AsUTF8(k), *vs = PyUnicode_AsUTF8(v);
+        if (!ks || !vs)
+            goto fail;
+        (*kv)[*n].key = ks;
+        (*kv)[(*n)++].value = vs;
+    }
+    return 0;
+fail:
+    PyMem_Free(*kv);
+    *kv = NULL;
+    *n = 0;
+    return -1;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void stop_agent(void)
+{
+    pn_agent *a = agent;
+    py_walker *w = walker;
+    agent = NULL;
+    walker = NULL;
+    if (a) {
+        pn_agent_stats final;
+        Py_BEGIN_ALLOW_THREADS
+        pn_agent_stop_stats(a, &final);
+        Py_END_ALLOW_THREADS
+        last_stats = final;
+        py_walker_get_stats(w, &last_walker);
+    }
+    py_walker_free(w); /* after the sampler that used it has stopped */
+    log_bridge_drain();
+}
+
+/* Fill c from env lines ("PYROSCOPE_X=v") and then settings (keywords win). */
+static int build_config(pn_config *c, PyObject *env, PyObject *settings)
+{
+    pn_error e = {0};
+    if (!PyList_Check(env) || !PyDict_Check(settings)) {
+        PyErr_SetString(PyExc_TypeError, "start(env: list, settings: dict, ...)");
+        return -1;
+    }
+    Py_ssize_t n = PyList_Size(env);
+    char **envp = PyMem_Calloc((size_t)n + 1, sizeof *envp);
+    if (!envp) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *line = utf8_of(PyList_GET_ITEM(env, i), "environment entry");
+        if (!line) {
+            PyMem_Free(envp);
+            return -1;
+        }
+        envp[i] = (char *)line;
+    }
+    int rc = pn_config_apply_env(c, envp, &e);
+    PyMem_Free(envp);
+    if (rc != 0) {
+        raise_pn(&e);
+        return -1;
+    }
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(settings, &pos, &k, &v)) {
+        const char *name = utf8_of(k, "setting name");
+        if (!name)
+            return -1;
+        if (PyDict_Check(v)) {
+            pn_label *kv;
+            size_t nkv;
+            if (dict_pairs(v, name, &kv, &nkv) != 0)
+                return -1;
+            rc = pn_config_set_pairs(c, name, kv, nkv, &e);
+            PyMem_Free(kv);
+        } else {
+            const char *s = utf8_of(v, name);
+            if (!s)
+                return -1;
+            rc = pn_config_set(c, name, s, &e);
+        }
+        if (rc != 0) {
+            raise_pn(&e);
+            return -1;
+        }
+    }
+    if (pn_config_validate(c, &e) != 0) {
+        raise_pn(&e);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *names[] = {"env", "settings", "gil_only", "line_mode", NULL};
+    PyObject *env, *settings;
+    int gil_only = 1, line_mode = PY_WALKER_LINE_CURRENT;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|pi", names, &env, &settings, &gil_only,
+                                     &line_mode))
+        return NULL;
+    if (line_mode < PY_WALKER_LINE_CURRENT || line_mode > PY_WALKER_LINE_NONE) {
+        PyErr_Format(PyExc_ValueError, "line_no: %d is not 0 (last instruction), 1 (first "
+                     "line) or 2 (no line)", line_mode);
+        return NULL;
+    }
+    pn_config c;
+    pn_config_init(&c);
+    if (build_config(&c, env, settings) != 0) {
+        pn_config_free(&c);
+        log_bridge_drain();
+        return NULL;
+    }
+    /* Replace a running agent only once the new settings are known good. */
+    stop_agent();
+    pn_log_set_level(c.log_level);
+    pn_error e = {0};
+    py_walker *w = py_walker_new(PyInterpreterState_Get(), gil_only, &e);
+    if (!w) {
+        pn_config_free(&c);
+        return raise_pn(&e);
+    }
+    py_walker_set_line_mode(w, line_mode);
+    pn_agent_hooks h = {py_walker_walk, w, py_walker_after_fork};
+    pn_agent *a = pn_agent_start(&c, &h, &e);
+    pn_config_free(&c);
+    if (!a) {
+        py_walker_free(w);
+        return raise_pn(&e);
+    }
+    agent = a;
+    walker = w;
+    log_bridge_drain();
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_stop(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    int was = agent != NULL;
+    stop_agent();
+    return PyBool_FromLong(was);
+}
+
+static PyObject *m_flush(PyObject *self, PyObject *args)
+{
+    (void)self;
+    double timeout = 5;
+    if (!PyArg_ParseTuple(args, "|d", &timeout))
+        return NULL;
+    if (!agent)
+        Py_RETURN_FALSE;
+    pn_error e = {0};
+    int rc;
+    pn_agent *a = agent;
+    Py_BEGIN_ALLOW_THREADS
+    rc = pn_agent_flush(a, timeout, &e);
+    Py_END_ALLOW_THREADS
+    log_bridge_drain();
+    return PyBool_FromLong(rc == 0);
+}
+
+static PyObject *m_running(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(agent != NULL);
+}
+
+static int put_u64(PyObject *d, const char *k, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    int rc = o ? PyDict_SetItemString(d, k, o) : -1;
+    Py_XDECREF(o);
+    return rc;
+}
+
+static PyObject *m_stats(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    /* While running: live counters; after a stop: the last agent's final ones. */
+    pn_agent_stats s = last_stats;
+    py_walker_stats w = last_walker;
+    if (agent)
+        pn_agent_get_stats(agent, &s);
+    if (walker)
+        py_walker_get_stats(walker, &w);
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    struct {
+        const char *k;
+        uint64_t v;
+    } rows[] = {
+        {"running", agent != NULL},
+        {"ticks", s.sampler.ticks},
+        {"missed_ticks", s.sampler.missed_ticks},
+        {"samples", s.sampler.samples},
+        {"idle_skipped", s.sampler.idle_skipped},
+        {"sampler_cpu_ns", (uint64_t)(s.sampler.sampler_cpu_ns > 0 ? s.sampler.sampler_cpu_ns : 0)},
+        {"uploads_ok", s.queue.uploads_ok},
+        {"uploads_failed", s.queue.uploads_failed},
+        {"uploads_dropped", s.queue.uploads_dropped},
+        {"retries", s.queue.retries},
+        {"bytes_sent", s.queue.bytes_sent},
+        {"periods", s.periods},
+        {"profiles_encoded", s.profiles_encoded},
+        {"samples_dropped", s.samples_dropped},
+        {"encode_errors", s.encode_errors},
+        {"threads_seen", w.threads_seen},
+        {"stacks_walked", w.stacks_walked},
+        {"frames", w.frames},
+        {"walk_errors", w.walk_errors},
+        {"cache_hits", w.cache_hits},
+        {"cache_misses", w.cache_misses},
+        {"log_dropped", log_bridge_dropped()},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (put_u64(d, rows[i].k, rows[i].v) != 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+/* --------------------------------------------------------------- labels */
+
+static PyObject *m_labels_push(PyObject *self, PyObject *tags)
+{
+    (void)self;
+    pn_label *kv;
+    size_t n;
+    if (dict_pairs(tags, "tags", &kv, &n) != 0)
+        return NULL;
+    pn_error e = {0};
+    int rc = pn_labels_push(kv, n, &e);
+    PyMem_Free(kv);
+    if (rc != 0)
+        return raise_pn(&e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_labels_pop(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pn_error e = {0};
+    if (pn_labels_pop(&e) != 0)
+        return raise_pn(&e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_labels_depth(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromSize_t(pn_labels_depth());
+}
+
+static PyObject *m_labels_current(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    const pn_labelset *ls = pn_labels_current();
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < pn_labelset_count(ls); i++) {
+        pn_label kv = pn_labelset_at(ls, i);
+        PyObject *v = PyUnicode_FromString(kv.value);
+        if (!v || PyDict_SetItemString(d, kv.key, v) != 0) {
+            Py_XDECREF(v);
+            Py_CLEAR(d);
+            break;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *m_thread_tag(PyObject *args, int add)
+{
+    PyObject *k, *v;
+    if (!PyArg_ParseTuple(args, "OO", &k, &v))
+        return NULL;
+    const char *ks = utf8_of(k, "tag name");
+    const char *vs = ks ? utf8_of(v, "tag value") : NULL;
+    if (!vs)
+        return NULL;
+    pn_error e = {0};
+    int rc = add ? pn_labels_thread_add(ks, vs, &e) : pn_labels_thread_remove(ks, vs, &e);
+    if (rc != 0)
+        return raise_pn(&e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_thread_tag_add(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return m_thread_tag(args, 1);
+}
+
+static PyObject *m_thread_tag_remove(PyObject *self, PyObject *args)
+{
+    (void)self;
+    return m_thread_tag(args, 0);
+}
+
+/* --------------------------------------------------------- thread names */
+
+static PyObject *m_thread_name_set(PyObject *self, PyObject *args)
+{
+    (void)self;
+    long tid;
+    PyObject *name;
+    if (!PyArg_ParseTuple(args, "lO", &tid, &name))
+        return NULL;
+    const char *s = NULL;
+    if (name != Py_None && !(s = utf8_of(name, "thread name")))
+        return NULL;
+    pn_error e = {0};
+    if (tid <= 0 || tid > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "thread name: %ld is not a thread id", tid);
+        return NULL;
+    }
+    if (pn_thread_name_set((pid_t)tid, s, &e) != 0)
+        return raise_pn(&e);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_thread_names_clear(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pn_thread_names_clear();
+    Py_RETURN_NONE;
+}
+
+/* -------------------------------------------------------------- logging */
+
+static PyObject *m_set_log_sink(PyObject *self, PyObject *sink)
+{
+    (void)self;
+    if (sink != Py_None && !PyCallable_Check(sink)) {
+        PyErr_SetString(PyExc_TypeError, "log sink must be callable or None");
+        return NULL;
+    }
+    log_bridge_set_sink(sink);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_set_log_level(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long level = PyLong_AsLong(arg);
+    if (level == -1 && PyErr_Occurred())
+        return NULL;
+    pn_log_set_level((int)level);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_at_exit(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    stop_agent();
+    log_bridge_close();
+    Py_RETURN_NONE;
+}
+
+/* -------------------------------------------------------------- reports */
+
+/* report(paths, html_path or None, title, top) -> (profiles, top text) */
+static PyObject *m_report(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *paths, *html;
+    const char *title;
+    Py_ssize_t top;
+    if (!PyArg_ParseTuple(args, "OOsn", &paths, &html, &title, &top))
+        return NULL;
+    PyObject *seq = PySequence_Fast(paths, "paths must be a list of str");
+    if (!seq)
+        return NULL;
+    const char *html_path = NULL;
+    if (html != Py_None && !(html_path = utf8_of(html, "html path"))) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    pn_report *r = pn_report_new();
+    pn_error e = {0};
+    char *text = NULL;
+    size_t text_len = 0;
+    PyObject *result = NULL;
+    int rc = r ? 0 : pn_fail(&e, PN_ENOMEM, "out of memory building a report");
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        const char *p = utf8_of(PySequence_Fast_GET_ITEM(seq, i), "path");
+        if (!p)
+            goto out;
+        Py_BEGIN_ALLOW_THREADS
+        rc = pn_report_add_path(r, p, &e);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc == 0 && html_path)
+        rc = pn_report_write_html(r, title, html_path, &e);
+    if (rc == 0 && top > 0) {
+        FILE *f = open_memstream(&text, &text_len);
+        if (!f) {
+            rc = pn_fail(&e, PN_ENOMEM, "out of memory building a report");
+        } else {
+            rc = pn_report_write_top(r, f, (size_t)top, &e);
+            fclose(f);
+        }
+    }
+    if (rc != 0) {
+        raise_pn(&e);
+        goto out;
+    }
+    result = Py_BuildValue("(ns#)", (Py_ssize_t)pn_report_profiles(r), text ? text : "",
+                           (Py_ssize_t)(text ? text_len : 0));
+out:
+    free(text);
+    pn_report_free(r);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyObject *m_config_names(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    const char *const *names = pn_config_names();
+    size_t n = 0;
+    while (names[n])
+        n++;
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; t && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(names[i]);
+        if (!s) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, s);
+    }
+    return t;
+}
+
+static PyMethodDef methods[] = {
+    {"start", (PyCFunction)(void (*)(void))m_start, METH_VARARGS | METH_KEYWORDS,
+     "start(env, settings, gil_only=True, line_mode=0): start (or restart) the agent"},
+    {"stop", m_stop, METH_NOARGS, "flush within stop_timeout and stop; True if it ran"},
+    {"flush", m_flush, METH_VARARGS, "flush(timeout=5): export now; True when drained"},
+    {"running", m_running, METH_NOARGS, "True while an agent runs"},
+    {"stats", m_stats, METH_NOARGS,
+     "counters of the sampler, walker and exporters (the last agent's after a stop)"},
+    {"labels_push", m_labels_push, METH_O, "push current ∪ tags on this thread"},
+    {"labels_pop", m_labels_pop, METH_NOARGS, "restore the set before the last push"},
+    {"labels_depth", m_labels_depth, METH_NOARGS, "pushes not yet popped on this thread"},
+    {"labels_current", m_labels_current, METH_NOARGS, "this thread's labels as a dict"},
+    {"thread_tag_add", m_thread_tag_add, METH_VARARGS, "add one label to this thread"},
+    {"thread_tag_remove", m_thread_tag_remove, METH_VARARGS,
+     "remove one label from this thread (if its value matches)"},
+    {"thread_name_set", m_thread_name_set, METH_VARARGS,
+     "thread_name_set(native_id, name or None)"},
+    {"thread_names_clear", m_thread_names_clear, METH_NOARGS, "forget all thread names"},
+    {"set_log_sink", m_set_log_sink, METH_O, "callable(level, message) or None"},
+    {"set_log_level", m_set_log_level, METH_O, "lowest level the core reports"},
+    {"at_exit", m_at_exit, METH_NOARGS, "stop and detach logging (interpreter exit)"},
+    {"report", m_report, METH_VARARGS,
+     "report(paths, html_path, title, top) -> (profiles read, top-functions text)"},
+    {"config_names", m_config_names, METH_NOARGS, "the core's setting names"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pyroscope._native",
+    "Native half of pyroscope: the sampler, walker and exporters.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    pn_error e = {0};
+    if (py_walker_supported(&e) != 0) {
+        PyErr_SetString(PyExc_ImportError, e.msg);
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,42 @@
+"""Builds the `pyroscope` package: the pure-Python API in
+bindings/python/pyroscope and its native half, pyroscope._native, compiled
+from the shared C core plus the CPython binding sources."""
+import glob
+import os
+import sys
+
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+os.chdir(HERE)  # source paths below are relative, as setuptools wants
+
+if sys.version_info < (3, 11):
+    sys.exit("pyroscope-native supports CPython 3.11, 3.12 and 3.13; this is %d.%d"
+             % sys.version_info[:2])
+
+sources = sorted(glob.glob("core/src/*.c") + glob.glob("core/gen/*.c")
+                 + glob.glob("bindings/python/src/*.c"))
+
+native = Extension(
+    "pyroscope._native",
+    sources=sources,
+    include_dirs=["core/include", "core/src", "core/gen", "bindings/python/src"],
+    libraries=["curl", "protobuf-c", "z", "pthread", "m"],
+    extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
+                        "-Wshadow", "-Wvla", "-fvisibility=hidden"],
+    depends=sorted(glob.glob("core/include/*.h") + glob.glob("core/src/*.h")
+                   + glob.glob("core/gen/*.h") + glob.glob("bindings/python/src/*.h")),
+)
+
+setup(
+    name="pyroscope-native",
+    version="0.1.0",
+    description="Continuous profiler for CPython with a native sampler, "
+                "the pyroscope-io API and an OpenTelemetry span processor",
+    python_requires=">=3.11",
+    package_dir={"": "bindings/python"},
+    packages=["pyroscope"],
+    ext_modules=[native],
+    extras_require={"otel": ["opentelemetry-sdk>=1.20"]},
+    entry_points={"console_scripts": ["pyroscope-native=pyroscope.cli:main"]},
+)

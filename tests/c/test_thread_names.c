@@ -1,0 +1,108 @@
+/* The thread-name table: set, replace, forget, cutting, bounds, and a
+ * reader that never sees half of a name while a writer renames. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "check.h"
+#include "pyroscope_native.h"
+
+static void test_set_get_forget(void)
+{
+    char buf[PN_THREAD_NAME_MAX];
+    pn_error e;
+    CHECK_EQ_INT(pn_thread_name_get(4242, buf, sizeof buf), 0);
+    CHECK_EQ_INT(pn_thread_name_set(4242, "worker-1", &e), 0);
+    CHECK_EQ_INT(pn_thread_name_get(4242, buf, sizeof buf), 1);
+    CHECK_STR(buf, "worker-1");
+    CHECK_EQ_INT(pn_thread_name_set(4242, "renamed", &e), 0);
+    CHECK_EQ_INT(pn_thread_name_get(4242, buf, sizeof buf), 1);
+    CHECK_STR(buf, "renamed");
+    /* Same home slot (tids that collide) stay apart. */
+    CHECK_EQ_INT(pn_thread_name_set(4242 + 8192, "other", &e), 0);
+    CHECK_EQ_INT(pn_thread_name_get(4242 + 8192, buf, sizeof buf), 1);
+    CHECK_STR(buf, "other");
+    CHECK_EQ_INT(pn_thread_name_set(4242, NULL, &e), 0);
+    CHECK_EQ_INT(pn_thread_name_get(4242, buf, sizeof buf), 0);
+    /* The colliding entry is still found past the freed slot. */
+    CHECK_EQ_INT(pn_thread_name_get(4242 + 8192, buf, sizeof buf), 1);
+    CHECK_EQ_INT(pn_thread_name_set(4242 + 8192, "", &e), 0);
+    CHECK_EQ_INT(pn_thread_name_get(4242 + 8192, buf, sizeof buf), 0);
+    CHECK_EQ_INT(pn_thread_name_set(0, "x", &e), -1);
+    CHECK(strstr(e.msg, "thread") != NULL);
+    CHECK_EQ_INT(pn_thread_name_set(-5, "x", &e), -1);
+}
+
+static void test_cut_and_small_buffer(void)
+{
+    char longname[400], buf[PN_THREAD_NAME_MAX];
+    pn_error e;
+    /* 'é' is two bytes: a cut must not split one. */
+    size_t n = 0;
+    while (n + 2 < sizeof longname - 1) {
+        longname[n++] = (char)0xC3;
+        longname[n++] = (char)0xA9;
+    }
+    longname[n] = '\0';
+    CHECK_EQ_INT(pn_thread_name_set(77, longname, &e), 0);
+    CHECK_EQ_INT(pn_thread_name_get(77, buf, sizeof buf), 1);
+    CHECK(strlen(buf) <= PN_THREAD_NAME_MAX - 1);
+    CHECK_EQ_INT(strlen(buf) % 2, 0);
+    char small[4];
+    CHECK_EQ_INT(pn_thread_name_get(77, small, sizeof small), 1);
+    CHECK_EQ_INT(strlen(small), 3);
+    pn_thread_names_clear();
+    CHECK_EQ_INT(pn_thread_name_get(77, buf, sizeof buf), 0);
+}
+
+static void test_bounded(void)
+{
+    pn_error e;
+    int failed = 0;
+    for (pid_t t = 1; t <= 8193; t++) {
+        if (pn_thread_name_set(t, "n", &e) != 0)
+            failed++;
+    }
+    CHECK_EQ_INT(failed, 1);
+    CHECK(strstr(e.msg, "8192") != NULL);
+    pn_thread_names_clear();
+    CHECK_EQ_INT(pn_thread_name_set(9, "again", &e), 0);
+    pn_thread_names_clear();
+}
+
+static atomic_int stop_flag;
+
+static void *renamer(void *arg)
+{
+    (void)arg;
+    pn_error e;
+    for (unsigned i = 0; !atomic_load(&stop_flag); i++)
+        pn_thread_name_set(99, (i & 1) ? "aaaaaaaaaaaaaaaaaaaaaaaa" : "bbbbbbbbbbbb", &e);
+    return NULL;
+}
+
+static void test_no_torn_reads(void)
+{
+    pthread_t t;
+    pn_error e;
+    CHECK_EQ_INT(pn_thread_name_set(99, "bbbbbbbbbbbb", &e), 0);
+    atomic_store(&stop_flag, 0);
+    pthread_create(&t, NULL, renamer, NULL);
+    int torn = 0, seen = 0;
+    char buf[PN_THREAD_NAME_MAX];
+    for (int i = 0; i < 200000; i++) {
+        if (!pn_thread_name_get(99, buf, sizeof buf))
+            continue;
+        seen++;
+        if (strcmp(buf, "aaaaaaaaaaaaaaaaaaaaaaaa") != 0 && strcmp(buf, "bbbbbbbbbbbb") != 0)
+            torn++;
+    }
+    atomic_store(&stop_flag, 1);
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(torn, 0);
+    CHECK(seen > 0);
+    pn_thread_names_clear();
+}
+
+TEST_MAIN(T(test_set_get_forget), T(test_cut_and_small_buffer), T(test_bounded),
+          T(test_no_torn_reads))
