@@ -54,12 +54,22 @@ PYTHONS ?= $(shell for v in 3.11 3.12 3.13; do \
 	[ -n "$$p" ] || p=$$(command -v python$$v 2>/dev/null); \
 	[ -n "$$p" ] && echo $$p; done)
 
+# One virtual environment per interpreter under $(BUILD)/venv/<tag>, with
+# the test requirements and this package installed (rebuilt every run).
+define py_venv
+v=$(BUILD)/venv/$$($(1) -c 'import sys; print(sys.implementation.cache_tag)'); \
+[ -x $$v/bin/python ] || $(1) -m venv $$v; \
+$$v/bin/python -m pip install -q --disable-pip-version-check -r bindings/python/tests/requirements.txt; \
+$$v/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+endef
+
 test-python: build
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.11-3.13 found"; exit 1; }
 	@set -e; for py in $(PYTHONS); do \
-		$$py -m pytest --version >/dev/null 2>&1 || $$py -m pip install -q pytest; \
-		echo "== $$($$py -V) =="; \
-		$$py -m pytest -q -p no:cacheprovider bindings/python/tests/walker; \
+		$(call py_venv,$$py); \
+		echo "== $$($$v/bin/python -V) =="; \
+		$$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \
+			bindings/python/tests/package; \
 	done
 
 test-c: build

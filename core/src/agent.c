@@ -188,6 +188,10 @@ static void fork_child(void)
     a->flush_req = a->flush_done = 0;
     a->flusher_running = 0;
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
+    /* A child's series must not merge with its parent's: label it with its
+     * pid even when report_pid is off. */
+    a->enc.extra_labels = &a->pid_label;
+    a->enc.n_extra = 1;
     atomic_store(&a->periods, 0);
     atomic_store(&a->profiles, 0);
     if (a->hooks.after_fork_child)

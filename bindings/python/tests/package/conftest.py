@@ -1,0 +1,51 @@
+"""Shared helpers for the pyroscope package tests.
+
+Most tests run a short Python program in a fresh interpreter (run_python),
+because the profiler is process-wide and some tests fork, crash-test or
+time shutdowns; the result is read back from the profiles it wrote.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import pprof_reader  # noqa: E402
+
+
+def run_python(code, *, env=None, timeout=120, cwd=None, args=()):
+    """Run `code` (dedented) with this interpreter; returns CompletedProcess
+    with text stdout/stderr. PYROSCOPE_* variables of the test runner are
+    not inherited unless given in env."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYROSCOPE_")}
+    full_env["PYTHONPATH"] = HERE + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],
+                          env=full_env, cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def check_run(code, **kw):
+    """run_python that fails the test (showing output) on a non-zero exit."""
+    r = run_python(code, **kw)
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    return r
+
+
+@pytest.fixture
+def profile_dir(tmp_path):
+    d = tmp_path / "profiles"
+    return str(d)
+
+
+@pytest.fixture(autouse=True)
+def _no_pyroscope_env(monkeypatch):
+    """In-process tests see no PYROSCOPE_* variables of the runner."""
+    for k in list(os.environ):
+        if k.startswith("PYROSCOPE_"):
+            monkeypatch.delenv(k)
