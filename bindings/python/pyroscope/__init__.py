@@ -25,7 +25,7 @@ except ImportError as exc:  # unsupported or free-threaded interpreter: say whic
 from . import _threads
 
 __all__ = [
-    "LineNo", "configure", "shutdown", "flush", "tag_wrapper", "add_thread_tag",
+    "LineNo", "ProfilerImplementation", "configure", "shutdown", "flush", "tag_wrapper", "add_thread_tag",
     "remove_thread_tag", "is_running", "stats",
 ]
 
@@ -38,6 +38,13 @@ class LineNo(Enum):
     LastInstruction = 0  # the line running now
     First = 1            # the function's first line
     NoLine = 2           # no line (0)
+
+
+class ProfilerImplementation(Enum):
+    """Accepted for pyroscope-io compatibility; this package has one sampler."""
+
+    PySpy = 0
+    Stack = 1
 
 
 # Settings only this package understands; the rest go to the core.
@@ -158,6 +165,12 @@ def configure(
         max_stacks=None,
         max_depth=None,
         stop_timeout=None,
+        mem_enabled=None,
+        mem_max_nframe=None,
+        mem_heap_sample_size=None,
+        mem_enable_mem_domain=None,
+        cpu_enabled=None,
+        cpu_implementation=None,
 ):
     """Start profiling this process (or restart it with new settings).
 
@@ -174,6 +187,26 @@ def configure(
     if native is not None:
         warnings.warn("native is not supported and is ignored", DeprecationWarning,
                       stacklevel=2)
+    if mem_enabled:
+        warnings.warn("mem_enabled: memory profiling is not supported; only CPU/wall "
+                      "profiles are collected", UserWarning, stacklevel=2)
+    for name, value in (("mem_max_nframe", mem_max_nframe),
+                        ("mem_heap_sample_size", mem_heap_sample_size)):
+        if value is not None:
+            _check_number(name, value, integer=True)
+    if mem_enable_mem_domain is not None:
+        _check_bool("mem_enable_mem_domain", mem_enable_mem_domain)
+    if cpu_implementation is not None and not isinstance(cpu_implementation,
+                                                         ProfilerImplementation):
+        raise TypeError("cpu_implementation must be a pyroscope.ProfilerImplementation, "
+                        f"not {cpu_implementation!r}")
+    if cpu_enabled is not None and not _check_bool("cpu_enabled", cpu_enabled):
+        # Nothing else to collect: stop whatever ran, like a profiler with
+        # every profile type off.
+        warnings.warn("cpu_enabled=False: no profile type is enabled, so nothing is "
+                      "profiled", UserWarning, stacklevel=2)
+        shutdown()
+        return False
 
     settings = {}
     for name, value in (("application_name", application_name),
@@ -232,6 +265,7 @@ def configure(
         if report_names:
             _threads.install()
         _native.start(_core_env(), settings, gil_only=gil, line_mode=mode)
+    return True
 
 
 def shutdown():
@@ -240,6 +274,7 @@ def shutdown():
     with _lock:
         if _native.stop():
             LOGGER.info("profiler stopped")
+    return True
 
 
 def flush(timeout=5.0):
@@ -315,12 +350,14 @@ def add_thread_tag(*args):
     """add_thread_tag(key, value): label the calling OS thread's samples."""
     key, value = _thread_tag_args(args, "add_thread_tag")
     _native.thread_tag_add(key, value)
+    return True
 
 
 def remove_thread_tag(*args):
     """remove_thread_tag(key, value): drop the label if it has this value."""
     key, value = _thread_tag_args(args, "remove_thread_tag")
     _native.thread_tag_remove(key, value)
+    return True
 
 
 def _deprecated(name, hint="no longer applicable"):
@@ -337,6 +374,15 @@ tag = _deprecated("tag", "use tag_wrapper")
 remove_tags = _deprecated("remove_tags")
 build_summary = _deprecated("build_summary")
 test_logger = _deprecated("test_logger")
+
+
+def configure_experimental_stack_profiler(**options):
+    """pyroscope-io's switch to its alternative sampler. This package has one
+    native sampler, so the options do not apply: returns False, as
+    pyroscope-io does for a refused call."""
+    warnings.warn("configure_experimental_stack_profiler does not apply to "
+                  "pyroscope-native (one native sampler); ignored", UserWarning, stacklevel=2)
+    return False
 
 
 def _after_fork_in_child():

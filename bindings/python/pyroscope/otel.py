@@ -33,6 +33,8 @@ popped by code that also pops ours (``tag_wrapper`` restores its own
 starting point exactly), nothing is left to do. So the limit is: a span that
 ends elsewhere keeps labelling the starting thread's samples until that
 thread next enters the processor or unwinds below the span's push.
+Likewise, asyncio tasks that interleave on one thread share its labels:
+while another task's span is open on top, its labels apply.
 
 Errors from the label calls never reach the application: they are logged on
 the ``pyroscope`` logger and counted in ``errors``. Labels do not need
@@ -75,11 +77,10 @@ def _label_value(text):
 class _Push:
     """One labels push made for a span on its starting thread."""
 
-    __slots__ = ("span_id", "owner", "depth", "ended")
+    __slots__ = ("span_id", "depth", "ended")
 
-    def __init__(self, span_id, owner, depth):
+    def __init__(self, span_id, depth):
         self.span_id = span_id
-        self.owner = owner     # the starting thread's list of open pushes
         self.depth = depth     # labels_depth() before the push
         self.ended = False
 
@@ -101,6 +102,8 @@ class PyroscopeSpanProcessor(SpanProcessor):
     # -- per thread bookkeeping
 
     def _thread_pushes(self):
+        """This thread's pushes still on its stack, in push order (a
+        thread-local list, so it goes away with the thread)."""
         pushes = getattr(self._local, "pushes", None)
         if pushes is None:
             pushes = self._local.pushes = []
@@ -146,7 +149,7 @@ class PyroscopeSpanProcessor(SpanProcessor):
                 labels["span_name"] = name
             depth = _native.labels_depth()
             _native.labels_push(labels)
-            push = _Push(span_id, pushes, depth)
+            push = _Push(span_id, depth)
             pushes.append(push)
             with self._lock:
                 self._pushes[(ctx.trace_id, ctx.span_id)] = push
