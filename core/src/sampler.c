@@ -54,7 +54,8 @@ struct pn_sampler {
     atomic_int park;
     atomic_int parked;
 
-    /* Sampler-thread-owned. */
+    /* Sampler-thread-owned (set by start before the thread exists). */
+    int baseline; /* 1 until the first tick after a start took its readings */
     cpu_table *prev, *cur;
     cpu_table tables[2];
 
@@ -138,9 +139,14 @@ int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid)
     if (is)
         is->cpu_ns = now;
     /* New thread (or a reused tid whose clock restarted): charge what it
-     * used, but never more than the interval this tick stands for. */
-    if (!was || now < was->cpu_ns)
+     * used, but never more than the interval this tick stands for. On the
+     * first tick every thread is new, and what they used before profiling
+     * started belongs to no period: that tick only takes readings. */
+    if (!was || now < was->cpu_ns) {
+        if (s->baseline)
+            return 0;
         return now < t->wall_ns ? now : t->wall_ns;
+    }
     return now - was->cpu_ns;
 }
 
@@ -180,6 +186,7 @@ static void tick(pn_sampler *s, int64_t wall_ns)
     pn_tick t = {s, pn_store_write_begin(s->store), wall_ns};
     s->walker(s->ctx, &t);
     pn_store_write_end(s->store);
+    s->baseline = 0;
     cpu_table *old = s->prev;
     s->prev = s->cur;
     s->cur = old;
@@ -231,6 +238,7 @@ int pn_sampler_start(pn_sampler *s, pn_error *e)
     atomic_store(&s->parked, 0);
     cpu_clear(s->prev);
     cpu_clear(s->cur);
+    s->baseline = 1;
     int rc = pn_thread_spawn(&s->thread, sampler_main, s, "pyroscope-smpl");
     if (rc != 0)
         return pn_fail(e, PN_ENOMEM, "cannot start the sampler thread: %s", strerror(rc));
