@@ -35,6 +35,11 @@ struct pn_tick {
     pn_sampler *s;
     pn_period *period;
     int64_t wall_ns;
+    /* The labels of the thread begun last, read before its stack is: a
+     * thread that changes labels while we walk it keeps the labels its
+     * leaf frames ran under, not the next phase's. */
+    pid_t labels_tid;
+    const pn_labelset *labels;
 };
 
 struct pn_sampler {
@@ -152,6 +157,8 @@ int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid)
 
 int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
 {
+    t->labels_tid = tid;
+    t->labels = pn_labels_of_thread(tid);
     int64_t d = pn_tick_cpu_delta(t, tid);
     if (d < 0)
         return 0; /* the thread is gone */
@@ -176,14 +183,15 @@ void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t dep
         tname = pn_symbols_string(pn_period_symbols(t->period), thread_name,
                                   strlen(thread_name));
     int64_t values[PN_MAX_VALUES] = {value_ns, 1, 0, 0};
-    pn_period_add(t->period, frames, depth, pn_labels_of_thread(tid),
+    const pn_labelset *ls = t->labels_tid == tid ? t->labels : pn_labels_of_thread(tid);
+    pn_period_add(t->period, frames, depth, ls,
                   s->o.report_thread_id ? (uint64_t)tid : 0, tname, values);
     atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
 }
 
 static void tick(pn_sampler *s, int64_t wall_ns)
 {
-    pn_tick t = {s, pn_store_write_begin(s->store), wall_ns};
+    pn_tick t = {s, pn_store_write_begin(s->store), wall_ns, 0, NULL};
     s->walker(s->ctx, &t);
     pn_store_write_end(s->store);
     s->baseline = 0;

@@ -365,7 +365,14 @@ static PyObject *m_thread_tag(PyObject *args, int add)
     if (!PyArg_ParseTuple(args, "OO", &k, &v))
         return NULL;
     const char *ks = utf8_of(k, "tag name");
-    const char *vs = ks ? utf8_of(v, "tag value") : NULL;
+    if (!ks)
+        return NULL;
+    if (!PyUnicode_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "tag \"%s\": the value must be a str, not %.100s", ks,
+                     Py_TYPE(v)->tp_name);
+        return NULL;
+    }
+    const char *vs = PyUnicode_AsUTF8(v);
     if (!vs)
         return NULL;
     pn_error e = {0};
