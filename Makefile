@@ -1,5 +1,6 @@
 # pyroscope-native: the front door.
-#   make demo       build and run the example app, profiles + flame graph in ./pyroscope-profiles
+#   make demo       build and run the Python example app, profiles + flame graph in ./pyroscope-profiles
+#   make demo-c     the same with the C example
 #   make test       install what is missing, build, run every test suite
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
@@ -18,7 +19,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev \
 	libcurl4-openssl-dev zlib1g-dev valgrind
 
-.PHONY: all deps build test test-c test-valgrind test-python test-asan proto bench demo clean
+.PHONY: all deps build test test-c test-valgrind test-python test-asan proto bench demo demo-c clean
 
 all: build
 
@@ -98,10 +99,36 @@ test-asan: deps
 proto: deps
 	protoc-c --c_out=core/gen --proto_path=proto proto/profile.proto
 
+# bench_core's output is kept: the Python report reads its encode table.
 bench: build
-	$(BUILD)/bench_core
+	@mkdir -p $(BUILD)/bench
+	set -o pipefail; $(BUILD)/bench_core | tee $(BUILD)/bench/bench_core.txt
+	$(MAKE) --no-print-directory bench-python BENCH_CORE_OUTPUT=$(BUILD)/bench/bench_core.txt
 
-demo: build
+# Python benchmarks against pyroscope-io and py-spy (each in its own venv
+# under $(BUILD)/bench, from PyPI); BENCH_ARGS=--quick for a short check.
+BENCH_PYTHON ?= python3
+.PHONY: bench-python
+bench-python: build
+	$(BENCH_PYTHON) bench/python/run.py --build-dir $(BUILD) \
+		$(if $(BENCH_CORE_OUTPUT),--core-output $(BENCH_CORE_OUTPUT)) $(BENCH_ARGS)
+
+# The Python example through the CLI, in a project-local virtual environment
+# (DEMO_VENV, made with DEMO_PYTHON), writing to DEMO_DIR; no server needed.
+DEMO_VENV ?= .venv-demo
+DEMO_PYTHON ?= python3
+
+demo: deps
+	@[ -x $(DEMO_VENV)/bin/python ] || $(DEMO_PYTHON) -m venv $(DEMO_VENV) || { \
+		echo "cannot create $(DEMO_VENV) with $(DEMO_PYTHON) (on Debian: apt-get install python3-venv)"; \
+		rm -rf $(DEMO_VENV); exit 1; }
+	$(DEMO_VENV)/bin/python -m pip install -q --disable-pip-version-check -r examples/python/requirements.txt
+	$(DEMO_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+	rm -rf $(DEMO_DIR)
+	$(DEMO_VENV)/bin/python -m pyroscope run --output-dir $(DEMO_DIR) examples/python/shop.py
+
+# The C example (examples/c), profiling itself through the core's C API.
+demo-c: build
 	$(BUILD)/demo --seconds 5 --output-dir $(DEMO_DIR)
 
 clean:

@@ -521,6 +521,13 @@ void py_walker_walk(void *ctx, pn_tick *t)
         bump(&w->threads_seen, 1);
         int64_t value;
         if (pn_tick_begin_thread(t, tid, &value)) {
+            /* Only the holder is sampled, but every thread that ran Python
+             * since the last tick held the GIL for part of it: the holder
+             * stands for the whole interval, as any sampling profiler's
+             * sample does. Its own CPU since it was last the holder would
+             * drop the others' share. */
+            if (w->gil_only && pn_tick_opts(t)->oncpu)
+                value = pn_tick_wall_ns(t);
             const void *fp;
             int torn = 0;
             size_t depth = 0;

@@ -1,0 +1,446 @@
+"""The ``python -m pyroscope`` command line (installed as ``pyroscope-native`` too).
+
+    python -m pyroscope run [options] script.py [args...]
+    python -m pyroscope run [options] -m module [args...]
+    python -m pyroscope report PATH [--output HTML] [--top N] [--title TITLE]
+
+``run`` profiles a program in this interpreter, run the way ``python
+script.py`` / ``python -m module`` would run it. Its options are the
+keywords of ``pyroscope.configure`` in kebab case; settings not given fall
+back to the PYROSCOPE_* environment variables. Without a server address the
+profiles go to a local folder (./pyroscope-profiles unless told otherwise)
+and at exit a flame graph (flamegraph.html) is written next to them and the
+top functions are printed to stderr, so the program's stdout stays its own.
+
+``report`` reads saved profiles (a file or a folder) and does the same.
+"""
+
+import argparse
+import importlib.util
+import logging
+import os
+import re
+import runpy
+import sys
+import threading
+import traceback
+
+import pyroscope
+from pyroscope import _native
+
+DEFAULT_OUTPUT_DIR = "pyroscope-profiles"
+REPORT_NAME = "flamegraph.html"
+DEFAULT_TOP = 15
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+LINE_MODES = {m.name.lower(): m for m in pyroscope.LineNo}
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+              "warning": logging.WARNING, "error": logging.ERROR,
+              "off": logging.CRITICAL + 1, "none": logging.CRITICAL + 1}
+
+
+class UsageError(Exception):
+    """Bad command line or settings: printed as ``pyroscope: <message>``, exit 2."""
+
+
+# ---------------------------------------------------------------- option types
+# argparse prefixes a type's error with the flag ("argument --tag: ..."), so
+# these messages only say what is wrong with the value.
+
+def _number(text):
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def _whole(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _count(text):
+    n = _whole(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return n
+
+
+def _pair(text):
+    # Split on the first '=' only: header values may contain '='.
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _line_mode(text):
+    mode = LINE_MODES.get(text.lower())
+    if mode is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not one of {', '.join(m.name for m in pyroscope.LineNo)}")
+    return mode
+
+
+# (flag, configure keyword, kind, metavar, help). Kinds: "str", "number",
+# "whole", "bool" (--x / --no-x), "pairs" (repeatable KEY=VALUE), "line".
+RUN_OPTIONS = (
+    ("--application-name", "application_name", "str", "NAME",
+     "application name (default: the script's or module's name)"),
+    ("--server-address", "server_address", "str", "URL",
+     "Pyroscope server to upload to, e.g. http://localhost:4040 (default: none, "
+     "profiles go to the output folder)"),
+    ("--sample-rate", "sample_rate", "number", "HZ", "samples per second (default 100)"),
+    ("--upload-interval", "upload_interval", "number", "SECONDS",
+     "how often profiles are exported (default 10)"),
+    ("--oncpu", "oncpu", "bool", None,
+     "count only time on the CPU (default); --no-oncpu counts wall time"),
+    ("--gil-only", "gil_only", "bool", None,
+     "sample only the thread holding the GIL (default); --no-gil-only samples all threads"),
+    ("--report-pid", "report_pid", "bool", None, "tag samples with the process id"),
+    ("--report-thread-id", "report_thread_id", "bool", None, "tag samples with the thread id"),
+    ("--report-thread-name", "report_thread_name", "bool", None,
+     "tag samples with the thread name"),
+    ("--tag", "tags", "pairs", "KEY=VALUE", "a tag on every sample (repeatable)"),
+    ("--basic-auth-username", "basic_auth_username", "str", "USER", "HTTP Basic auth user"),
+    ("--basic-auth-password", "basic_auth_password", "str", "PASSWORD",
+     "HTTP Basic auth password"),
+    ("--tenant-id", "tenant_id", "str", "ID", "tenant, sent as the X-Scope-OrgID header"),
+    ("--http-header", "http_headers", "pairs", "NAME=VALUE",
+     "an extra HTTP header on uploads (repeatable)"),
+    ("--output-dir", "output_dir", "str", "DIR",
+     f"folder for the profiles and the flame graph (default ./{DEFAULT_OUTPUT_DIR} "
+     "when there is no server address)"),
+    ("--enable-logging", "enable_logging", "bool", None, "log what the profiler does to stderr"),
+    ("--log-level", "log_level", "str", "LEVEL",
+     "debug, info, warning, error or off (or 0-100)"),
+    ("--line-no", "line_no", "line", "MODE",
+     "line reported per frame: LastInstruction (default), First or NoLine"),
+    ("--max-stacks", "max_stacks", "whole", "N", "distinct stacks kept per upload period"),
+    ("--max-depth", "max_depth", "whole", "N", "frames kept per stack"),
+    ("--stop-timeout", "stop_timeout", "number", "SECONDS",
+     "longest wait for the last export at exit (default 5)"),
+)
+
+_TYPES = {"str": str, "number": _number, "whole": _whole, "pairs": _pair, "line": _line_mode}
+
+
+def _prog():
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python -m pyroscope" if name in ("", "__main__.py", "-c") else name
+
+
+def _build_parsers():
+    prog = _prog()
+    parser = argparse.ArgumentParser(
+        prog=prog, allow_abbrev=False,
+        description="Profile a Python program, or report on saved profiles.",
+        epilog=f"'{prog} run -h' and '{prog} report -h' list their options.")
+    sub = parser.add_subparsers(dest="command", metavar="{run,report}")
+
+    # Abbreviations stay off: the split below must know every flag exactly.
+    run = sub.add_parser(
+        "run", allow_abbrev=False, help="profile a program",
+        usage=f"{prog} run [options] (script.py | -m module) [args ...]",
+        description="Run a script or module with the profiler on. Options must come "
+                    "before the script; everything after it is the program's. Settings "
+                    "not given fall back to PYROSCOPE_* environment variables.")
+    for flag, key, kind, metavar, text in RUN_OPTIONS:
+        if kind == "bool":
+            run.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction,
+                             default=None, help=text)
+        elif kind == "pairs":
+            run.add_argument(flag, dest=key, action="append", type=_pair, metavar=metavar,
+                             help=text)
+        else:
+            run.add_argument(flag, dest=key, type=_TYPES[kind], metavar=metavar, help=text)
+    run.add_argument("--top", type=_count, default=DEFAULT_TOP, metavar="N",
+                     help=f"functions listed at exit (default {DEFAULT_TOP}; 0: none)")
+
+    report = sub.add_parser(
+        "report", allow_abbrev=False, help="flame graph and top functions of saved profiles",
+        description="Read a profile (.pb or .pb.gz) or every profile in a folder, print "
+                    "the top functions and write a self-contained flame graph page.")
+    report.add_argument("path", metavar="PATH", help="a profile file or a folder of them")
+    report.add_argument("--output", "-o", metavar="HTML",
+                        help=f"where to write the flame graph (default: {REPORT_NAME} in "
+                             "the folder, or next to the file)")
+    report.add_argument("--top", type=_count, default=20, metavar="N",
+                        help="functions listed (default 20; 0: none)")
+    report.add_argument("--title", metavar="TITLE", help="title of the flame graph page")
+    return parser, run
+
+
+def _split_run_args(words, parser):
+    """(option words, "script" or "module", target, program args). Options
+    end at the first word that is not one (the script) or at -m MODULE; the
+    rest belongs to the program, options or not."""
+    takes_value = {flag for flag, _key, kind, _m, _t in RUN_OPTIONS if kind != "bool"}
+    takes_value.add("--top")
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w == "--":
+            if i + 1 == len(words):
+                break
+            return words[:i], "script", words[i + 1], words[i + 2:]
+        if w == "-m":
+            if i + 1 == len(words):
+                parser.error("argument -m: expected a module name")
+            return words[:i], "module", words[i + 1], words[i + 2:]
+        if w.startswith("-m") and not w.startswith("--"):  # -mmodule, as python takes it
+            return words[:i], "module", w[2:], words[i + 1:]
+        if not w.startswith("-") or w == "-":
+            return words[:i], "script", w, words[i + 1:]
+        i += 2 if w in takes_value else 1
+    return words, None, None, []
+
+
+# --------------------------------------------------------------------- run
+
+def _env(name):
+    return os.environ.get("PYROSCOPE_" + name, "").strip()
+
+
+def _default_app_name(name):
+    # The core allows letters, digits and _ . - / in application names.
+    return re.sub(r"[^A-Za-z0-9_./-]", "_", name)[:200] or "python"
+
+
+def _profile_files(folder):
+    """Names of the profiles in `folder` (the exporter's temporary files
+    are hidden and end in .tmp, so they never match)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return set()
+    return {n for n in names
+            if not n.startswith(".") and (n.endswith(".pb.gz") or n.endswith(".pb"))}
+
+
+def _setup_logging(enabled, level_text):
+    """With --enable-logging the profiler's log goes to stderr through the
+    "pyroscope" logger only: the program's own logging setup is untouched."""
+    if enabled is None:
+        enabled = pyroscope._env_bool("PYROSCOPE_ENABLE_LOGGING", False)
+    if not enabled:
+        return
+    level_text = (level_text or _env("LOG_LEVEL") or "info").lower()
+    level = LOG_LEVELS.get(level_text)
+    if level is None and level_text.isdigit():
+        level = int(level_text)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pyroscope: %(levelname)s: %(message)s"))
+    pyroscope.LOGGER.addHandler(handler)
+    pyroscope.LOGGER.propagate = False
+    # An unknown level is left to configure, which rejects it by name.
+    pyroscope.LOGGER.setLevel(level if level is not None else logging.INFO)
+
+
+def _flag_message(message, settings):
+    """configure names settings by keyword ("sample_rate: ..."); name the
+    flag instead when the value came from one (not from the environment)."""
+    for flag, key, _kind, _metavar, _text in RUN_OPTIONS:
+        if key in settings and re.match(re.escape(key) + r"\b", message):
+            return flag + message[len(key):]
+    return message
+
+
+def _exit_code(code):
+    """SystemExit's code as a process exit status, like the interpreter does."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_program_error(exc):
+    # Drop the frames of this module and runpy above the program's own, so
+    # the traceback looks like the one `python script.py` prints.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") in (__name__, "runpy"):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _wait_for_threads():
+    """Join the program's non-daemon threads, as the interpreter would before
+    exiting; their samples belong to the run too."""
+    me = threading.current_thread()
+    while True:
+        pending = [t for t in threading.enumerate()
+                   if t is not me and not t.daemon and t.is_alive()]
+        if not pending:
+            return
+        for t in pending:
+            t.join()
+
+
+def _run_program(runner):
+    """Run the program; its exit status (SystemExit code, 1 on an uncaught
+    exception, 130 on Ctrl-C)."""
+    code = 0
+    try:
+        runner()
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except KeyboardInterrupt as exc:
+        _print_program_error(exc)
+        code = EXIT_INTERRUPTED
+    except BaseException as exc:  # anything else the program raises is its failure
+        _print_program_error(exc)
+        code = 1
+    try:
+        _wait_for_threads()
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    return code
+
+
+def _say(message):
+    print(f"pyroscope: {message}", file=sys.stderr, flush=True)
+
+
+def _report_run(folder, before, title, top):
+    """Flame graph and top functions of the profiles this run wrote (older
+    files in the folder are left out)."""
+    new = sorted(_profile_files(folder) - before)
+    if not new:
+        _say(f"no profiles were written to {folder} (the program ran too briefly, "
+             "or never on the CPU), so there is no flame graph")
+        return
+    html = os.path.join(folder, REPORT_NAME)
+    try:
+        count, text = _native.report([os.path.join(folder, n) for n in new], html, title, top)
+    except (ValueError, RuntimeError, OSError) as exc:
+        _say(f"cannot write the report: {exc}")
+        return
+    if text:
+        sys.stderr.write("\n" + text)
+    _say(f"{count} profile{'s' if count != 1 else ''} in {folder}, "
+         f"flame graph: {html}")
+
+
+def _run(ns, kind, target, program_args):
+    settings = {}
+    for _flag, key, kind_, _metavar, _text in RUN_OPTIONS:
+        value = getattr(ns, key)
+        if value is not None:
+            settings[key] = dict(value) if kind_ == "pairs" else value
+
+    # Where the program comes from, and what `python` would put in sys.path[0].
+    if kind == "script":
+        if not os.path.exists(target):
+            raise UsageError(f"can't open file {target!r}: no such file or folder")
+        real = os.path.realpath(target)
+        path0 = real if os.path.isdir(real) else os.path.dirname(real)
+        name = os.path.basename(os.path.normpath(target))
+        default_name = name[:-3] if name.endswith(".py") else name
+    else:
+        path0 = os.getcwd()
+        default_name = target
+    if not sys.flags.safe_path:  # python -P adds no such entry; neither do we
+        sys.path[0] = path0
+    if kind == "module":
+        try:
+            found = importlib.util.find_spec(target) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"no module named {target!r}")
+
+    if "application_name" not in settings and not _env("APPLICATION_NAME"):
+        settings["application_name"] = _default_app_name(default_name)
+    app_name = settings.get("application_name") or _env("APPLICATION_NAME")
+
+    # No server: profiles go to a folder, so there is something to look at.
+    folder = settings.get("output_dir") or _env("OUTPUT_DIR")
+    if not folder and not settings.get("server_address") and not _env("SERVER_ADDRESS"):
+        folder = DEFAULT_OUTPUT_DIR
+    if folder:
+        # Absolute, so a program that changes directory writes to the same place.
+        settings["output_dir"] = os.path.abspath(folder)
+    before = _profile_files(folder) if folder else set()
+
+    _setup_logging(ns.enable_logging, ns.log_level)
+    try:
+        pyroscope.configure(**settings)
+    except (ValueError, TypeError, RuntimeError, OSError) as exc:
+        raise UsageError(_flag_message(str(exc), settings)) from None
+
+    sys.argv = [target, *program_args]
+    pid = os.getpid()
+    if kind == "script":
+        code = _run_program(lambda: runpy.run_path(target, run_name="__main__"))
+    else:
+        code = _run_program(lambda: runpy.run_module(target, run_name="__main__",
+                                                     alter_sys=True))
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass  # the program closed or replaced it
+        pyroscope.shutdown()  # the last period is exported, within stop_timeout
+        # A forked child that leaves the program by SystemExit ends up here
+        # too; the report is the parent's job.
+        if folder and os.getpid() == pid:
+            _report_run(folder, before, app_name, ns.top)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return code
+
+
+# ------------------------------------------------------------------ report
+
+def _report(ns):
+    path = ns.path
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such file or folder")
+    if ns.output:
+        html = ns.output
+    elif os.path.isdir(path):
+        html = os.path.join(path, REPORT_NAME)
+    else:
+        html = os.path.join(os.path.dirname(path), REPORT_NAME)
+    title = ns.title or os.path.basename(os.path.normpath(os.path.abspath(path)))
+    try:
+        count, text = _native.report([path], html, title, ns.top)
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    sys.stdout.write(text)
+    print(f"{count} profile{'s' if count != 1 else ''} read, flame graph: {html}")
+    return 0
+
+
+def main(argv=None):
+    """Entry point of ``python -m pyroscope`` and ``pyroscope-native``;
+    returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, run_parser = _build_parsers()
+    try:
+        if argv and argv[0] == "run":
+            options, kind, target, program_args = _split_run_args(argv[1:], run_parser)
+            ns = run_parser.parse_args(options)
+            if kind is None:
+                run_parser.error("a script or -m MODULE is required")
+            if not target:
+                run_parser.error("argument -m: expected a module name")
+            return _run(ns, kind, target, program_args)
+        ns = parser.parse_args(argv)
+        if ns.command == "report":
+            return _report(ns)
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"pyroscope: {exc}", file=sys.stderr)
+        return EXIT_USAGE
