@@ -1,10 +1,27 @@
 /* Reading memory that may vanish underneath us, without faulting. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "pyroscope_native.h"
+
+/* Our pid, so a read costs one syscall rather than two (glibc no longer
+ * caches getpid). Written at load time and in a forked child, read by any
+ * thread. The fork handler is registered from a constructor, before any
+ * other handler of ours, so a child's restarted sampler never reads with
+ * the parent's pid. */
+static _Atomic pid_t self_pid;
+
+static void refresh_pid(void) { atomic_store(&self_pid, getpid()); }
+
+__attribute__((constructor)) static void safe_read_init(void)
+{
+    refresh_pid();
+    pthread_atfork(NULL, NULL, refresh_pid);
+}
 
 /* process_vm_readv on our own pid returns EFAULT for unmapped source pages
  * instead of raising SIGSEGV, which is exactly the contract walkers need.
@@ -15,8 +32,11 @@ int pn_safe_read(void *dst, const void *addr, size_t n)
         return 0;
     if (addr == NULL)
         return -1;
+    pid_t pid = atomic_load_explicit(&self_pid, memory_order_relaxed);
+    if (pid == 0)
+        pid = getpid(); /* called before constructors ran */
     struct iovec local = {dst, n};
     struct iovec remote = {(void *)addr, n};
-    ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
     return got == (ssize_t)n ? 0 : -1;
 }
