@@ -157,20 +157,16 @@ int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid)
 
 int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
 {
-    t->labels_tid = tid;
-    t->labels = pn_labels_of_thread(tid);
     int64_t d = pn_tick_cpu_delta(t, tid);
     if (d < 0)
         return 0; /* the thread is gone */
-    if (!t->s->o.oncpu) {
-        *value_ns = t->wall_ns;
-        return 1;
-    }
-    if (d <= 0) {
+    if (t->s->o.oncpu && d <= 0) {
         atomic_fetch_add_explicit(&t->s->idle_skipped, 1, memory_order_relaxed);
         return 0;
     }
-    *value_ns = d;
+    *value_ns = t->s->o.oncpu ? d : t->wall_ns;
+    t->labels_tid = tid;
+    t->labels = pn_labels_of_thread(tid);
     return 1;
 }
 

@@ -303,7 +303,7 @@ class tag_wrapper:
     __slots__ = ("_tags", "_entered")
 
     def __init__(self, tags):
-        self._tags = _check_pairs("tags", tags)
+        self._tags = tags  # checked by the native push, once per entry
         self._entered = []  # (thread ident, depth before) per active entry
 
     def __enter__(self):
