@@ -82,6 +82,7 @@ test-valgrind: build
 	@set -e; fail=0; for t in $(BUILD)/test_*; do \
 		[ -x "$$t" ] || continue; \
 		if PN_TEST_SLOW=1 PN_SOURCE_DIR=$(CURDIR) valgrind -q --fair-sched=yes --leak-check=full \
+			--suppressions=tests/c/support/valgrind.supp \
 			--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 \
 			"$$t" > "$$t.valgrind.log" 2>&1; then \
 			echo "valgrind ok   $$(basename $$t)"; \

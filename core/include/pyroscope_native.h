@@ -70,6 +70,19 @@ int pn_log_level_parse(const char *s, int *out);
  * another thread may free or move underneath them. Any thread, lock-free. */
 int pn_safe_read(void *dst, const void *addr, size_t n);
 
+/* The fast path of pn_safe_read (fault_guard.c): plain loads, with a
+ * SIGSEGV/SIGBUS handler that turns a fault inside a guarded copy into a
+ * failed read and passes every other fault on to the handler it replaced.
+ * install: control threads; installs the handler once per process (it is
+ * never removed; later calls do nothing). arm: per calling thread, 1 to
+ * use the fast path from now on if our handler is still the installed one
+ * (returns whether it is; the sampler re-arms every tick), 0 for syscall
+ * reads. copy: any thread; -1 when a byte of [src, src+n) is unreadable. */
+int pn_fault_guard_install(pn_error *e);
+int pn_fault_guard_arm(int on);
+int pn_fault_guard_armed(void);
+int pn_fault_guard_copy(void *dst, const void *src, size_t n);
+
 /* ----------------------------------------------------------------- epoch */
 
 /* The sampling thread brackets each tick with enter/exit. Other threads use
@@ -274,6 +287,7 @@ typedef struct {
     int oncpu;                  /* value = thread CPU ns (1) or wall ns (0) */
     int report_thread_id;
     int report_thread_name;
+    int fault_guard;            /* read stacks through the fault guard */
 } pn_sampler_opts;
 
 typedef struct {
@@ -281,6 +295,7 @@ typedef struct {
     uint64_t missed_ticks;      /* deadlines skipped because a tick overran */
     uint64_t samples;
     uint64_t idle_skipped;      /* threads skipped by on-CPU mode */
+    uint64_t syscall_ticks;     /* ticks read without the fault guard */
     int64_t sampler_cpu_ns;     /* CPU used by the sampler thread itself */
 } pn_sampler_stats;
 
@@ -479,6 +494,7 @@ typedef struct {
     uint32_t max_depth;         /* default 128 */
     double stop_timeout;        /* seconds stop may take, default 5 */
     char *spy_name;             /* set by the binding, e.g. "pyspy" */
+    int fault_guard;            /* default 1; 0: syscall reads only */
 } pn_config;
 
 void pn_config_init(pn_config *c);

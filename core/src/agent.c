@@ -276,7 +276,8 @@ pn_agent *pn_agent_start(const pn_config *c, const pn_agent_hooks *h, pn_error *
     lim.max_stacks = c->max_stacks;
     lim.max_depth = c->max_depth;
     lim.nvalues = 2;
-    pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name};
+    pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
+                          c->fault_guard};
 
     pn_encode_opts_default(&a->enc);
     a->profile_type = c->oncpu ? "cpu" : "wall";

@@ -19,6 +19,7 @@ void pn_config_init(pn_config *c)
     c->sample_rate = 100;
     c->upload_interval = 10;
     c->oncpu = 1;
+    c->fault_guard = 1;
     c->log_level = PN_LOG_WARN;
     c->max_stacks = 16384;
     c->max_depth = 128;
@@ -343,6 +344,7 @@ static const setting settings[] = {
     {"max_depth", K_U32, OFF(max_depth), 2, 1000},
     {"stop_timeout", K_SECONDS, OFF(stop_timeout), 0, 60},
     {"spy_name", K_STR, OFF(spy_name), 0, 0},
+    {"fault_guard", K_BOOL, OFF(fault_guard), 0, 0},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])

@@ -23,15 +23,18 @@ __attribute__((constructor)) static void safe_read_init(void)
     pthread_atfork(NULL, NULL, refresh_pid);
 }
 
-/* process_vm_readv on our own pid returns EFAULT for unmapped source pages
- * instead of raising SIGSEGV, which is exactly the contract walkers need.
- * It costs one syscall, so walkers copy whole structs per call. */
+/* On a thread that armed the fault guard (the sampler), a guarded plain
+ * copy. Elsewhere, process_vm_readv on our own pid: it returns EFAULT for
+ * unmapped source pages instead of raising SIGSEGV, which is exactly the
+ * contract walkers need, at the price of a syscall per read. */
 int pn_safe_read(void *dst, const void *addr, size_t n)
 {
     if (n == 0)
         return 0;
     if (addr == NULL)
         return -1;
+    if (pn_fault_guard_armed())
+        return pn_fault_guard_copy(dst, addr, n);
     pid_t pid = atomic_load_explicit(&self_pid, memory_order_relaxed);
     if (pid == 0)
         pid = getpid(); /* called before constructors ran */

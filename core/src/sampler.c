@@ -65,7 +65,7 @@ struct pn_sampler {
     cpu_table tables[2];
 
     /* Written by the sampler thread, read by anyone. */
-    _Atomic uint64_t ticks, missed, samples, idle_skipped;
+    _Atomic uint64_t ticks, missed, samples, idle_skipped, syscall_ticks;
     _Atomic int64_t cpu_ns;
 };
 
@@ -188,6 +188,9 @@ void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t dep
 static void tick(pn_sampler *s, int64_t wall_ns)
 {
     pn_tick t = {s, pn_store_write_begin(s->store), wall_ns, 0, NULL};
+    /* Every tick: the application may have replaced our fault handler. */
+    if (!pn_fault_guard_arm(s->o.fault_guard))
+        atomic_fetch_add_explicit(&s->syscall_ticks, 1, memory_order_relaxed);
     s->walker(s->ctx, &t);
     pn_store_write_end(s->store);
     s->baseline = 0;
@@ -243,6 +246,9 @@ int pn_sampler_start(pn_sampler *s, pn_error *e)
     cpu_clear(s->prev);
     cpu_clear(s->cur);
     s->baseline = 1;
+    pn_error ge = {0};
+    if (s->o.fault_guard && pn_fault_guard_install(&ge) != 0)
+        pn_log(PN_LOG_WARN, "%s; stacks are read with process_vm_readv (slower)", ge.msg);
     int rc = pn_thread_spawn(&s->thread, sampler_main, s, "pyroscope-smpl");
     if (rc != 0)
         return pn_fail(e, PN_ENOMEM, "cannot start the sampler thread: %s", strerror(rc));
@@ -274,6 +280,7 @@ void pn_sampler_get_stats(const pn_sampler *s, pn_sampler_stats *out)
     out->missed_ticks = atomic_load(&m->missed);
     out->samples = atomic_load(&m->samples);
     out->idle_skipped = atomic_load(&m->idle_skipped);
+    out->syscall_ticks = atomic_load(&m->syscall_ticks);
     out->sampler_cpu_ns = atomic_load(&m->cpu_ns);
 }
 
@@ -310,6 +317,7 @@ void pn_sampler_fork_child(pn_sampler *s)
     atomic_store(&s->missed, 0);
     atomic_store(&s->samples, 0);
     atomic_store(&s->idle_skipped, 0);
+    atomic_store(&s->syscall_ticks, 0);
     atomic_store(&s->cpu_ns, 0);
     pn_store_reset(s->store, pn_clock_ns(CLOCK_REALTIME));
     pn_sampler_start(s, NULL);

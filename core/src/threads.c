@@ -32,10 +32,17 @@ int64_t pn_thread_cpu_ns(pid_t tid)
 int pn_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg, const char *name)
 {
     /* Block every signal in our threads so the application's handlers run
-     * only on the application's own threads. */
+     * only on the application's own threads; all but the synchronous
+     * faults. Those go to the faulting thread whatever its mask, and a
+     * blocked one kills the process without running any handler: neither
+     * the fault guard (the sampler's reads) nor a crash reporter. */
     sigset_t all, old;
     sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0 && name)

@@ -92,6 +92,7 @@ static void test_defaults(void)
     CHECK(c.sample_rate == 100);
     CHECK(c.upload_interval == 10);
     CHECK_EQ_INT(c.oncpu, 1);
+    CHECK_EQ_INT(c.fault_guard, 1);
     CHECK_EQ_INT(c.log_level, PN_LOG_WARN);
     CHECK_EQ_INT(c.max_depth, 128);
     CHECK_EQ_INT(c.max_stacks, 16384);
@@ -139,6 +140,7 @@ static const struct {
     {"max_depth", "64"},
     {"stop_timeout", "2.5"},
     {"spy_name", "pyspy"},
+    {"fault_guard", "off"},
 };
 
 static void test_every_name_settable(void)
@@ -186,6 +188,7 @@ static void test_every_name_settable(void)
     CHECK_EQ_INT(c.max_depth, 64);
     CHECK(c.stop_timeout == 2.5);
     CHECK_STR(c.spy_name, "pyspy");
+    CHECK_EQ_INT(c.fault_guard, 0);
     pn_error e;
     CHECK_EQ_INT(pn_config_validate(&c, &e), 0);
     pn_config_free(&c);

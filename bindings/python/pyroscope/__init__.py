@@ -165,6 +165,7 @@ def configure(
         max_stacks=None,
         max_depth=None,
         stop_timeout=None,
+        fault_guard=None,
         mem_enabled=None,
         mem_max_nframe=None,
         mem_heap_sample_size=None,
@@ -225,7 +226,8 @@ def configure(
             settings[name] = _check_number(name, value, integer=True)
     for name, value in (("oncpu", oncpu), ("report_pid", report_pid),
                         ("report_thread_id", report_thread_id),
-                        ("report_thread_name", report_thread_name)):
+                        ("report_thread_name", report_thread_name),
+                        ("fault_guard", fault_guard)):
         if value is not None:
             settings[name] = "true" if _check_bool(name, value) else "false"
     if tags is not None:

@@ -121,6 +121,9 @@ RUN_OPTIONS = (
     ("--enable-logging", "enable_logging", "bool", None, "log what the profiler does to stderr"),
     ("--log-level", "log_level", "str", "LEVEL",
      "debug, info, warning, error or off (or 0-100)"),
+    ("--fault-guard", "fault_guard", "bool", None,
+     "read stacks with plain loads guarded by a SIGSEGV handler (default); "
+     "--no-fault-guard reads them with process_vm_readv"),
     ("--line-no", "line_no", "line", "MODE",
      "line reported per frame: LastInstruction (default), First or NoLine"),
     ("--max-stacks", "max_stacks", "whole", "N", "distinct stacks kept per upload period"),

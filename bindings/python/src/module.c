@@ -279,6 +279,7 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
         {"missed_ticks", s.sampler.missed_ticks},
         {"samples", s.sampler.samples},
         {"idle_skipped", s.sampler.idle_skipped},
+        {"syscall_ticks", s.sampler.syscall_ticks},
         {"sampler_cpu_ns", (uint64_t)(s.sampler.sampler_cpu_ns > 0 ? s.sampler.sampler_cpu_ns : 0)},
         {"uploads_ok", s.queue.uploads_ok},
         {"uploads_failed", s.queue.uploads_failed},

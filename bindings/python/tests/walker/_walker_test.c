@@ -44,12 +44,12 @@ static PyObject *fail(const pn_error *e)
 static PyObject *t_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    static char *names[] = {"hz", "oncpu", "gil_only", "max_depth", NULL};
+    static char *names[] = {"hz", "oncpu", "gil_only", "max_depth", "fault_guard", NULL};
     double hz = 100;
-    int oncpu = 1, gil_only = 0;
+    int oncpu = 1, gil_only = 0, fault_guard = 1;
     unsigned int max_depth = 128;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dppI", names, &hz, &oncpu, &gil_only,
-                                     &max_depth))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|dppIp", names, &hz, &oncpu, &gil_only,
+                                     &max_depth, &fault_guard))
         return NULL;
     if (cur.store) {
         PyErr_SetString(PyExc_RuntimeError, "a sampling session is already running");
@@ -59,7 +59,8 @@ static PyObject *t_start(PyObject *self, PyObject *args, PyObject *kw)
     pn_store_limits l;
     pn_store_limits_default(&l);
     l.max_depth = max_depth;
-    pn_sampler_opts o = {.hz = hz, .oncpu = oncpu, .report_thread_id = 1};
+    pn_sampler_opts o = {.hz = hz, .oncpu = oncpu, .report_thread_id = 1,
+                         .fault_guard = fault_guard};
     if (!(cur.store = pn_store_new(&l, &e)) ||
         !(cur.walker = py_walker_new(PyInterpreterState_Get(), gil_only, &e)) ||
         !(cur.sampler = pn_sampler_new(cur.store, &o, py_walker_walk, cur.walker, &e)) ||

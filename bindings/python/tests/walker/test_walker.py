@@ -254,8 +254,11 @@ def test_recursion_3000_deep_walks_to_buffer_bound(wt):
 
 # --------------------------------------------------------------- threads
 
-def test_thread_churn_at_1000hz(wt):
-    wt.start(hz=1000, oncpu=False)
+@pytest.mark.parametrize("fault_guard", [True, False])
+def test_thread_churn_at_1000hz(wt, fault_guard):
+    # Thread states are freed while we walk them: both read paths must
+    # survive it (the fault guard's plain loads and process_vm_readv).
+    wt.start(hz=1000, oncpu=False, fault_guard=fault_guard)
     try:
         deadline = time.monotonic() + 1.5
         started = 0

@@ -1,0 +1,104 @@
+"""The fault guard from Python: stacks are read with plain loads while our
+SIGSEGV/SIGBUS handler is installed, with process_vm_readv when it is not
+(fault_guard=False, or someone replaced it), and either way the profile is
+the same. Faults that are not ours still reach faulthandler.
+"""
+
+import json
+import signal
+
+import pytest
+
+from conftest import check_run, run_python
+import pprof_reader
+
+# Spins in burn() for ~0.6 s of CPU in each of two phases, with `between`
+# run in the middle; prints the stats after each phase as JSON lines.
+WORKLOAD = """
+import faulthandler, json, logging, os, sys, time
+import pyroscope
+
+logging.basicConfig(level=logging.INFO)
+
+def burn(seconds):
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        x += 1
+    return x
+
+def phase():
+    before = pyroscope.stats()
+    burn(0.6)
+    after = pyroscope.stats()
+    print(json.dumps({k: after[k] - before[k] for k in ("ticks", "syscall_ticks")}))
+
+pyroscope.configure(application_name="fg", output_dir=os.environ["OUT"], sample_rate=200,
+                    upload_interval=30, **json.loads(os.environ.get("KW", "{}")))
+phase()
+{between}
+phase()
+pyroscope.shutdown()
+"""
+
+
+def run(tmp_path, between="", kw=None, env=None):
+    out = tmp_path / "p"
+    code = WORKLOAD.replace("{between}", between)
+    r = check_run(code, env={"OUT": str(out), "KW": json.dumps(kw or {}), **(env or {})},
+                  timeout=60)
+    phases = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    burned = pprof_reader.function_values(pprof_reader.load_dir(str(out))).get("burn", 0)
+    return phases, burned, r.stderr
+
+
+def test_default_reads_with_the_guard(tmp_path):
+    phases, burned, _ = run(tmp_path)
+    for p in phases:
+        assert p["ticks"] > 50 and p["syscall_ticks"] == 0, phases
+    assert burned > 0.9e9, burned  # 1.2 s of CPU in burn
+
+
+@pytest.mark.parametrize("how", ["keyword", "env"])
+def test_fault_guard_off_reads_with_syscalls(tmp_path, how):
+    kw, env = ({"fault_guard": False}, None) if how == "keyword" else \
+        (None, {"PYROSCOPE_FAULT_GUARD": "false"})
+    phases, burned, _ = run(tmp_path, kw=kw, env=env)
+    for p in phases:
+        # The two counters are bumped at different points of a tick.
+        assert p["ticks"] > 50 and abs(p["syscall_ticks"] - p["ticks"]) <= 1, phases
+    assert burned > 0.9e9, burned
+
+
+def test_replaced_handler_falls_back_and_rearms(tmp_path):
+    # faulthandler installed after us sees every fault first, so the
+    # sampler must stop faulting; disabling it puts our handler back.
+    phases, burned, err = run(
+        tmp_path, between="faulthandler.enable(); phase(); faulthandler.disable()",
+        kw={"log_level": "info"})
+    first, during, after = phases
+    assert first["syscall_ticks"] == 0, phases
+    assert during["ticks"] > 50 and during["syscall_ticks"] >= during["ticks"] - 2, phases
+    assert after["syscall_ticks"] <= 2, phases
+    assert "fault_guard" in err and "process_vm_readv" in err, err
+    assert "Fatal Python error" not in err, err
+    assert burned > 1.4e9, burned  # 1.8 s of CPU in burn, all three phases
+
+
+def test_application_crash_still_reaches_faulthandler(tmp_path):
+    # faulthandler first, then us: a real crash in the application must
+    # still be reported by faulthandler and kill the process with SIGSEGV.
+    r = run_python("""
+        import ctypes, faulthandler, os, time
+        faulthandler.enable()
+        import pyroscope
+        pyroscope.configure(application_name="fg", output_dir=os.environ["OUT"],
+                            sample_rate=500)
+        time.sleep(0.1)
+        assert pyroscope.stats()["syscall_ticks"] == 0
+        print("crashing", flush=True)
+        ctypes.string_at(16)
+    """, env={"OUT": str(tmp_path / "p")}, timeout=60)
+    assert "crashing" in r.stdout, r.stderr
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stderr)
+    assert "Fatal Python error: Segmentation fault" in r.stderr, r.stderr
