@@ -137,6 +137,10 @@ int pn_symbols_frame_get(const pn_symbols *s, pn_frame_id f, uint32_t *name_sid,
 uint32_t pn_symbols_frame_count(const pn_symbols *s);
 uint32_t pn_symbols_string_count(const pn_symbols *s);
 uint64_t pn_symbols_dropped(const pn_symbols *s);
+/* Added for memory accounting (issue 4): bytes of s's tables resident in
+ * RAM now (they are reserved for their maximum but cost RAM only where
+ * written). For stats and tests; any thread that may read s. */
+size_t pn_symbols_resident_bytes(const pn_symbols *s);
 
 /* ---------------------------------------------------------------- labels */
 
@@ -271,6 +275,10 @@ int64_t pn_period_start_ns(const pn_period *p);
 int64_t pn_period_end_ns(const pn_period *p);
 uint64_t pn_period_seq(const pn_period *p);
 void pn_period_get_stats(const pn_period *p, pn_period_stats *out);
+/* Added for memory accounting (issue 4): bytes of both periods' tables
+ * (symbols included) resident in RAM now. Any thread (a page-table query;
+ * it reads no table contents). */
+size_t pn_store_resident_bytes(const pn_store *s);
 
 /* --------------------------------------------------------------- sampler */
 

@@ -612,7 +612,9 @@ static void atfork_child(void)
      * rekey our own slot to our new tid. */
     for (size_t i = 0; i < SLOTS; i++) {
         slot *s = &slots[i];
-        if (atomic_load(&s->tid) != 0 && s != tl.s && s->owner)
+        if (atomic_load(&s->tid) == 0)
+            continue; /* never written: leave its page untouched */
+        if (s != tl.s && s->owner)
             on_thread_exit(s->owner);
         atomic_store(&s->tid, 0);
     }

@@ -1,26 +1,32 @@
 /* Aggregation of samples by (stack, label set, thread) into two periods.
  *
  * One writer (the sampler) adds to the active period with no locks and no
- * allocation: every table is sized at creation from pn_store_limits. The
- * exporter swaps periods (pn_store_swap), reads the old one at leisure and
- * recycles it. Overflow never loses a sample: a full stack table maps the
- * sample to the [overflow] stack, a full sample table adds it to the first
- * sample (the [overflow] stack, no labels), and both are counted.
+ * allocation: every table is reserved at creation for the maximum of
+ * pn_store_limits (pages.h: address space, no RAM until written), and the
+ * hash indexes grow in place within their reservations (index.h). So the
+ * resident memory of a period follows what it holds, and recycling a period
+ * hands its pages back. The exporter swaps periods (pn_store_swap), reads
+ * the old one at leisure and recycles it. Overflow never loses a sample: a
+ * full stack table maps the sample to the [overflow] stack, a full sample
+ * table adds it to the first sample (the [overflow] stack, no labels), and
+ * both are counted.
  */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "hash.h"
 #include "clock.h"
+#include "index.h"
+#include "pages.h"
 #include "pyroscope_native.h"
 
 typedef struct {
     uint32_t off;       /* first frame in the frame arena */
     uint32_t depth;
     uint32_t hash;
-    uint32_t slot;      /* index slot pointing at us (for cheap reset) */
 } stack_ent;
 
 typedef struct {
@@ -29,10 +35,11 @@ typedef struct {
     uint64_t tid;
     const pn_labelset *labels;
     uint32_t hash;
-    uint32_t slot;
     int64_t values[PN_MAX_VALUES];
 } sample_ent;
 
+/* Written by the store's writer while active; by the exporter once swapped
+ * out (read, then recycled); never by both at once. */
 struct pn_period {
     uint64_t seq;
     int64_t start_ns, end_ns;
@@ -44,13 +51,11 @@ struct pn_period {
 
     stack_ent *stacks;
     uint32_t nstacks, max_stacks;
-    uint32_t *stack_index;      /* 0 = free, else stack id + 1 */
-    uint32_t stack_mask;
+    pn_index stack_index;       /* stack id + 1 */
 
     sample_ent *samples;
     uint32_t nsamples, max_samples;
-    uint32_t *sample_index;     /* 0 = free, else sample index + 1 */
-    uint32_t sample_mask;
+    pn_index sample_index;      /* sample index + 1 */
 
     pn_period_stats stats;
 
@@ -92,27 +97,30 @@ static uint32_t hash_frames(const pn_frame_id *f, size_t n)
 static uint32_t intern_stack(pn_period *p, const pn_frame_id *f, size_t n)
 {
     uint32_t h = hash_frames(f, n);
-    uint32_t slot = h & p->stack_mask;
+    uint32_t slot = h & p->stack_index.mask;
     for (;;) {
-        uint32_t v = p->stack_index[slot];
+        uint32_t v = p->stack_index.slots[slot];
         if (v == 0)
             break;
         const stack_ent *s = &p->stacks[v - 1];
         if (s->hash == h && s->depth == n &&
             memcmp(p->frames + s->off, f, n * sizeof *f) == 0)
             return v - 1;
-        slot = (slot + 1) & p->stack_mask;
+        slot = (slot + 1) & p->stack_index.mask;
     }
     if (p->nstacks >= p->max_stacks || p->nframes + n > p->max_frames)
         return STACK_OVERFLOW;
+    if (pn_index_need_room(&p->stack_index, p->nstacks) &&
+        pn_index_grow(&p->stack_index, p->nstacks, p->stacks, sizeof *p->stacks,
+                      offsetof(stack_ent, hash)))
+        slot = pn_index_free_slot(&p->stack_index, h);
     stack_ent *s = &p->stacks[p->nstacks];
     s->off = (uint32_t)p->nframes;
     s->depth = (uint32_t)n;
     s->hash = h;
-    s->slot = slot;
     memcpy(p->frames + p->nframes, f, n * sizeof *f);
     p->nframes += n;
-    p->stack_index[slot] = ++p->nstacks;
+    p->stack_index.slots[slot] = ++p->nstacks;
     return p->nstacks - 1;
 }
 
@@ -129,38 +137,44 @@ static uint32_t intern_sample(pn_period *p, uint32_t stack, const pn_labelset *l
 {
     uint64_t id = pn_labelset_id(ls);
     uint32_t h = sample_hash(stack, id, tid, tname);
-    uint32_t slot = h & p->sample_mask;
+    uint32_t slot = h & p->sample_index.mask;
     for (;;) {
-        uint32_t v = p->sample_index[slot];
+        uint32_t v = p->sample_index.slots[slot];
         if (v == 0)
             break;
         const sample_ent *s = &p->samples[v - 1];
         if (s->hash == h && s->stack == stack && s->tid == tid && s->thread_name == tname &&
             pn_labelset_id(s->labels) == id)
             return v - 1;
-        slot = (slot + 1) & p->sample_mask;
+        slot = (slot + 1) & p->sample_index.mask;
     }
     if (p->nsamples >= p->max_samples)
         return 0;
+    if (pn_index_need_room(&p->sample_index, p->nsamples) &&
+        pn_index_grow(&p->sample_index, p->nsamples, p->samples, sizeof *p->samples,
+                      offsetof(sample_ent, hash)))
+        slot = pn_index_free_slot(&p->sample_index, h);
     sample_ent *s = &p->samples[p->nsamples];
     s->stack = stack;
     s->thread_name = tname;
     s->tid = tid;
     s->labels = ls;
     s->hash = h;
-    s->slot = slot;
     memset(s->values, 0, sizeof s->values);
     pn_labelset_mark_used(ls, p->seq);
-    p->sample_index[slot] = ++p->nsamples;
+    p->sample_index.slots[slot] = ++p->nsamples;
     return p->nsamples - 1;
 }
 
+/* Empty p and hand its pages back: the periods take turns, and a recycled
+ * period sits empty until the next swap makes it active. */
 static void period_clear(pn_period *p, int64_t start_ns)
 {
-    for (uint32_t i = 0; i < p->nstacks; i++)
-        p->stack_index[p->stacks[i].slot] = 0;
-    for (uint32_t i = 0; i < p->nsamples; i++)
-        p->sample_index[p->samples[i].slot] = 0;
+    pn_pages_clear(p->frames, p->nframes * sizeof *p->frames);
+    pn_pages_clear(p->stacks, (size_t)p->nstacks * sizeof *p->stacks);
+    pn_pages_clear(p->samples, (size_t)p->nsamples * sizeof *p->samples);
+    pn_index_clear(&p->stack_index, p->nstacks);
+    pn_index_clear(&p->sample_index, p->nsamples);
     p->nstacks = 0;
     p->nsamples = 0;
     p->nframes = 0;
@@ -176,11 +190,11 @@ static void period_clear(pn_period *p, int64_t start_ns)
 static void period_free(pn_period *p)
 {
     pn_symbols_free(p->sym);
-    free(p->frames);
-    free(p->stacks);
-    free(p->stack_index);
-    free(p->samples);
-    free(p->sample_index);
+    pn_pages_free(p->frames, p->max_frames * sizeof *p->frames);
+    pn_pages_free(p->stacks, (size_t)p->max_stacks * sizeof *p->stacks);
+    pn_pages_free(p->samples, (size_t)p->max_samples * sizeof *p->samples);
+    pn_index_free(&p->stack_index);
+    pn_index_free(&p->sample_index);
 }
 
 static int period_init(pn_period *p, const pn_store_limits *l, pn_frame_id *scratch)
@@ -194,18 +208,13 @@ static int period_init(pn_period *p, const pn_store_limits *l, pn_frame_id *scra
     /* Frames: room for every stack at a typical depth; a period of only
      * very deep stacks overflows into [overflow] instead of growing. */
     p->max_frames = (size_t)p->max_stacks * (l->max_depth < 48 ? l->max_depth : 48) + l->max_depth;
-    uint32_t stack_slots = pn_pow2_at_least((uint64_t)p->max_stacks * 2);
-    uint32_t sample_slots = pn_pow2_at_least((uint64_t)p->max_samples * 2);
-    p->stack_mask = stack_slots - 1;
-    p->sample_mask = sample_slots - 1;
     p->sym = pn_symbols_new(l->symbol_bytes, l->max_frames);
-    p->frames = calloc(p->max_frames, sizeof *p->frames);
-    p->stacks = calloc(p->max_stacks, sizeof *p->stacks);
-    p->stack_index = calloc(stack_slots, sizeof *p->stack_index);
-    p->samples = calloc(p->max_samples, sizeof *p->samples);
-    p->sample_index = calloc(sample_slots, sizeof *p->sample_index);
-    if (!p->sym || !p->frames || !p->stacks || !p->stack_index || !p->samples ||
-        !p->sample_index)
+    p->frames = pn_pages_new(p->max_frames * sizeof *p->frames);
+    p->stacks = pn_pages_new((size_t)p->max_stacks * sizeof *p->stacks);
+    p->samples = pn_pages_new((size_t)p->max_samples * sizeof *p->samples);
+    int idx_failed = pn_index_init(&p->stack_index, p->max_stacks) != 0;
+    idx_failed |= pn_index_init(&p->sample_index, p->max_samples) != 0;
+    if (!p->sym || !p->frames || !p->stacks || !p->samples || idx_failed)
         return -1;
     period_clear(p, pn_clock_ns(CLOCK_REALTIME));
     return 0;
@@ -371,4 +380,18 @@ void pn_period_get_stats(const pn_period *p, pn_period_stats *out)
 {
     *out = p->stats;
     out->symbols_dropped = pn_symbols_dropped(p->sym);
+}
+
+static size_t period_resident(const pn_period *p)
+{
+    return pn_symbols_resident_bytes(p->sym) +
+           pn_pages_resident(p->frames, p->max_frames * sizeof *p->frames) +
+           pn_pages_resident(p->stacks, (size_t)p->max_stacks * sizeof *p->stacks) +
+           pn_pages_resident(p->samples, (size_t)p->max_samples * sizeof *p->samples) +
+           pn_index_resident(&p->stack_index) + pn_index_resident(&p->sample_index);
+}
+
+size_t pn_store_resident_bytes(const pn_store *s)
+{
+    return period_resident(&s->periods[0]) + period_resident(&s->periods[1]);
 }

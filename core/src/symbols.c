@@ -1,42 +1,45 @@
 /* Per-period intern tables for strings and frames.
  *
- * Everything is allocated up front (calloc: pages stay untouched until used)
- * so the sampler can intern without allocating. A table belongs to one store
- * period: the store's writer fills it, the exporter reads it after the swap,
- * and reset clears only the slots that were used. */
+ * Every table is reserved up front for its maximum (pages.h: address space,
+ * no RAM until written) so the sampler interns without allocating, and the
+ * hash indexes grow in place within their reservations (index.h). A table
+ * belongs to one store period: the store's writer fills it, the exporter
+ * reads it after the swap, and reset hands its pages back, so resident
+ * memory follows what the period holds. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hash.h"
+#include "index.h"
+#include "pages.h"
 #include "pyroscope_native.h"
 
 typedef struct {
     uint32_t off;   /* into arena */
     uint32_t len;
     uint32_t hash;
-    uint32_t slot;  /* where the index points at us: reset clears just that */
 } str_ent;
 
 typedef struct {
     uint32_t name, file, line;
     uint32_t hash;
-    uint32_t slot;
 } frame_ent;
 
+/* Written by the owning period's writer only; read by the exporter once the
+ * period is swapped out (see pn_symbols in the header). */
 struct pn_symbols {
     char *arena;
     size_t arena_cap, arena_used;
 
     str_ent *strs;
     uint32_t nstrs, max_strs;
-    uint32_t *str_index;        /* 0 = free, else string id + 1 */
-    uint32_t str_mask;
+    pn_index str_index;
 
     frame_ent *frames;
     uint32_t nframes, max_frames;
-    uint32_t *frame_index;      /* 0 = free, else frame id + 1 */
-    uint32_t frame_mask;
+    pn_index frame_index;
 
     uint64_t generation;
     uint64_t dropped;
@@ -69,22 +72,22 @@ pn_symbols *pn_symbols_new(size_t max_string_bytes, uint32_t max_frames)
         max_string_bytes = 4096;
     if (max_frames < 64)
         max_frames = 64;
+    if (max_string_bytes > UINT32_MAX)
+        max_string_bytes = UINT32_MAX; /* string offsets are 32-bit */
+    if (max_frames > (1u << 30) - 1024)
+        max_frames = (1u << 30) - 1024; /* index slots stay below 2^32 */
     pn_symbols *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->arena_cap = max_string_bytes;
     s->max_strs = max_frames + 1024;
     s->max_frames = max_frames;
-    uint32_t str_slots = pn_pow2_at_least((uint64_t)s->max_strs * 2);
-    uint32_t frame_slots = pn_pow2_at_least((uint64_t)max_frames * 2);
-    s->str_mask = str_slots - 1;
-    s->frame_mask = frame_slots - 1;
-    s->arena = calloc(1, s->arena_cap);
-    s->strs = calloc(s->max_strs, sizeof *s->strs);
-    s->str_index = calloc(str_slots, sizeof *s->str_index);
-    s->frames = calloc(max_frames, sizeof *s->frames);
-    s->frame_index = calloc(frame_slots, sizeof *s->frame_index);
-    if (!s->arena || !s->strs || !s->str_index || !s->frames || !s->frame_index) {
+    s->arena = pn_pages_new(s->arena_cap);
+    s->strs = pn_pages_new((size_t)s->max_strs * sizeof *s->strs);
+    s->frames = pn_pages_new((size_t)max_frames * sizeof *s->frames);
+    int idx_failed = pn_index_init(&s->str_index, s->max_strs) != 0;
+    idx_failed |= pn_index_init(&s->frame_index, max_frames) != 0;
+    if (!s->arena || !s->strs || !s->frames || idx_failed) {
         pn_symbols_free(s);
         return NULL;
     }
@@ -97,22 +100,24 @@ void pn_symbols_free(pn_symbols *s)
 {
     if (!s)
         return;
-    free(s->arena);
-    free(s->strs);
-    free(s->str_index);
-    free(s->frames);
-    free(s->frame_index);
+    pn_pages_free(s->arena, s->arena_cap);
+    pn_pages_free(s->strs, (size_t)s->max_strs * sizeof *s->strs);
+    pn_pages_free(s->frames, (size_t)s->max_frames * sizeof *s->frames);
+    pn_index_free(&s->str_index);
+    pn_index_free(&s->frame_index);
     free(s);
 }
 
 void pn_symbols_reset(pn_symbols *s)
 {
-    /* Clear only what was used: touching the whole index would make every
-     * period's reset cost (and resident memory) proportional to capacity. */
-    for (uint32_t i = 0; i < s->nstrs; i++)
-        s->str_index[s->strs[i].slot] = 0;
-    for (uint32_t i = 0; i < s->nframes; i++)
-        s->frame_index[s->frames[i].slot] = 0;
+    /* Hand back what was used rather than keep it for the next period: the
+     * periods take turns, so kept pages would stay resident while the table
+     * sits empty between its periods. */
+    pn_pages_clear(s->arena, s->arena_used);
+    pn_pages_clear(s->strs, (size_t)s->nstrs * sizeof *s->strs);
+    pn_pages_clear(s->frames, (size_t)s->nframes * sizeof *s->frames);
+    pn_index_clear(&s->str_index, s->nstrs);
+    pn_index_clear(&s->frame_index, s->nframes);
     s->nstrs = 0;
     s->nframes = 0;
     s->arena_used = 0;
@@ -144,32 +149,35 @@ uint32_t pn_symbols_string(pn_symbols *s, const char *str, size_t len)
     uint32_t h = pn_hash_bytes(str, n, PN_HASH_SEED);
     if (clipped)
         h = pn_hash_bytes("...", 3, h);
-    uint32_t slot = h & s->str_mask;
+    uint32_t slot = h & s->str_index.mask;
     for (;;) {
-        uint32_t v = s->str_index[slot];
+        uint32_t v = s->str_index.slots[slot];
         if (v == 0)
             break;
         const str_ent *e = &s->strs[v - 1];
         if (e->hash == h && e->len == stored && memcmp(s->arena + e->off, str, n) == 0 &&
             (!clipped || memcmp(s->arena + e->off + n, "...", 3) == 0))
             return v - 1;
-        slot = (slot + 1) & s->str_mask;
+        slot = (slot + 1) & s->str_index.mask;
     }
     if (s->nstrs >= s->max_strs || s->arena_used + stored + 1 > s->arena_cap) {
         s->dropped++;
         return PN_STR_EMPTY;
     }
+    if (pn_index_need_room(&s->str_index, s->nstrs) &&
+        pn_index_grow(&s->str_index, s->nstrs, s->strs, sizeof *s->strs,
+                      offsetof(str_ent, hash)))
+        slot = pn_index_free_slot(&s->str_index, h);
     str_ent *e = &s->strs[s->nstrs];
     e->off = (uint32_t)s->arena_used;
     e->len = (uint32_t)stored;
     e->hash = h;
-    e->slot = slot;
     memcpy(s->arena + e->off, str, n);
     if (clipped)
         memcpy(s->arena + e->off + n, "...", 3);
     s->arena[e->off + stored] = '\0';
     s->arena_used += stored + 1;
-    s->str_index[slot] = ++s->nstrs;
+    s->str_index.slots[slot] = ++s->nstrs;
     return s->nstrs - 1;
 }
 
@@ -178,27 +186,30 @@ pn_frame_id pn_symbols_frame(pn_symbols *s, uint32_t name_sid, uint32_t file_sid
 {
     uint32_t h = pn_hash_u32(pn_hash_u32(pn_hash_u32(PN_HASH_SEED, name_sid), file_sid),
                              line);
-    uint32_t slot = h & s->frame_mask;
+    uint32_t slot = h & s->frame_index.mask;
     for (;;) {
-        uint32_t v = s->frame_index[slot];
+        uint32_t v = s->frame_index.slots[slot];
         if (v == 0)
             break;
         const frame_ent *f = &s->frames[v - 1];
         if (f->hash == h && f->name == name_sid && f->file == file_sid && f->line == line)
             return v - 1;
-        slot = (slot + 1) & s->frame_mask;
+        slot = (slot + 1) & s->frame_index.mask;
     }
     if (s->nframes >= s->max_frames) {
         s->dropped++;
         return PN_FRAME_UNKNOWN;
     }
+    if (pn_index_need_room(&s->frame_index, s->nframes) &&
+        pn_index_grow(&s->frame_index, s->nframes, s->frames, sizeof *s->frames,
+                      offsetof(frame_ent, hash)))
+        slot = pn_index_free_slot(&s->frame_index, h);
     frame_ent *f = &s->frames[s->nframes];
     f->name = name_sid;
     f->file = file_sid;
     f->line = line;
     f->hash = h;
-    f->slot = slot;
-    s->frame_index[slot] = ++s->nframes;
+    s->frame_index.slots[slot] = ++s->nframes;
     return s->nframes - 1;
 }
 
@@ -240,3 +251,11 @@ uint32_t pn_symbols_frame_count(const pn_symbols *s) { return s->nframes; }
 uint32_t pn_symbols_string_count(const pn_symbols *s) { return s->nstrs; }
 
 uint64_t pn_symbols_dropped(const pn_symbols *s) { return s->dropped; }
+
+size_t pn_symbols_resident_bytes(const pn_symbols *s)
+{
+    return pn_pages_resident(s->arena, s->arena_cap) +
+           pn_pages_resident(s->strs, (size_t)s->max_strs * sizeof *s->strs) +
+           pn_pages_resident(s->frames, (size_t)s->max_frames * sizeof *s->frames) +
+           pn_index_resident(&s->str_index) + pn_index_resident(&s->frame_index);
+}

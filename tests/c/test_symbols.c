@@ -1,4 +1,7 @@
-/* Strings and frames interning: ids, dedup, bounds, reset, long names. */
+/* Strings and frames interning: ids, dedup, bounds, reset, long names,
+ * index growth, resident memory. */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,5 +109,71 @@ static void test_long_name_clipped(void)
     pn_symbols_free(s);
 }
 
+/* Far more entries than the index's first size: every id must still be
+ * found after each in-place doubling, and again after a reset, which keeps
+ * the size the table needed. */
+static void test_index_growth(void)
+{
+    enum { N = 50000 };
+    pn_symbols *s = pn_symbols_new(4u << 20, N + 100);
+    static uint32_t sid[N];
+    static pn_frame_id fid[N];
+    char name[32];
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            int n = snprintf(name, sizeof name, "fn_%d", i);
+            sid[i] = pn_symbols_string(s, name, (size_t)n);
+            fid[i] = pn_symbols_frame(s, sid[i], PN_STR_EMPTY, (uint32_t)i);
+        }
+        CHECK_EQ_INT(pn_symbols_dropped(s), 0);
+        CHECK_EQ_INT(pn_symbols_frame_count(s), N + PN_FRAME_FIRST_USER);
+        int wrong = 0;
+        for (int i = 0; i < N; i++) {
+            int n = snprintf(name, sizeof name, "fn_%d", i);
+            uint32_t nm, fl, line;
+            if (pn_symbols_string(s, name, (size_t)n) != sid[i] ||
+                strcmp(pn_symbols_str(s, sid[i], NULL), name) != 0 ||
+                pn_symbols_frame(s, sid[i], PN_STR_EMPTY, (uint32_t)i) != fid[i] ||
+                pn_symbols_frame_get(s, fid[i], &nm, &fl, &line) != 0 || nm != sid[i] ||
+                line != (uint32_t)i)
+                wrong++;
+        }
+        CHECK_EQ_INT(wrong, 0);
+        CHECK_EQ_INT(pn_symbols_frame_count(s), N + PN_FRAME_FIRST_USER);
+        pn_symbols_reset(s);
+        CHECK_EQ_INT(pn_symbols_frame_count(s), PN_FRAME_FIRST_USER);
+    }
+    pn_symbols_free(s);
+}
+
+/* A table reserved for a million frames costs RAM for what it holds, not
+ * for its capacity, and a reset gives that back. With indexes sized for the
+ * maximum, 2000 entries hashed over 16 MiB of slots would touch ~8 MiB. */
+static void test_resident_follows_use(void)
+{
+    pn_symbols *s = pn_symbols_new(64u << 20, 1u << 20);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    CHECK(pn_symbols_resident_bytes(s) <= 64 * 1024);
+    char name[48];
+    for (int i = 0; i < 2000; i++) {
+        int n = snprintf(name, sizeof name, "module.Class.method_%d", i);
+        pn_symbols_frame3(s, name, (size_t)n, "/srv/app/module.py", 18, (uint32_t)i);
+    }
+    size_t used = pn_symbols_resident_bytes(s);
+    CHECK(used >= 2000 * 16); /* the entries themselves are resident */
+    CHECK(used <= 512 * 1024);
+    pn_symbols_reset(s);
+    CHECK(pn_symbols_resident_bytes(s) <= 64 * 1024);
+    /* Still works after the pages were handed back. */
+    pn_frame_id f = pn_symbols_frame3(s, "again", 5, "a.py", 4, 1);
+    uint32_t nm, fl, line;
+    CHECK_EQ_INT(pn_symbols_frame_get(s, f, &nm, &fl, &line), 0);
+    CHECK_STR(pn_symbols_str(s, nm, NULL), "again");
+    pn_symbols_free(s);
+}
+
 TEST_MAIN(T(test_intern_dedup), T(test_synthetic_frames), T(test_bounded),
-          T(test_reset_generation), T(test_long_name_clipped))
+          T(test_reset_generation), T(test_long_name_clipped), T(test_index_growth),
+          T(test_resident_follows_use))
