@@ -87,6 +87,10 @@ def clean_env():
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PYROSCOPE_") and k not in ("PYTHONPATH", "PYTHONHOME")}
     env["PYTHONUNBUFFERED"] = "1"
+    # One string-hash seed for every run: with random seeds, dict and set
+    # layouts (and so the workload's speed) differ from process to process
+    # by more than the overhead being measured.
+    env["PYTHONHASHSEED"] = "0"
     return env
 
 
