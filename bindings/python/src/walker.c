@@ -11,6 +11,7 @@
 #include "cpython_layout.h"
 
 #include "walker.h"
+#include "pages.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -445,7 +446,9 @@ py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
     w->interp = interp;
     w->gil = gil;
     w->gil_only = gil_only != 0;
-    w->cache = calloc(CACHE_SLOTS, sizeof *w->cache);
+    /* Page-backed: only the slots in use cost RAM, and a forked child
+     * hands them back instead of writing all of them. */
+    w->cache = pn_pages_new(CACHE_SLOTS * sizeof *w->cache);
     w->frames = calloc(PY_WALKER_MAX_FRAMES, sizeof *w->frames);
     w->str_raw = malloc((size_t)STR_CHARS * 4);
     w->str_utf8 = malloc(STR_UTF8);
@@ -461,7 +464,7 @@ void py_walker_free(py_walker *w)
 {
     if (!w)
         return;
-    free(w->cache);
+    pn_pages_free(w->cache, CACHE_SLOTS * sizeof *w->cache);
     free(w->frames);
     free(w->str_raw);
     free(w->str_utf8);
@@ -477,7 +480,7 @@ void py_walker_set_line_mode(py_walker *w, int mode)
 void py_walker_after_fork(void *ctx)
 {
     py_walker *w = ctx;
-    memset(w->cache, 0, CACHE_SLOTS * sizeof *w->cache);
+    pn_pages_clear(w->cache, CACHE_SLOTS * sizeof *w->cache);
 }
 
 void py_walker_walk(void *ctx, pn_tick *t)
