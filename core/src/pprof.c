@@ -7,8 +7,13 @@
  * set. The second cuts the samples into chunks: each chunk gives local ids
  * only to what its samples use and keeps the exact encoded size of the
  * message it would produce, so a chunk is closed before a sample would push
- * it past max_samples or max_bytes. The packed size is checked again with
- * protobuf-c before sending, and a chunk that is still over is halved.
+ * it past max_samples or max_bytes.
+ *
+ * The message is written in the protobuf wire format directly (wire.h),
+ * into one buffer reused by every chunk: building protobuf-c structs cost
+ * a dozen allocations per chunk and two more walks over every sample (size,
+ * then pack). Fields go out in field-number order, as protobuf-c packs
+ * them, so the bytes are the same as before.
  *
  * Everything here is owned by the single call (the exporter thread); there
  * is no shared state. */
@@ -18,8 +23,9 @@
 #include <string.h>
 
 #include "hash.h"
-#include "profile.pb-c.h"
 #include "pyroscope_native.h"
+#include "scratch.h"
+#include "wire.h"
 
 #define NONE UINT32_MAX
 
@@ -147,8 +153,7 @@ static int u64map_put(u64map *m, uint64_t key, uint32_t val)
 /* ------------------------------------------------------- string table */
 
 /* Encoder-wide strings, deduplicated by content. Bytes are copied into one
- * arena, NUL-terminated (protobuf-c reads C strings), and addressed by
- * offset so the arena may move while it grows. */
+ * arena and addressed by offset so the arena may move while it grows. */
 typedef struct {
     uint32_t off, len, hash;
 } gstr;
@@ -188,7 +193,8 @@ static int strtab_rehash(strtab *t, size_t slots)
 }
 
 /* Index of the string, adding it if new; NONE when out of memory. A string
- * with an embedded NUL is cut there, as a C-string reader would see it. */
+ * with an embedded NUL is cut there, as a C-string reader would see it
+ * (and as this encoder always has). */
 static uint32_t strtab_intern(strtab *t, const char *s, size_t len)
 {
     len = strnlen(s, len);
@@ -213,9 +219,9 @@ static uint32_t strtab_intern(strtab *t, const char *s, size_t len)
     if (!nv)
         return NONE;
     t->v = nv;
-    if (t->arena_used + len + 1 > UINT32_MAX)
+    if (t->arena_used + len > UINT32_MAX)
         return NONE;
-    char *na = grow_buf(t->arena, &t->arena_cap, t->arena_used + len + 1, 1);
+    char *na = grow_buf(t->arena, &t->arena_cap, t->arena_used + len, 1);
     if (!na)
         return NONE;
     t->arena = na;
@@ -224,33 +230,13 @@ static uint32_t strtab_intern(strtab *t, const char *s, size_t len)
     g->len = (uint32_t)len;
     g->hash = h;
     memcpy(t->arena + g->off, s, len);
-    t->arena[g->off + len] = '\0';
-    t->arena_used += len + 1;
+    t->arena_used += len;
     size_t i = h & t->mask;
     while (t->index[i])
         i = (i + 1) & t->mask;
     t->index[i] = (uint32_t)++t->n;
     return (uint32_t)(t->n - 1);
 }
-
-/* ------------------------------------------------- protobuf wire sizes */
-
-/* Every field number in profile.proto is below 16: one tag byte. */
-static size_t varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-/* A proto3 scalar: absent when zero. Negative int64 takes ten bytes. */
-static size_t field_u64(uint64_t v) { return v ? 1 + varint_size(v) : 0; }
-
-/* A length-delimited field (message or string): always present. */
-static size_t field_len(size_t len) { return 1 + varint_size(len) + len; }
 
 /* --------------------------------------------------------- the encoder */
 
@@ -280,8 +266,14 @@ typedef struct {
     uint32_t tname;  /* string, NONE when not reported */
 } kept_sample;
 
-/* The chunk being built: local ids and the exact size of the message so
- * far. A function's or location's local id is its list position + 1, a
+/* The chunk being built: its local ids, and its message as far as it is
+ * written. Sample types and samples (fields 1 and 2) are written as they
+ * are added; the location, function and string tables and the trailing
+ * scalars (fields 4, 5, 6, 9-12) when the chunk is closed, since only then
+ * is it known what its samples use. bytes is the exact size of the whole
+ * message once closed.
+ *
+ * A function's or location's local id is its list position + 1, a
  * string's is its position (string 0 is ""); 0 means "not in this chunk"
  * except for "". */
 typedef struct {
@@ -289,32 +281,14 @@ typedef struct {
     uint32_t *strs, *fns, *locs;       /* encoder-wide index by list position */
     size_t nstr, nfn, nloc;
     size_t first, nsamples; /* range of enc.kept */
-    size_t nlocrefs, nlabels;
+    uint8_t *buf;           /* reused by every chunk of the call */
+    size_t len, cap;        /* written, allocated */
     size_t bytes;
 } chunk;
 
 typedef struct {
-    size_t nstr, nfn, nloc, nsamples, nlocrefs, nlabels, bytes;
+    size_t nstr, nfn, nloc, nsamples, len, bytes;
 } chunk_mark;
-
-/* The parts of one chunk's protobuf-c message, allocated per chunk. */
-typedef struct {
-    char **strings;
-    Perftools__Profiles__Function *fns;
-    Perftools__Profiles__Function **fn_ptrs;
-    Perftools__Profiles__Location *locs;
-    Perftools__Profiles__Location **loc_ptrs;
-    Perftools__Profiles__Line *lines;
-    Perftools__Profiles__Line **line_ptrs;
-    Perftools__Profiles__Sample *samples;
-    Perftools__Profiles__Sample **sample_ptrs;
-    int64_t *values;
-    uint64_t *locrefs;
-    Perftools__Profiles__Label *labels;
-    Perftools__Profiles__Label **label_ptrs;
-    Perftools__Profiles__ValueType types[PN_MAX_VALUES + 1];
-    Perftools__Profiles__ValueType *type_ptrs[PN_MAX_VALUES + 1];
-} msgparts;
 
 typedef struct {
     const pn_period *p;
@@ -353,7 +327,8 @@ typedef struct {
     u64map tid_map;  /* thread id -> string */
 
     kept_sample *kept;
-    size_t nkept, kept_cap;
+    size_t nkept;
+    size_t sum_frames, sum_labels, sum_value_bytes; /* over the kept samples */
 
     chunk c;
     int emitted;
@@ -531,6 +506,10 @@ static bool all_zero(const int64_t *v, int n)
 static int resolve(enc *x)
 {
     size_t n = pn_period_sample_count(x->p);
+    /* Sized once: doubling would copy (and fault in) it several times. */
+    x->kept = malloc(n * sizeof *x->kept);
+    if (!x->kept)
+        return oom(x, "the sample list");
     for (size_t i = 0; i < n; i++) {
         pn_sample_view v;
         pn_period_sample(x->p, i, &v);
@@ -538,8 +517,11 @@ static int resolve(enc *x)
             continue; /* receivers drop them; they carry nothing */
         kept_sample k = {.index = (uint32_t)i, .tid = NONE, .tname = NONE};
         for (uint32_t d = 0; d < v.depth; d++) {
+            pn_frame_id f = v.frames[d];
             uint32_t loc;
-            if (frame_location(x, v.frames[d], &loc) < 0)
+            /* Most frames recur: test the cache before making a call. */
+            if ((f >= x->nframes || x->frame_loc[f] == NONE) &&
+                frame_location(x, f, &loc) < 0)
                 return -1;
         }
         if (labels_of(x, v.labels, &k.labels) < 0)
@@ -550,10 +532,10 @@ static int resolve(enc *x)
         if (v.thread_name != PN_STR_EMPTY && !g->has_tname &&
             intern_sid(x, v.thread_name, &k.tname) < 0)
             return -1;
-        kept_sample *nk = grow_buf(x->kept, &x->kept_cap, x->nkept + 1, sizeof *x->kept);
-        if (!nk)
-            return oom(x, "the sample list");
-        x->kept = nk;
+        x->sum_frames += v.depth;
+        x->sum_labels += g->n + (k.tid != NONE) + (k.tname != NONE);
+        for (int j = 0; j < x->nvalues; j++)
+            x->sum_value_bytes += pn_varint_size((uint64_t)v.values[j]);
         x->kept[x->nkept++] = k;
     }
     return 0;
@@ -563,8 +545,7 @@ static int resolve(enc *x)
 
 static void chunk_mark_get(const chunk *c, chunk_mark *m)
 {
-    *m = (chunk_mark){c->nstr, c->nfn, c->nloc, c->nsamples, c->nlocrefs, c->nlabels,
-                      c->bytes};
+    *m = (chunk_mark){c->nstr, c->nfn, c->nloc, c->nsamples, c->len, c->bytes};
 }
 
 /* Forget everything added since the mark. */
@@ -580,9 +561,32 @@ static void chunk_rollback(chunk *c, const chunk_mark *m)
     c->nfn = m->nfn;
     c->nloc = m->nloc;
     c->nsamples = m->nsamples;
-    c->nlocrefs = m->nlocrefs;
-    c->nlabels = m->nlabels;
+    c->len = m->len;
     c->bytes = m->bytes;
+}
+
+/* Room for n more bytes in the chunk's message. */
+static int chunk_reserve(enc *x, size_t n)
+{
+    chunk *c = &x->c;
+    if (c->buf && n <= c->cap - c->len)
+        return 0;
+    /* The message is sized up front (message_bound), so this is rare. */
+    size_t ncap = c->cap ? c->cap : 4096;
+    while (ncap - c->len < n) {
+        if (ncap > SIZE_MAX / 2)
+            return oom(x, "a profile message");
+        ncap *= 2;
+    }
+    uint8_t *nb = pn_scratch_alloc(ncap);
+    if (!nb)
+        return oom(x, "a profile message");
+    if (c->len)
+        memcpy(nb, c->buf, c->len);
+    pn_scratch_free(c->buf, c->cap);
+    c->buf = nb;
+    c->cap = ncap;
+    return 0;
 }
 
 /* Local index of string s in the chunk (string_table position). */
@@ -594,38 +598,9 @@ static uint32_t chunk_str(enc *x, uint32_t s)
     if (!c->str_id[s]) {
         c->strs[c->nstr++] = s;
         c->str_id[s] = (uint32_t)c->nstr - 1; /* "" holds position 0 */
-        c->bytes += field_len(x->strs.v[s].len);
+        c->bytes += pn_field_len_size(x->strs.v[s].len);
     }
     return c->str_id[s];
-}
-
-static size_t value_type_size(uint32_t type, uint32_t unit)
-{
-    return field_u64(type) + field_u64(unit);
-}
-
-/* Start an empty chunk at kept sample `first`: string 0 is "", then the
- * header fields, whose size is known up front. */
-static void chunk_start(enc *x, size_t first)
-{
-    chunk *c = &x->c;
-    chunk_mark zero = {.nstr = 1};
-    chunk_rollback(c, &zero);
-    c->strs[0] = x->empty;
-    c->first = first;
-    c->bytes = field_len(0);
-    for (int i = 0; i < x->nvalues; i++) {
-        uint32_t t = chunk_str(x, x->type_str[i]);
-        uint32_t u = chunk_str(x, x->unit_str[i]);
-        c->bytes += field_len(value_type_size(t, u));
-    }
-    uint32_t pt = chunk_str(x, x->ptype_str);
-    uint32_t pu = chunk_str(x, x->punit_str);
-    c->bytes += field_len(value_type_size(pt, pu));
-    c->bytes += field_u64((uint64_t)x->o->period);
-    c->bytes += field_u64((uint64_t)pn_period_start_ns(x->p));
-    int64_t dur = pn_period_end_ns(x->p) - pn_period_start_ns(x->p);
-    c->bytes += field_u64((uint64_t)(dur > 0 ? dur : 0));
 }
 
 static uint32_t chunk_fn(enc *x, uint32_t f)
@@ -636,9 +611,21 @@ static uint32_t chunk_fn(enc *x, uint32_t f)
         uint32_t file = chunk_str(x, x->fns[f].file);
         c->fns[c->nfn++] = f;
         c->fn_id[f] = (uint32_t)c->nfn;
-        c->bytes += field_len(field_u64(c->fn_id[f]) + field_u64(name) + field_u64(file));
+        c->bytes += pn_field_len_size(pn_field_u64_size(c->fn_id[f]) +
+                                      pn_field_u64_size(name) + pn_field_u64_size(file));
     }
     return c->fn_id[f];
+}
+
+/* Location l's Line message: its function and line number. */
+static size_t line_size(uint32_t fn, uint32_t line)
+{
+    return pn_field_u64_size(fn) + pn_field_u64_size(line);
+}
+
+static size_t location_size(uint32_t id, uint32_t fn, uint32_t line)
+{
+    return pn_field_u64_size(id) + pn_field_len_size(line_size(fn, line));
 }
 
 static uint32_t chunk_loc(enc *x, uint32_t l)
@@ -648,8 +635,7 @@ static uint32_t chunk_loc(enc *x, uint32_t l)
         uint32_t fn = chunk_fn(x, x->locs[l].func);
         c->locs[c->nloc++] = l;
         c->loc_id[l] = (uint32_t)c->nloc;
-        size_t line = field_u64(fn) + field_u64(x->locs[l].line);
-        c->bytes += field_len(field_u64(c->loc_id[l]) + field_len(line));
+        c->bytes += pn_field_len_size(location_size(c->loc_id[l], fn, x->locs[l].line));
     }
     return c->loc_id[l];
 }
@@ -659,256 +645,189 @@ static uint32_t loc_of_frame(const enc *x, pn_frame_id f)
     return f < x->nframes ? x->frame_loc[f] : x->unknown_loc;
 }
 
-static size_t label_size(uint32_t key, uint32_t str)
+static size_t value_type_size(uint32_t type, uint32_t unit)
 {
-    return field_len(field_u64(key) + field_u64(str));
+    return pn_field_u64_size(type) + pn_field_u64_size(unit);
 }
 
-/* Add kept sample k to the chunk: its locations, functions and strings,
- * then the sample message itself. */
-static void chunk_add(enc *x, const kept_sample *k)
+static uint8_t *put_value_type(uint8_t *p, unsigned field, uint32_t type, uint32_t unit)
+{
+    p = pn_put_field_len(p, field, value_type_size(type, unit));
+    p = pn_put_field_u64(p, 1, type);
+    return pn_put_field_u64(p, 2, unit);
+}
+
+static size_t label_size(uint32_t key, uint32_t str)
+{
+    return pn_field_len_size(pn_field_u64_size(key) + pn_field_u64_size(str));
+}
+
+/* Size of a label, giving its strings local ids: the key first (argument
+ * order in C is unspecified, and string order should not be). */
+static size_t chunk_label(enc *x, uint32_t key, uint32_t value)
+{
+    uint32_t k = chunk_str(x, key);
+    return label_size(k, chunk_str(x, value));
+}
+
+static uint8_t *put_label(uint8_t *p, uint32_t key, uint32_t str)
+{
+    p = pn_put_field_len(p, 3, pn_field_u64_size(key) + pn_field_u64_size(str));
+    p = pn_put_field_u64(p, 1, key);
+    return pn_put_field_u64(p, 2, str);
+}
+
+/* The trailing scalars and the period type (fields 9-12). */
+static size_t tail_size(const enc *x, uint32_t ptype, uint32_t punit)
+{
+    int64_t dur = pn_period_end_ns(x->p) - pn_period_start_ns(x->p);
+    return pn_field_u64_size((uint64_t)pn_period_start_ns(x->p)) +
+           pn_field_u64_size((uint64_t)(dur > 0 ? dur : 0)) +
+           pn_field_len_size(value_type_size(ptype, punit)) +
+           pn_field_u64_size((uint64_t)x->o->period);
+}
+
+/* Start an empty chunk at kept sample `first`: string 0 is "", then the
+ * strings of the sample and period types; the sample types are written. */
+static int chunk_start(enc *x, size_t first)
+{
+    chunk *c = &x->c;
+    chunk_mark zero = {.nstr = 1};
+    chunk_rollback(c, &zero);
+    c->strs[0] = x->empty;
+    c->first = first;
+    c->bytes = pn_field_len_size(0);
+    uint32_t type[PN_MAX_VALUES], unit[PN_MAX_VALUES];
+    size_t head = 0;
+    for (int i = 0; i < x->nvalues; i++) {
+        type[i] = chunk_str(x, x->type_str[i]);
+        unit[i] = chunk_str(x, x->unit_str[i]);
+        head += pn_field_len_size(value_type_size(type[i], unit[i]));
+    }
+    uint32_t pt = chunk_str(x, x->ptype_str);
+    uint32_t pu = chunk_str(x, x->punit_str);
+    c->bytes += head + tail_size(x, pt, pu);
+    if (chunk_reserve(x, head) < 0)
+        return -1;
+    uint8_t *p = c->buf;
+    for (int i = 0; i < x->nvalues; i++)
+        p = put_value_type(p, 1, type[i], unit[i]);
+    c->len = head;
+    return 0;
+}
+
+/* Add kept sample k to the chunk: ids for its locations, functions and
+ * strings, then the Sample message itself, sized first. */
+static int chunk_add(enc *x, const kept_sample *k)
 {
     chunk *c = &x->c;
     pn_sample_view v;
     pn_period_sample(x->p, k->index, &v);
     size_t ids = 0;
     for (uint32_t d = 0; d < v.depth; d++)
-        ids += varint_size(chunk_loc(x, loc_of_frame(x, v.frames[d])));
+        ids += pn_varint_size(chunk_loc(x, loc_of_frame(x, v.frames[d])));
     size_t vals = 0;
     for (int i = 0; i < x->nvalues; i++)
-        vals += varint_size((uint64_t)v.values[i]);
-    size_t body = (v.depth ? field_len(ids) : 0) + field_len(vals);
+        vals += pn_varint_size((uint64_t)v.values[i]);
+    size_t body = (v.depth ? pn_field_len_size(ids) : 0) + pn_field_len_size(vals);
     const glabels *g = &x->lsets[k->labels];
-    size_t nl = g->n;
-    for (uint32_t i = 0; i < g->n; i++) {
-        const gpair *pr = &x->pairs[g->first + i];
-        uint32_t key = chunk_str(x, pr->key);
-        body += label_size(key, chunk_str(x, pr->value));
+    const gpair *pairs = &x->pairs[g->first];
+    for (uint32_t i = 0; i < g->n; i++)
+        body += chunk_label(x, pairs[i].key, pairs[i].value);
+    if (k->tid != NONE)
+        body += chunk_label(x, x->tid_key, k->tid);
+    if (k->tname != NONE)
+        body += chunk_label(x, x->tname_key, k->tname);
+    size_t size = pn_field_len_size(body);
+    if (chunk_reserve(x, size) < 0)
+        return -1;
+
+    /* Every id it needs is assigned now. */
+    const uint32_t *sid = c->str_id;
+    uint8_t *p = pn_put_field_len(c->buf + c->len, 2, body);
+    if (v.depth) {
+        p = pn_put_field_len(p, 1, ids);
+        for (uint32_t d = 0; d < v.depth; d++)
+            p = pn_put_varint(p, c->loc_id[loc_of_frame(x, v.frames[d])]);
     }
-    if (k->tid != NONE) {
-        uint32_t key = chunk_str(x, x->tid_key);
-        body += label_size(key, chunk_str(x, k->tid));
-        nl++;
-    }
-    if (k->tname != NONE) {
-        uint32_t key = chunk_str(x, x->tname_key);
-        body += label_size(key, chunk_str(x, k->tname));
-        nl++;
-    }
-    c->bytes += field_len(body);
+    p = pn_put_field_len(p, 2, vals);
+    for (int i = 0; i < x->nvalues; i++)
+        p = pn_put_varint(p, (uint64_t)v.values[i]);
+    for (uint32_t i = 0; i < g->n; i++)
+        p = put_label(p, sid[pairs[i].key], sid[pairs[i].value]);
+    if (k->tid != NONE)
+        p = put_label(p, sid[x->tid_key], sid[k->tid]);
+    if (k->tname != NONE)
+        p = put_label(p, sid[x->tname_key], sid[k->tname]);
+    c->len += size;
+    c->bytes += size;
     c->nsamples++;
-    c->nlocrefs += v.depth;
-    c->nlabels += nl;
-}
-
-/* ------------------------------------------------- message building */
-
-/* calloc that treats n == 0 as 1, so NULL always means failure. */
-static void *alloc_n(size_t n, size_t size) { return calloc(n ? n : 1, size); }
-
-static int msgparts_alloc(enc *x, msgparts *m)
-{
-    const chunk *c = &x->c;
-    memset(m, 0, sizeof *m);
-    m->strings = alloc_n(c->nstr, sizeof *m->strings);
-    m->fns = alloc_n(c->nfn, sizeof *m->fns);
-    m->fn_ptrs = alloc_n(c->nfn, sizeof *m->fn_ptrs);
-    m->locs = alloc_n(c->nloc, sizeof *m->locs);
-    m->loc_ptrs = alloc_n(c->nloc, sizeof *m->loc_ptrs);
-    m->lines = alloc_n(c->nloc, sizeof *m->lines);
-    m->line_ptrs = alloc_n(c->nloc, sizeof *m->line_ptrs);
-    m->samples = alloc_n(c->nsamples, sizeof *m->samples);
-    m->sample_ptrs = alloc_n(c->nsamples, sizeof *m->sample_ptrs);
-    m->values = alloc_n(c->nsamples * (size_t)x->nvalues, sizeof *m->values);
-    m->locrefs = alloc_n(c->nlocrefs, sizeof *m->locrefs);
-    m->labels = alloc_n(c->nlabels, sizeof *m->labels);
-    m->label_ptrs = alloc_n(c->nlabels, sizeof *m->label_ptrs);
-    if (!m->strings || !m->fns || !m->fn_ptrs || !m->locs || !m->loc_ptrs || !m->lines ||
-        !m->line_ptrs || !m->samples || !m->sample_ptrs || !m->values || !m->locrefs ||
-        !m->labels || !m->label_ptrs)
-        return oom(x, "a profile message");
     return 0;
 }
 
-static void msgparts_free(msgparts *m)
+/* The sizes computed and the bytes written pair up one to one (wire.h);
+ * a mismatch is a bug here, never a reason to send a broken profile. */
+static int size_mismatch(enc *x)
 {
-    free(m->strings);
-    free(m->fns);
-    free(m->fn_ptrs);
-    free(m->locs);
-    free(m->loc_ptrs);
-    free(m->lines);
-    free(m->line_ptrs);
-    free(m->samples);
-    free(m->sample_ptrs);
-    free(m->values);
-    free(m->locrefs);
-    free(m->labels);
-    free(m->label_ptrs);
+    return pn_fail(x->e, PN_EPROTO, "pprof: internal error: a chunk was sized %zu bytes "
+                   "but %zu were written", x->c.bytes, x->c.len);
 }
 
-static Perftools__Profiles__Label make_label(uint32_t key, uint32_t str)
+/* Write what the samples use (locations, functions, strings) and the
+ * trailing fields; the message is then complete. */
+static int chunk_close(enc *x)
 {
-    Perftools__Profiles__Label l = PERFTOOLS__PROFILES__LABEL__INIT;
-    l.key = key;
-    l.str = str;
-    return l;
-}
-
-/* Fill the profile message from the chunk; it points into m. */
-static void build(enc *x, msgparts *m, Perftools__Profiles__Profile *pf)
-{
-    const chunk *c = &x->c;
-
-    for (size_t i = 0; i < c->nstr; i++)
-        m->strings[i] = x->strs.arena + x->strs.v[c->strs[i]].off;
-
-    for (size_t i = 0; i < c->nfn; i++) {
-        const gfunc *g = &x->fns[c->fns[i]];
-        Perftools__Profiles__Function f = PERFTOOLS__PROFILES__FUNCTION__INIT;
-        f.id = i + 1;
-        f.name = c->str_id[g->name];
-        f.filename = c->str_id[g->file];
-        m->fns[i] = f;
-        m->fn_ptrs[i] = &m->fns[i];
-    }
-
+    chunk *c = &x->c;
+    if (c->bytes < c->len)
+        return size_mismatch(x);
+    if (chunk_reserve(x, c->bytes - c->len) < 0)
+        return -1;
+    uint8_t *p = c->buf + c->len;
     for (size_t i = 0; i < c->nloc; i++) {
-        const gloc *g = &x->locs[c->locs[i]];
-        Perftools__Profiles__Line ln = PERFTOOLS__PROFILES__LINE__INIT;
-        ln.function_id = c->fn_id[g->func];
-        ln.line = g->line;
-        m->lines[i] = ln;
-        m->line_ptrs[i] = &m->lines[i];
-        Perftools__Profiles__Location l = PERFTOOLS__PROFILES__LOCATION__INIT;
-        l.id = i + 1;
-        l.n_line = 1;
-        l.line = &m->line_ptrs[i];
-        m->locs[i] = l;
-        m->loc_ptrs[i] = &m->locs[i];
+        const gloc *l = &x->locs[c->locs[i]];
+        uint32_t id = (uint32_t)i + 1, fn = c->fn_id[l->func];
+        p = pn_put_field_len(p, 4, location_size(id, fn, l->line));
+        p = pn_put_field_u64(p, 1, id);
+        p = pn_put_field_len(p, 4, line_size(fn, l->line));
+        p = pn_put_field_u64(p, 1, fn);
+        p = pn_put_field_u64(p, 2, l->line);
     }
-
-    size_t nref = 0, nlab = 0, nv = (size_t)x->nvalues;
-    for (size_t i = 0; i < c->nsamples; i++) {
-        const kept_sample *k = &x->kept[c->first + i];
-        pn_sample_view v;
-        pn_period_sample(x->p, k->index, &v);
-        Perftools__Profiles__Sample s = PERFTOOLS__PROFILES__SAMPLE__INIT;
-        s.n_location_id = v.depth;
-        s.location_id = &m->locrefs[nref];
-        for (uint32_t d = 0; d < v.depth; d++)
-            m->locrefs[nref++] = c->loc_id[loc_of_frame(x, v.frames[d])];
-        s.n_value = nv;
-        s.value = &m->values[i * nv];
-        memcpy(s.value, v.values, nv * sizeof *s.value);
-
-        size_t first = nlab;
-        const glabels *g = &x->lsets[k->labels];
-        for (uint32_t j = 0; j < g->n; j++) {
-            const gpair *pr = &x->pairs[g->first + j];
-            m->labels[nlab++] = make_label(c->str_id[pr->key], c->str_id[pr->value]);
-        }
-        if (k->tid != NONE)
-            m->labels[nlab++] = make_label(c->str_id[x->tid_key], c->str_id[k->tid]);
-        if (k->tname != NONE)
-            m->labels[nlab++] = make_label(c->str_id[x->tname_key], c->str_id[k->tname]);
-        for (size_t j = first; j < nlab; j++)
-            m->label_ptrs[j] = &m->labels[j];
-        s.n_label = nlab - first;
-        s.label = &m->label_ptrs[first];
-
-        m->samples[i] = s;
-        m->sample_ptrs[i] = &m->samples[i];
+    for (size_t i = 0; i < c->nfn; i++) {
+        const gfunc *f = &x->fns[c->fns[i]];
+        uint32_t id = (uint32_t)i + 1, name = c->str_id[f->name], file = c->str_id[f->file];
+        p = pn_put_field_len(p, 5, pn_field_u64_size(id) + pn_field_u64_size(name) +
+                                       pn_field_u64_size(file));
+        p = pn_put_field_u64(p, 1, id);
+        p = pn_put_field_u64(p, 2, name);
+        p = pn_put_field_u64(p, 4, file);
     }
-
-    /* sample types, then the period type */
-    for (int i = 0; i <= x->nvalues; i++) {
-        Perftools__Profiles__ValueType t = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-        t.type = c->str_id[i < x->nvalues ? x->type_str[i] : x->ptype_str];
-        t.unit = c->str_id[i < x->nvalues ? x->unit_str[i] : x->punit_str];
-        m->types[i] = t;
-        m->type_ptrs[i] = &m->types[i];
+    for (size_t i = 0; i < c->nstr; i++) {
+        const gstr *g = &x->strs.v[c->strs[i]];
+        p = pn_put_field_bytes(p, 6, x->strs.arena + g->off, g->len);
     }
-
-    Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
-    p.n_sample_type = nv;
-    p.sample_type = m->type_ptrs;
-    p.period_type = &m->types[x->nvalues];
-    p.period = x->o->period;
-    p.time_nanos = pn_period_start_ns(x->p);
-    int64_t dur = pn_period_end_ns(x->p) - p.time_nanos;
-    p.duration_nanos = dur > 0 ? dur : 0;
-    p.n_string_table = c->nstr;
-    p.string_table = m->strings;
-    p.n_function = c->nfn;
-    p.function = m->fn_ptrs;
-    p.n_location = c->nloc;
-    p.location = m->loc_ptrs;
-    p.n_sample = c->nsamples;
-    p.sample = m->sample_ptrs;
-    *pf = p;
+    int64_t dur = pn_period_end_ns(x->p) - pn_period_start_ns(x->p);
+    p = pn_put_field_u64(p, 9, (uint64_t)pn_period_start_ns(x->p));
+    p = pn_put_field_u64(p, 10, (uint64_t)(dur > 0 ? dur : 0));
+    p = put_value_type(p, 11, c->str_id[x->ptype_str], c->str_id[x->punit_str]);
+    p = pn_put_field_u64(p, 12, (uint64_t)x->o->period);
+    c->len = (size_t)(p - c->buf);
+    return c->len == c->bytes ? 0 : size_mismatch(x);
 }
 
 /* ---------------------------------------------------- emitting chunks */
 
-/* Fill the chunk with kept samples [first, last). */
-static void chunk_fill(enc *x, size_t first, size_t last)
-{
-    chunk_start(x, first);
-    for (size_t i = first; i < last; i++)
-        chunk_add(x, &x->kept[i]);
-}
-
-/* Pack the chunk now built; *raw is malloc'ed. */
-static int pack(enc *x, uint8_t **raw, size_t *len)
-{
-    msgparts m;
-    Perftools__Profiles__Profile pf;
-    int rc = msgparts_alloc(x, &m);
-    if (rc == 0) {
-        build(x, &m, &pf);
-        *len = perftools__profiles__profile__get_packed_size(&pf);
-        *raw = malloc(*len ? *len : 1);
-        if (*raw)
-            perftools__profiles__profile__pack(&pf, *raw);
-        else
-            rc = oom(x, "the packed profile");
-    }
-    msgparts_free(&m);
-    return rc;
-}
-
-/* Pack, gzip and hand over the chunk now built. */
+/* Close, gzip and hand over the chunk now built. */
 static int emit(enc *x)
 {
-    uint8_t *raw = NULL;
-    size_t len = 0;
-    if (pack(x, &raw, &len) < 0)
+    if (chunk_close(x) < 0)
         return -1;
-    if (len > x->o->max_bytes && x->c.nsamples > 1) {
-        /* The running size disagrees with protobuf-c: trust protobuf-c and
-         * halve the chunk until each part fits. */
-        free(raw);
-        pn_log(PN_LOG_DEBUG, "pprof: a chunk of %zu samples packs to %zu bytes (%zu "
-               "estimated), over max_bytes %zu; splitting it", x->c.nsamples, len,
-               x->c.bytes, x->o->max_bytes);
-        size_t first = x->c.first, n = x->c.nsamples, half = n / 2;
-        chunk_fill(x, first, first + half);
-        if (emit(x) < 0)
-            return -1;
-        chunk_fill(x, first + half, first + n);
-        return emit(x);
-    }
-    if (len > x->o->max_bytes)
-        x->oversize++;
-
+    if (x->c.len > x->o->max_bytes)
+        x->oversize++; /* a single sample over the limit: sent, and counted */
     uint8_t *gz = NULL;
     size_t gz_len = 0;
-    int rc = pn_gzip(raw, len, &gz, &gz_len, x->e);
-    free(raw);
-    if (rc < 0)
+    if (pn_gzip(x->c.buf, x->c.len, &gz, &gz_len, x->e) < 0)
         return -1;
-    rc = x->sink(x->ud, gz, gz_len, x->c.nsamples);
+    int rc = x->sink(x->ud, gz, gz_len, x->c.nsamples);
     free(gz);
     if (rc != 0)
         return pn_fail(x->e, PN_EIO,
@@ -923,11 +842,13 @@ static int split_and_emit(enc *x)
     size_t max_samples = x->o->max_samples, max_bytes = x->o->max_bytes;
     size_t i = 0;
     while (i < x->nkept) {
-        chunk_start(x, i);
+        if (chunk_start(x, i) < 0)
+            return -1;
         while (i < x->nkept) {
             chunk_mark mark;
             chunk_mark_get(&x->c, &mark);
-            chunk_add(x, &x->kept[i]);
+            if (chunk_add(x, &x->kept[i]) < 0)
+                return -1;
             if (x->c.nsamples > 1 &&
                 (x->c.nsamples > max_samples || x->c.bytes > max_bytes)) {
                 chunk_rollback(&x->c, &mark);
@@ -1002,6 +923,22 @@ static int setup(enc *x)
     return location_of(x, func, 0, &x->unknown_loc);
 }
 
+/* The size of a message holding every kept sample, or a little more:
+ * local ids are below the encoder-wide counts, which bounds their varints,
+ * and lengths take at most 5 bytes. The chunk buffer starts this big (or
+ * at max_bytes): grown by doubling, it was copied through every size on
+ * the way, each copy faulting in fresh pages. */
+static size_t message_bound(const enc *x)
+{
+    size_t wl = pn_varint_size(x->nlocs), wf = pn_varint_size(x->nfns),
+           ws = pn_varint_size(x->strs.n);
+    size_t samples = x->nkept * (6 + 6 + 6) + x->sum_frames * wl + x->sum_value_bytes +
+                     x->sum_labels * (2 + 2 * (1 + ws));
+    size_t tables = x->strs.arena_used + 6 * x->strs.n + x->nfns * (2 + (1 + wf) + 2 * (1 + ws)) +
+                    x->nlocs * (2 + (1 + wl) + 2 + (1 + wf) + 6);
+    return samples + tables + 16 * (PN_MAX_VALUES + 1) + 64;
+}
+
 static int chunk_alloc(enc *x)
 {
     chunk *c = &x->c;
@@ -1012,7 +949,11 @@ static int chunk_alloc(enc *x)
     c->fns = malloc((nf ? nf : 1) * sizeof *c->fns);
     c->loc_id = calloc(nl ? nl : 1, sizeof *c->loc_id);
     c->locs = malloc((nl ? nl : 1) * sizeof *c->locs);
-    if (!c->str_id || !c->strs || !c->fn_id || !c->fns || !c->loc_id || !c->locs)
+    c->cap = message_bound(x);
+    if (c->cap > x->o->max_bytes)
+        c->cap = x->o->max_bytes;
+    c->buf = pn_scratch_alloc(c->cap);
+    if (!c->str_id || !c->strs || !c->fn_id || !c->fns || !c->loc_id || !c->locs || !c->buf)
         return oom(x, "the chunk tables");
     c->nstr = 1; /* "" */
     return 0;
@@ -1038,6 +979,7 @@ static void enc_free(enc *x)
     free(x->c.fns);
     free(x->c.loc_id);
     free(x->c.locs);
+    pn_scratch_free(x->c.buf, x->c.cap);
 }
 
 int pn_pprof_encode(const pn_period *p, const pn_encode_opts *o, pn_profile_sink sink,

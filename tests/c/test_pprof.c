@@ -650,49 +650,152 @@ static void test_bad_options(void)
     fixture_free(&f);
 }
 
-/* `go tool pprof -raw` parses the profile with Go's own decoder. */
-static void test_go_pprof_reads_it(void)
+/* 1 when protobuf-c, unpacking the profile and packing it again, gives
+ * back the very bytes the encoder wrote: the hand-written wire format is
+ * protobuf's canonical one (field order, proto3 zero fields left out). */
+static int canonical(const uint8_t *gz, size_t gz_len)
+{
+    uint8_t *raw = NULL, *again = NULL;
+    size_t raw_len = 0;
+    pn_error e;
+    int ok = 0;
+    pn_pb_profile *pf = NULL;
+    if (pn_gunzip(gz, gz_len, (size_t)64 << 20, &raw, &raw_len, &e) == 0)
+        pf = perftools__profiles__profile__unpack(NULL, raw_len, raw);
+    if (pf) {
+        size_t n = perftools__profiles__profile__get_packed_size(pf);
+        again = malloc(n ? n : 1);
+        if (again && n == raw_len) {
+            perftools__profiles__profile__pack(pf, again);
+            ok = memcmp(again, raw, n) == 0;
+        }
+        perftools__profiles__profile__free_unpacked(pf, NULL);
+    }
+    free(again);
+    free(raw);
+    return ok;
+}
+
+static void test_wire_matches_protobuf_c(void)
+{
+    fixture f;
+    sink_log log = {0};
+    CHECK(fixture_init(&f) == 0);
+    pn_error e;
+    CHECK_EQ_INT(pn_pprof_encode(f.period, &f.opts, collect, &log, &e), 1);
+    CHECK(log.n == 1 && canonical(log.bufs[0], log.lens[0]));
+    sink_log_free(&log);
+    fixture_free(&f);
+
+    /* Zero and negative fields: line 0, an unnamed function without a
+     * file, a negative value, period 0. */
+    pn_store *s = new_store(16, 2);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    pn_period *w = pn_store_write_begin(s);
+    pn_frame_id fr[2] = {frame(pn_period_symbols(w), "", "", 0),
+                         frame(pn_period_symbols(w), "g", "g.py", 7)};
+    int64_t v1[2] = {-5, 3}, v2[2] = {0, 1};
+    pn_period_add(w, fr, 2, NULL, 0, PN_STR_EMPTY, v1);
+    pn_period_add(w, fr + 1, 1, NULL, 77, PN_STR_EMPTY, v2);
+    pn_store_write_end(s);
+    pn_period *p = pn_store_swap(s, realtime_ns());
+    pn_encode_opts o;
+    pn_encode_opts_default(&o);
+    o.period = 0;
+    CHECK_EQ_INT(pn_pprof_encode(p, &o, collect, &log, &e), 1);
+    CHECK(log.n == 1 && canonical(log.bufs[0], log.lens[0]));
+    sink_log_free(&log);
+    pn_store_free(s);
+
+    /* Full-size parts, cut by samples and by bytes. */
+    s = split_store(&p);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    pn_encode_opts_default(&o);
+    CHECK_EQ_INT(pn_pprof_encode(p, &o, collect, &log, &e), 3);
+    o.max_bytes = 50000;
+    CHECK(pn_pprof_encode(p, &o, collect, &log, &e) > 3);
+    for (size_t k = 0; k < log.n; k++)
+        CHECK(canonical(log.bufs[k], log.lens[k]));
+    sink_log_free(&log);
+    pn_store_free(s);
+}
+
+/* 1 when `go` is on PATH (and has a build cache to use). */
+static int have_go(void)
 {
     if (system("go version >/dev/null 2>&1") != 0) {
         printf("  note: `go` is not on PATH; skipping the go tool pprof check\n");
-        return;
+        return 0;
     }
     /* go needs a build cache for its tools; CI may run without HOME. */
     if (!getenv("GOCACHE") && !getenv("HOME") && !getenv("XDG_CACHE_HOME"))
         setenv("GOCACHE", "/tmp/pn-go-cache", 0);
-    fixture f;
-    sink_log log = {0};
+    return 1;
+}
+
+/* What `go tool pprof -raw` prints for the profile (Go's own gzip and
+ * protobuf decoders), malloc'ed; NULL (after a failed check) when it
+ * cannot run or exits non-zero. */
+static char *go_pprof_raw(const uint8_t *gz, size_t gz_len)
+{
     char path[] = "/tmp/pn_test_pprof_XXXXXX";
-    int fd = -1;
-    CHECK(fixture_init(&f) == 0);
-    pn_error e;
-    CHECK_EQ_INT(pn_pprof_encode(f.period, &f.opts, collect, &log, &e), 1);
-    if (log.n != 1)
-        goto out;
-    fd = mkstemp(path);
+    int fd = mkstemp(path);
     CHECK(fd >= 0);
     if (fd < 0)
-        goto out;
-    CHECK(write(fd, log.bufs[0], log.lens[0]) == (ssize_t)log.lens[0]);
+        return NULL;
+    CHECK(write(fd, gz, gz_len) == (ssize_t)gz_len);
     close(fd);
-
     char cmd[256];
     snprintf(cmd, sizeof cmd, "go tool pprof -raw '%s' 2>&1", path);
     FILE *pipe = popen(cmd, "r");
     CHECK(pipe != NULL);
-    if (!pipe)
-        goto out;
-    size_t cap = 1 << 16, len = 0;
-    char *out = malloc(cap);
-    size_t got;
-    while (out && len + 1 < cap && (got = fread(out + len, 1, cap - 1 - len, pipe)) > 0)
+    char *out = NULL;
+    size_t len = 0, cap = 0;
+    while (pipe) {
+        if (len + 1 >= cap) {
+            char *grown = realloc(out, cap ? cap * 2 : 1 << 16);
+            CHECK(grown != NULL);
+            if (!grown)
+                break;
+            out = grown;
+            cap = cap ? cap * 2 : 1 << 16;
+        }
+        size_t got = fread(out + len, 1, cap - 1 - len, pipe);
+        if (got == 0)
+            break;
         len += got;
-    int status = pclose(pipe);
-    CHECK(out != NULL);
+    }
+    int status = pipe ? pclose(pipe) : -1;
+    unlink(path);
+    CHECK_EQ_INT(status, 0);
+    if (out)
+        out[len] = '\0';
+    if (status != 0 && out)
+        fprintf(stderr, "---- go tool pprof -raw output ----\n%s\n----\n", out);
+    if (status != 0 || !out) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* `go tool pprof -raw` parses the profile with Go's own decoder. */
+static void test_go_pprof_reads_it(void)
+{
+    if (!have_go())
+        return;
+    fixture f;
+    sink_log log = {0};
+    CHECK(fixture_init(&f) == 0);
+    pn_error e;
+    CHECK_EQ_INT(pn_pprof_encode(f.period, &f.opts, collect, &log, &e), 1);
+    char *out = log.n == 1 ? go_pprof_raw(log.bufs[0], log.lens[0]) : NULL;
     if (!out)
         goto out;
-    out[len] = '\0';
-    CHECK_EQ_INT(status, 0);
 
     /* The header names the sample types; each sample line has its values
      * and the location ids; the location section names the functions. */
@@ -726,10 +829,44 @@ static void test_go_pprof_reads_it(void)
         fprintf(stderr, "---- go tool pprof -raw output ----\n%s\n----\n", out);
     free(out);
 out:
-    if (fd >= 0)
-        unlink(path);
     sink_log_free(&log);
     fixture_free(&f);
+}
+
+/* A full-size part (16 000 samples, so dynamic Huffman blocks and long
+ * matches) read by Go: every sample is there. */
+static void test_go_pprof_reads_large(void)
+{
+    if (!have_go())
+        return;
+    pn_period *p = NULL;
+    pn_store *s = split_store(&p);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    sink_log log = {0};
+    pn_error e;
+    CHECK_EQ_INT(pn_pprof_encode(p, NULL, collect, &log, &e), 3);
+    char *out = log.n == 3 ? go_pprof_raw(log.bufs[0], log.lens[0]) : NULL;
+    if (out) {
+        /* Sample lines: "<cpu> <samples>: <location ids>", values (i+1, 1). */
+        size_t samples = 0;
+        for (const char *l = out; l && *l;) {
+            long long v0, v1;
+            char colon;
+            if (sscanf(l, " %lld %lld%c", &v0, &v1, &colon) == 3 && colon == ':' && v1 == 1 &&
+                v0 >= 1 && v0 <= SPLIT_N)
+                samples++;
+            const char *nl = strchr(l, '\n');
+            l = nl ? nl + 1 : NULL;
+        }
+        CHECK_EQ_INT(samples, 16000);
+        CHECK(strstr(out, " fa_199 a.py:200") != NULL);
+        CHECK(strstr(out, " main main.py:1") != NULL);
+        free(out);
+    }
+    sink_log_free(&log);
+    pn_store_free(s);
 }
 
 /* Informal speed check: 10k unique stacks of depth 30. */
@@ -881,4 +1018,5 @@ static void test_gzip(void)
 
 TEST_MAIN(T(test_round_trip), T(test_zero_samples_skipped), T(test_unknown_frame_kept),
           T(test_split_by_samples), T(test_split_by_bytes), T(test_bad_options),
-          T(test_go_pprof_reads_it), T(test_encode_speed), T(test_gzip))
+          T(test_wire_matches_protobuf_c), T(test_go_pprof_reads_it),
+          T(test_go_pprof_reads_large), T(test_encode_speed), T(test_gzip))
