@@ -21,7 +21,9 @@ native = Extension(
     "pyroscope._native",
     sources=sources,
     include_dirs=["core/include", "core/src", "core/gen", "bindings/python/src"],
-    libraries=["curl", "protobuf-c", "z", "pthread", "m"],
+    # No libcurl: it is dlopen'ed only for https:// or proxied uploads
+    # (core/src/curl_loader.c); its headers are still needed to build.
+    libraries=["protobuf-c", "z", "pthread", "m"],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
                         "-Wshadow", "-Wvla", "-fvisibility=hidden"],
     depends=sorted(glob.glob("core/include/*.h") + glob.glob("core/src/*.h")

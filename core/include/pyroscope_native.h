@@ -435,7 +435,16 @@ typedef struct {
     double timeout_s;           /* whole request, default 10 */
 } pn_http_opts;
 
+/* http:// addresses are sent by a built-in HTTP/1.1 client; libcurl is
+ * loaded (dlopen, on the exporter thread, at first need) only for https://
+ * addresses and when http_proxy/HTTP_PROXY/all_proxy/ALL_PROXY is set and
+ * no_proxy/NO_PROXY does not name the host. A libcurl that cannot be
+ * loaded fails those uploads (PN_SEND_FAIL, message naming libcurl). */
 pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e);
+/* Added for issue 4, for tests only: non-zero sends http:// uploads through
+ * libcurl too, so both transports stay tested. Any thread; read at each
+ * send. */
+void pn_http_force_libcurl(int on);
 /* Builds the ingest URL for u (exposed for tests). *url is malloc'ed. */
 int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url,
                        pn_error *e);

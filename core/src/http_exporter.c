@@ -1,43 +1,52 @@
 /* The Pyroscope HTTP exporter: POST {server}/ingest with the gzip'ed pprof
- * as the `profile` file part of a multipart/form-data body (libcurl).
+ * as the `profile` file part of a multipart/form-data body.
  *
  * The ingest name is opts->app_name plus the global tags, sorted by key, in
  * braces: "app{env=prod,region=eu}". No `format=pprof` parameter: with it the
  * server would read the raw body, not the multipart part, as the profile.
+ *
+ * Transport: http:// addresses use the built-in client (http_client.c), so
+ * a process that uploads over plain HTTP (or only writes folders) never maps
+ * libcurl. libcurl, loaded on first use, takes https:// addresses and any
+ * request a proxy variable applies to (see proxy_applies). Both get the
+ * same request (URL, headers, body) and their results map to the same
+ * retry decisions.
  */
-#include <curl/curl.h>
-#include <pthread.h>
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "pyroscope_native.h"
 #include "clock.h"
+#include "http_client.h"
+#include "multipart.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_S 5.0
 #define DEFAULT_TIMEOUT_S 10.0
 #define MAX_TIMEOUT_S 3600.0
-#define REPLY_QUOTE 300         /* bytes of the server's answer quoted in errors */
-/* curl calls the progress callback only about once a second on an idle
- * connection, so we drive the transfer ourselves in short poll steps to see
- * an abort or the deadline promptly. */
-#define POLL_STEP_MS 50
+#define USER_AGENT "pyroscope-native"
 
 typedef struct {
     pn_exporter base;           /* first: the queue sees a pn_exporter */
     /* Deep copy of the options; immutable after new (exporter thread reads). */
     pn_http_opts o;
     char *display;              /* server address without credentials, for messages */
+    /* Fixed after new: */
+    int https;
+    char host[256];             /* for the no_proxy rule */
+    pn_label *headers;          /* every header but Content-Type, owned */
+    size_t nheaders;
 } http_exporter;
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-/* Written once inside curl_once, read-only afterwards. libcurl is never
- * cleaned up: the host application may be using it too. */
-static CURLcode curl_init_rc;
+/* Set by pn_http_force_libcurl (tests, any thread); read by sends on the
+ * exporter threads. Atomic loads and stores only. */
+static int force_libcurl;
 
-static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+void pn_http_force_libcurl(int on) { __atomic_store_n(&force_libcurl, on ? 1 : 0, __ATOMIC_RELEASE); }
 
 /* ------------------------------------------------------------ strings */
 
@@ -84,17 +93,61 @@ static void sb_fmt(sbuf *b, const char *fmt, ...)
         sb_add(b, tmp, (size_t)n);
 }
 
-/* Percent-encode s (curl keeps only unreserved characters). */
+/* Percent-encode s, keeping only RFC 3986's unreserved characters (what
+ * curl_easy_escape does), with upper-case hex digits. */
 static void sb_escaped(sbuf *b, const char *s, size_t n)
 {
-    /* Since libcurl 7.82 the handle argument is ignored. */
-    char *esc = curl_easy_escape(NULL, s, (int)n);
-    if (!esc) {
-        b->oom = 1;
-        return;
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+            c == '.' || c == '_' || c == '~') {
+            sb_add(b, (const char *)&s[i], 1);
+        } else {
+            char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+            sb_add(b, esc, 3);
+        }
     }
-    sb_str(b, esc);
-    curl_free(esc);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Appends s[0..n) with %XX sequences decoded (others kept as they are). */
+static void sb_unescaped(sbuf *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+            char c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            sb_add(b, &c, 1);
+            i += 2;
+        } else {
+            sb_add(b, &s[i], 1);
+        }
+    }
+}
+
+static void sb_base64(sbuf *b, const unsigned char *s, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)s[i + 1] << 8;
+        if (i + 2 < n)
+            v |= s[i + 2];
+        char out[4] = {tab[(v >> 18) & 63], tab[(v >> 12) & 63], i + 1 < n ? tab[(v >> 6) & 63] : '=',
+                       i + 2 < n ? tab[v & 63] : '='};
+        sb_add(b, out, 4);
+    }
 }
 
 /* ------------------------------------------------------------ options */
@@ -108,6 +161,13 @@ static int has_ctl(const char *s)
 }
 
 static int bad_timeout(double t) { return !(t >= 0 && t <= MAX_TIMEOUT_S); }
+
+/* Headers that frame the request: the exporter and its transport set them. */
+static int framing_header(const char *name)
+{
+    return strcasecmp(name, "Content-Type") == 0 || strcasecmp(name, "Content-Length") == 0 ||
+           strcasecmp(name, "Transfer-Encoding") == 0;
+}
 
 static int check_opts(const pn_http_opts *o, pn_error *e)
 {
@@ -124,6 +184,10 @@ static int check_opts(const pn_http_opts *o, pn_error *e)
     if (strpbrk(s, "?# ") || has_ctl(s))
         return pn_fail(e, PN_EINVAL,
                        "server_address '%s': must not contain a query, fragment, space or control character", s);
+    pn_http_url u;
+    pn_error ue;
+    if (pn_http_url_parse(s, &u, &ue))
+        return pn_fail(e, PN_EINVAL, "server_address '%s': %s", s, ue.msg);
     if (!o->app_name || !*o->app_name)
         return pn_fail(e, PN_EINVAL, "application_name is empty");
     if (o->ntags && !o->tags)
@@ -147,6 +211,13 @@ static int check_opts(const pn_http_opts *o, pn_error *e)
                            i, h->key ? h->key : "");
         if (!h->value || has_ctl(h->value))
             return pn_fail(e, PN_EINVAL, "http_headers: value of '%s' must not contain control characters",
+                           h->key);
+        pn_error he;
+        if (pn_http_header_check(h->key, h->value, &he))
+            return pn_fail(e, PN_EINVAL, "http_headers: %s", he.msg);
+        if (framing_header(h->key))
+            return pn_fail(e, PN_EINVAL,
+                           "http_headers: '%s' cannot be set: the exporter sets it for its multipart body",
                            h->key);
     }
     if (o->tenant_id && has_ctl(o->tenant_id))
@@ -226,32 +297,84 @@ int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url, pn
     return build_url(o, u, url, e);
 }
 
-/* --------------------------------------------------------------- send */
+/* -------------------------------------------------------------- proxy */
 
-/* Keeps the first REPLY_QUOTE bytes of the response body, drops the rest. */
-typedef struct {
-    char buf[REPLY_QUOTE + 1];
-    size_t len;
-} reply_buf;
-
-static size_t on_body(char *data, size_t size, size_t n, void *ud)
+static int env_set(const char *name)
 {
-    reply_buf *r = ud;
-    size_t total = size * n, room = REPLY_QUOTE - r->len;
-    size_t take = total < room ? total : room;
-    memcpy(r->buf + r->len, data, take);
-    r->len += take;
-    return total;
+    const char *v = getenv(name);
+    return v && *v;
 }
+
+static int is_ip_literal(const char *host)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* Whether a no_proxy list names host: "*", or an entry equal to the host,
+ * or (for names) a domain the host is in ("example.com" and ".example.com"
+ * both cover "a.example.com"), case-insensitively. Entries are separated
+ * by commas or spaces; IPv6 entries may be bracketed. Addresses match only
+ * exactly: CIDR entries are left to libcurl (see proxy_applies). */
+static int no_proxy_covers(const char *list, const char *host)
+{
+    size_t hl = strlen(host);
+    int ip = is_ip_literal(host);
+    const char *p = list;
+    while (*p) {
+        while (*p == ',' || *p == ' ' || *p == '\t')
+            p++;
+        const char *s = p;
+        while (*p && *p != ',' && *p != ' ' && *p != '\t')
+            p++;
+        size_t n = (size_t)(p - s);
+        if (n == 1 && *s == '*')
+            return 1;
+        if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
+            s++;
+            n -= 2;
+        }
+        if (!ip && n > 0 && *s == '.') {
+            s++;
+            n--;
+        }
+        if (n == 0)
+            continue;
+        if (n == hl && strncasecmp(s, host, n) == 0)
+            return 1;
+        if (!ip && n < hl && host[hl - n - 1] == '.' && strncasecmp(host + hl - n, s, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether an http:// request must go through libcurl for a proxy: one of
+ * http_proxy, HTTP_PROXY, all_proxy, ALL_PROXY is set (non-empty) and
+ * no_proxy (or, when that is unset or empty, NO_PROXY) does not cover the
+ * host. Empty variables count as unset, as in libcurl.
+ * libcurl then applies its own, fuller rules (e.g. CIDR entries; it ignores
+ * upper-case HTTP_PROXY). Ours only ever sends to libcurl what libcurl might
+ * proxy: anything ours exempts, libcurl's rules exempt too. */
+static int proxy_applies(const char *host)
+{
+    if (!env_set("http_proxy") && !env_set("HTTP_PROXY") && !env_set("all_proxy") && !env_set("ALL_PROXY"))
+        return 0;
+    const char *np = getenv("no_proxy");
+    if (!np || !*np)
+        np = getenv("NO_PROXY");
+    return !(np && no_proxy_covers(np, host));
+}
+
+/* --------------------------------------------------------------- send */
 
 /* Printable ASCII only, whitespace runs folded, so a server's HTML or binary
  * answer cannot garble the log. */
-static void reply_text(const reply_buf *r, char *out, size_t n)
+static void reply_text(const pn_http_reply *r, char *out, size_t n)
 {
     size_t j = 0;
     int space = 1;
-    for (size_t i = 0; i < r->len && j + 1 < n; i++) {
-        unsigned char c = (unsigned char)r->buf[i];
+    for (size_t i = 0; i < r->body_len && j + 1 < n; i++) {
+        unsigned char c = (unsigned char)r->body[i];
         if (c <= ' ' || c >= 0x7f) {
             if (!space)
                 out[j++] = ' ';
@@ -273,19 +396,15 @@ typedef struct {
     int64_t deadline_ns;
 } stop_check;
 
-static int should_stop(const stop_check *s)
+static int aborted(const stop_check *s) { return s->abort && __atomic_load_n(s->abort, __ATOMIC_ACQUIRE); }
+
+static int should_stop(void *ud)
 {
-    return (s->abort && __atomic_load_n(s->abort, __ATOMIC_ACQUIRE)) || pn_clock_ns(CLOCK_MONOTONIC) >= s->deadline_ns;
+    const stop_check *s = ud;
+    return aborted(s) || pn_clock_ns(CLOCK_MONOTONIC) >= s->deadline_ns;
 }
 
-static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow)
-{
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-    return should_stop(ud);
-}
-
-static long ms_of(double s) { return (long)(s * 1000.0 + 0.5); }
+static int64_t ns_of(double s) { return (int64_t)(s * 1e9 + 0.5); }
 
 static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t deadline_ns,
                                 const volatile int *abort, pn_error *e)
@@ -295,9 +414,8 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
         pn_fail(e, PN_EINVAL, "upload to %s: no profile data", h->display);
         return PN_SEND_FAIL;
     }
-    stop_check stop = {abort, deadline_ns};
-    int64_t left_ms = (deadline_ns - pn_clock_ns(CLOCK_MONOTONIC)) / 1000000;
-    if (left_ms <= 0) {
+    int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
+    if ((deadline_ns - now) / 1000000 <= 0) {
         pn_fail(e, PN_EIO, "upload to %s: the send deadline passed before the request started",
                 h->display);
         return PN_SEND_RETRY;
@@ -306,154 +424,77 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
     if (build_url(&h->o, u, &url, e))
         return PN_SEND_RETRY;
 
-    pn_send_result res = PN_SEND_RETRY;
-    reply_buf reply = {.len = 0};
-    char curl_err[CURL_ERROR_SIZE] = "";
-    struct curl_slist *hdrs = NULL;
-    curl_mime *mime = NULL;
-    CURLM *m = curl_multi_init();
-    CURL *c = curl_easy_init();
-    int added = 0;
-    if (!m || !c)
-        goto oom;
-
-    mime = curl_mime_init(c);
-    curl_mimepart *part = mime ? curl_mime_addpart(mime) : NULL;
-    if (!part || curl_mime_name(part, "profile") != CURLE_OK ||
-        curl_mime_filename(part, "profile.pprof") != CURLE_OK ||
-        curl_mime_type(part, "application/octet-stream") != CURLE_OK ||
-        curl_mime_data(part, (const char *)u->data, u->len) != CURLE_OK)
-        goto oom;
-
-    /* An empty Expect: stops curl from waiting for "100 Continue" (up to a
-     * second) before it sends the body. */
-    struct curl_slist *t = curl_slist_append(NULL, "Expect:");
-    if (!t)
-        goto oom;
-    hdrs = t;
-    sbuf line = {0};
-    if (h->o.tenant_id && *h->o.tenant_id) {
-        sb_str(&line, "X-Scope-OrgID: ");
-        sb_str(&line, h->o.tenant_id);
-        if (line.oom || !(t = curl_slist_append(hdrs, line.p))) {
-            free(line.p);
-            goto oom;
-        }
-        hdrs = t;
+    pn_error ce;
+    pn_error_clear(&ce);
+    pn_multipart mp;
+    pn_label *hdrs = NULL;
+    if (pn_multipart_init(&mp, "profile", "profile.pprof", "application/octet-stream", u->data, u->len, NULL,
+                          NULL, &ce)) {
+        pn_fail(e, ce.code, "upload to %s: %s", h->display, ce.msg);
+        free(url);
+        return PN_SEND_RETRY;
     }
-    for (size_t i = 0; i < h->o.nheaders; i++) {
-        line.len = 0;
-        sb_str(&line, h->o.headers[i].key);
-        sb_str(&line, ": ");
-        sb_str(&line, h->o.headers[i].value);
-        if (line.oom || !(t = curl_slist_append(hdrs, line.p))) {
-            free(line.p);
-            goto oom;
-        }
-        hdrs = t;
+    hdrs = malloc((h->nheaders + 1) * sizeof *hdrs);
+    if (!hdrs) {
+        pn_fail(e, PN_ENOMEM, "upload to %s: out of memory preparing the request", h->display);
+        free(url);
+        return PN_SEND_RETRY;
     }
-    free(line.p);
+    if (h->nheaders)
+        memcpy(hdrs, h->headers, h->nheaders * sizeof *hdrs);
+    hdrs[h->nheaders] = (pn_label){"Content-Type", mp.content_type};
+    struct iovec body[3] = {{mp.head, mp.head_len}, {u->data, u->len}, {mp.tail, mp.tail_len}};
 
     double total_s = h->o.timeout_s > 0 ? h->o.timeout_s : DEFAULT_TIMEOUT_S;
     double conn_s = h->o.connect_timeout_s > 0 ? h->o.connect_timeout_s : DEFAULT_CONNECT_TIMEOUT_S;
-    long total_ms = ms_of(total_s), conn_ms = ms_of(conn_s);
-    if (total_ms > left_ms)
-        total_ms = (long)left_ms;
-    if (conn_ms > total_ms)
-        conn_ms = total_ms;
-
-    int ok = curl_easy_setopt(c, CURLOPT_URL, url) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_MIMEPOST, mime) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs) == CURLE_OK &&
-             /* We live in other people's processes: no SIGALRM games. */
-             curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, conn_ms) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, total_ms) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_WRITEDATA, &reply) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_XFERINFODATA, &stop) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_ERRORBUFFER, curl_err) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_USERAGENT, "pyroscope-native") == CURLE_OK;
-    if (ok && ((h->o.basic_auth_user && *h->o.basic_auth_user) ||
-               (h->o.basic_auth_password && *h->o.basic_auth_password)))
-        ok = curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC) == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_USERNAME,
-                              h->o.basic_auth_user ? h->o.basic_auth_user : "") == CURLE_OK &&
-             curl_easy_setopt(c, CURLOPT_PASSWORD,
-                              h->o.basic_auth_password ? h->o.basic_auth_password : "") == CURLE_OK;
-    if (!ok || curl_multi_add_handle(m, c) != CURLM_OK)
-        goto oom;
-    added = 1;
-
-    int running = 1, stopped = 0;
-    CURLMcode mc = CURLM_OK;
-    for (;;) {
-        mc = curl_multi_perform(m, &running);
-        if (mc != CURLM_OK || !running)
-            break;
-        if (should_stop(&stop)) {
-            stopped = 1;
-            break;
-        }
-        mc = curl_multi_poll(m, NULL, 0, POLL_STEP_MS, NULL);
-        if (mc != CURLM_OK)
-            break;
-    }
-
-    CURLcode cc = CURLE_OK;
-    if (!stopped && mc == CURLM_OK) {
-        int nmsg;
-        CURLMsg *msg;
-        cc = CURLE_RECV_ERROR;
-        while ((msg = curl_multi_info_read(m, &nmsg)))
-            if (msg->msg == CURLMSG_DONE && msg->easy_handle == c)
-                cc = msg->data.result;
-        if (cc == CURLE_ABORTED_BY_CALLBACK)
-            stopped = 1;
-    }
-
-    if (stopped) {
-        if (abort && __atomic_load_n(abort, __ATOMIC_ACQUIRE))
-            pn_fail(e, PN_EIO, "upload to %s aborted: the exporter is stopping", h->display);
-        else
-            pn_fail(e, PN_EIO, "upload to %s: no answer before the send deadline", h->display);
-    } else if (mc != CURLM_OK) {
-        pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display, curl_multi_strerror(mc));
-    } else if (cc != CURLE_OK) {
-        pn_fail(e, PN_EIO, "upload to %s failed: %s%s%s", h->display, curl_easy_strerror(cc),
-                curl_err[0] ? ": " : "", curl_err);
-        /* A URL curl cannot use will not work on a later attempt either. */
-        if (cc == CURLE_URL_MALFORMAT || cc == CURLE_UNSUPPORTED_PROTOCOL)
-            res = PN_SEND_FAIL;
-    } else {
-        long status = 0;
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        if (status >= 200 && status < 300) {
-            res = PN_SEND_OK;
-        } else {
-            char text[REPLY_QUOTE + 16];
-            reply_text(&reply, text, sizeof text);
-            pn_fail(e, PN_EHTTP, "upload to %s: HTTP %ld: %s", h->display, status, text);
-            res = (status == 429 || (status >= 500 && status < 600)) ? PN_SEND_RETRY : PN_SEND_FAIL;
-        }
-    }
-    goto out;
-
-oom:
-    pn_fail(e, PN_ENOMEM, "upload to %s: out of memory preparing the request", h->display);
-out:
-    if (added)
-        curl_multi_remove_handle(m, c);
-    if (c)
-        curl_easy_cleanup(c);
-    if (m)
-        curl_multi_cleanup(m);
-    curl_mime_free(mime);
-    curl_slist_free_all(hdrs);
+    int64_t until = now + ns_of(total_s);
+    if (until > deadline_ns)
+        until = deadline_ns;
+    int64_t conn_until = now + ns_of(conn_s);
+    if (conn_until > until)
+        conn_until = until;
+    stop_check stop = {abort, deadline_ns};
+    pn_http_request rq = {.url = url, .headers = hdrs, .nheaders = h->nheaders + 1, .body = body, .nbody = 3,
+                          .connect_deadline_ns = conn_until, .deadline_ns = until, .stop = should_stop,
+                          .stop_ud = &stop};
+    pn_http_reply rp;
+    int via_curl = h->https || __atomic_load_n(&force_libcurl, __ATOMIC_ACQUIRE) || proxy_applies(h->host);
+    int rc = via_curl ? pn_curl_post(&rq, &rp, &ce) : pn_http_post(&rq, &rp, &ce);
+    free(hdrs);
     free(url);
-    return res;
+
+    if (rc == 0) {
+        if (rp.status >= 200 && rp.status < 300)
+            return PN_SEND_OK;
+        char text[PN_HTTP_REPLY_KEEP + 16];
+        reply_text(&rp, text, sizeof text);
+        pn_fail(e, PN_EHTTP, "upload to %s: HTTP %d: %s", h->display, rp.status, text);
+        return (rp.status == 429 || (rp.status >= 500 && rp.status < 600)) ? PN_SEND_RETRY : PN_SEND_FAIL;
+    }
+    int deadline_passed = pn_clock_ns(CLOCK_MONOTONIC) >= deadline_ns;
+    switch (rp.failure) {
+    case PN_HTTP_FAIL_STOPPED:
+    case PN_HTTP_FAIL_TIMEOUT:
+        if (aborted(&stop)) {
+            pn_fail(e, PN_EIO, "upload to %s aborted: the exporter is stopping", h->display);
+            return PN_SEND_RETRY;
+        }
+        if (rp.failure == PN_HTTP_FAIL_STOPPED || deadline_passed) {
+            pn_fail(e, PN_EIO, "upload to %s: no answer before the send deadline", h->display);
+            return PN_SEND_RETRY;
+        }
+        pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display, ce.msg);
+        return PN_SEND_RETRY;
+    case PN_HTTP_FAIL_PERMANENT:
+        pn_fail(e, ce.code ? ce.code : PN_EIO, "upload to %s failed: %s", h->display, ce.msg);
+        return PN_SEND_FAIL;
+    case PN_HTTP_FAIL_NOMEM:
+        pn_fail(e, PN_ENOMEM, "upload to %s failed: %s", h->display, ce.msg);
+        return PN_SEND_RETRY;
+    default:
+        pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display, ce.msg);
+        return PN_SEND_RETRY;
+    }
 }
 
 /* ----------------------------------------------------------- lifetime */
@@ -480,6 +521,7 @@ static void http_destroy(pn_exporter *self)
     free((char *)h->o.tenant_id);
     free_labels((pn_label *)h->o.tags, h->o.ntags);
     free_labels((pn_label *)h->o.headers, h->o.nheaders);
+    free_labels(h->headers, h->nheaders);
     free(h->display);
     free(h);
 }
@@ -530,16 +572,94 @@ static char *display_address(const char *s)
     return d;
 }
 
+/* "Basic base64(user:password)" from the options, else from the address's
+ * user info (%-decoded, as libcurl does); NULL when there are no
+ * credentials or memory ran out (*oom). */
+static char *basic_auth(const pn_http_opts *o, const pn_http_url *u, int *oom)
+{
+    sbuf plain = {0}, out = {0};
+    if ((o->basic_auth_user && *o->basic_auth_user) || (o->basic_auth_password && *o->basic_auth_password)) {
+        sb_str(&plain, o->basic_auth_user ? o->basic_auth_user : "");
+        sb_str(&plain, ":");
+        sb_str(&plain, o->basic_auth_password ? o->basic_auth_password : "");
+    } else if (u->userinfo) {
+        const char *colon = memchr(u->userinfo, ':', u->userinfo_len);
+        size_t ul = colon ? (size_t)(colon - u->userinfo) : u->userinfo_len;
+        sb_unescaped(&plain, u->userinfo, ul);
+        sb_str(&plain, ":");
+        if (colon)
+            sb_unescaped(&plain, colon + 1, u->userinfo_len - ul - 1);
+    } else {
+        return NULL;
+    }
+    sb_str(&out, "Basic ");
+    if (!plain.oom)
+        sb_base64(&out, (const unsigned char *)plain.p, plain.len);
+    if (plain.p)
+        memset(plain.p, 0, plain.len);  /* the password in clear */
+    free(plain.p);
+    if (plain.oom || out.oom) {
+        free(out.p);
+        *oom = 1;
+        return NULL;
+    }
+    return out.p;
+}
+
+/* Appends name: value (both copied) to the list, replacing an entry of the
+ * same name when `replace`. */
+static void put_header(http_exporter *h, const char *name, const char *value, int replace, int *oom)
+{
+    char *k = strdup(name), *v = strdup(value);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        *oom = 1;
+        return;
+    }
+    if (replace) {
+        for (size_t i = 0; i < h->nheaders; i++) {
+            if (strcasecmp(h->headers[i].key, name) == 0) {
+                free((char *)h->headers[i].key);
+                free((char *)h->headers[i].value);
+                h->headers[i] = (pn_label){k, v};
+                return;
+            }
+        }
+    }
+    h->headers[h->nheaders++] = (pn_label){k, v};
+}
+
+/* The headers every request carries: User-Agent, Authorization, the tenant
+ * and the user's own, which replace ours of the same name (as with
+ * libcurl, where a custom header replaces the internal one). */
+static int build_headers(http_exporter *h, const pn_http_url *u)
+{
+    int oom = 0;
+    h->headers = calloc(h->o.nheaders + 3, sizeof *h->headers);
+    if (!h->headers)
+        return -1;
+    put_header(h, "User-Agent", USER_AGENT, 0, &oom);
+    char *auth = basic_auth(&h->o, u, &oom);
+    if (auth)
+        put_header(h, "Authorization", auth, 0, &oom);
+    free(auth);
+    if (h->o.tenant_id && *h->o.tenant_id)
+        put_header(h, "X-Scope-OrgID", h->o.tenant_id, 0, &oom);
+    size_t generated = h->nheaders;
+    for (size_t i = 0; i < h->o.nheaders; i++) {
+        int ours = 0;
+        for (size_t j = 0; j < generated; j++)
+            ours |= strcasecmp(h->headers[j].key, h->o.headers[i].key) == 0;
+        put_header(h, h->o.headers[i].key, h->o.headers[i].value, ours, &oom);
+    }
+    return oom ? -1 : 0;
+}
+
 pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
 {
     if (check_opts(o, e))
         return NULL;
-    pthread_once(&curl_once, curl_init);
-    if (curl_init_rc != CURLE_OK) {
-        pn_fail(e, PN_EIO, "http exporter: libcurl initialisation failed: %s",
-                curl_easy_strerror(curl_init_rc));
-        return NULL;
-    }
     http_exporter *h = calloc(1, sizeof *h);
     if (!h) {
         pn_fail(e, PN_ENOMEM, "http exporter: out of memory");
@@ -560,6 +680,15 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
     if (!h->o.headers)
         h->o.nheaders = 0;
     h->display = display_address(o->server_address);
+    pn_http_url u;
+    if (!oom && h->display && pn_http_url_parse(h->o.server_address, &u, NULL) == 0) {
+        h->https = u.https;
+        memcpy(h->host, u.host, sizeof h->host);
+        if (build_headers(h, &u))
+            oom = 1;
+    } else {
+        oom = 1;
+    }
     if (oom || !h->display) {
         http_destroy(&h->base);
         pn_fail(e, PN_ENOMEM, "http exporter: out of memory copying the options");

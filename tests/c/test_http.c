@@ -1,9 +1,11 @@
 /* The Pyroscope HTTP exporter against the test server on 127.0.0.1: the
  * ingest URL, the multipart body, auth and headers, status mapping,
- * deadlines and aborts. */
+ * deadlines and aborts, the proxy rule. The upload tests run twice: with
+ * the built-in client and with libcurl (pn_http_force_libcurl). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +28,41 @@ static int64_t mono_ns_after(double s)
 }
 
 static char app_cpu[] = "app", type_cpu[] = "cpu";
+
+/* The transport the running test forces (test thread only). */
+static int via_curl;
+
+static void use_transport(int curl)
+{
+    via_curl = curl;
+    pn_http_force_libcurl(curl);
+}
+
+/* Which transport sent r: libcurl adds "Accept: * / *" on its own, the
+ * built-in client sends no Accept. */
+static void check_transport(const test_request *r)
+{
+    const char *accept = test_request_header(r, "Accept");
+    if (via_curl)
+        CHECK(accept && strcmp(accept, "*/*") == 0);
+    else
+        CHECK(accept == NULL);
+}
+
+/* test_x_builtin and test_x_curl run test_x with each transport. */
+#define BOTH(fn)                                                                                   \
+    static void fn##_builtin(void)                                                                 \
+    {                                                                                              \
+        use_transport(0);                                                                          \
+        fn();                                                                                      \
+    }                                                                                              \
+    static void fn##_curl(void)                                                                    \
+    {                                                                                              \
+        use_transport(1);                                                                          \
+        fn();                                                                                      \
+        use_transport(0);                                                                          \
+    }
+#define T2(fn) T(fn##_builtin), T(fn##_curl)
 
 static pn_upload upload_of(uint8_t *data, size_t len)
 {
@@ -67,6 +104,7 @@ static void check_multipart(const test_request *r, const uint8_t *data, size_t l
     memcpy(delim + 2, b, bl);
     delim[2 + bl] = '\0';
     size_t dl = strlen(delim);
+    CHECK(memmem(data, len, delim + 2, bl) == NULL);
 
     const uint8_t *body = r->body, *end = r->body + r->body_len;
     CHECK(r->body_len > dl + 2 && memcmp(body, delim, dl) == 0 && memcmp(body + dl, "\r\n", 2) == 0);
@@ -127,6 +165,15 @@ static void test_url_format(void)
     CHECK_STR(url, "https://h.example/ingest?name=a&from=1&until=2&sampleRate=99");
     CHECK(url && !strstr(url, "format="));
     free(url);
+
+    /* Only unreserved characters stay as they are (curl_easy_escape's rule). */
+    pn_label odd[] = {{"k", "caf\xc3\xa9~-._!*'()+&?#%"}};
+    pn_http_opts esc = {.server_address = "http://h", .app_name = "A-z_0.9~", .tags = odd, .ntags = 1,
+                        .spy_name = "s p"};
+    CHECK_EQ_INT(pn_http_ingest_url(&esc, &u, &url, &e), 0);
+    CHECK_STR(url, "http://h/ingest?name=A-z_0.9~%7Bk%3Dcaf%C3%A9~-._%21%2A%27%28%29%2B%26%3F%23%25%7D"
+                   "&from=1&until=2&sampleRate=99&spyName=s%20p");
+    free(url);
 }
 
 static void test_bad_options_rejected(void)
@@ -136,6 +183,7 @@ static void test_bad_options_rejected(void)
     pn_label bad_tag[] = {{"env", "a,b"}};
     pn_label bad_header[] = {{"X-Evil", "a\r\nInjected: 1"}};
     pn_label bad_header_name[] = {{"X Bad", "v"}};
+    pn_label framing[] = {{"Content-Length", "1"}, {"content-type", "text/plain"}};
     struct {
         pn_http_opts o;
         const char *needle;
@@ -150,6 +198,10 @@ static void test_bad_options_rejected(void)
         {{.server_address = "http://h", .app_name = "a", .headers = bad_header_name, .nheaders = 1},
          "X Bad"},
         {{.server_address = "http://h", .app_name = "a", .timeout_s = -1}, "timeout_s"},
+        {{.server_address = "http://h:99999", .app_name = "a"}, "port '99999'"},
+        {{.server_address = "http://[::1/x", .app_name = "a"}, "']'"},
+        {{.server_address = "http://h", .app_name = "a", .headers = framing, .nheaders = 1}, "Content-Length"},
+        {{.server_address = "http://h", .app_name = "a", .headers = framing + 1, .nheaders = 1}, "content-type"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pn_error e;
@@ -202,10 +254,27 @@ static void test_request_shape(void)
                              "&until=1700000010&sampleRate=100&spyName=pyspy");
         CHECK(!strstr(r->target, "format="));
         CHECK_STR(test_request_header(r, "Authorization"), "Basic dXNlcjpwYSBzcw==");
+        CHECK(strstr(r->head, "\r\nAuthorization: Basic dXNlcjpwYSBzcw==\r\n") != NULL);
         CHECK_STR(test_request_header(r, "X-Scope-OrgID"), "tenant-1");
         CHECK_STR(test_request_header(r, "X-Extra"), "v1");
         CHECK_STR(test_request_header(r, "X-Other"), "two words");
+        CHECK_STR(test_request_header(r, "User-Agent"), "pyroscope-native");
         check_multipart(r, data, sizeof data);
+        check_transport(r);
+        const char *ct = test_request_header(r, "Content-Type");
+        if (!via_curl && ct) {
+            /* The built-in client's request head, byte for byte. */
+            char want[1024];
+            snprintf(want, sizeof want,
+                     "POST /pfx/ingest?name=app%%7Benv%%3Dprod%%7D&from=1700000000&until=1700000010"
+                     "&sampleRate=100&spyName=pyspy HTTP/1.1\r\n"
+                     "Host: 127.0.0.1:%d\r\nUser-Agent: pyroscope-native\r\n"
+                     "Authorization: Basic dXNlcjpwYSBzcw==\r\nX-Scope-OrgID: tenant-1\r\n"
+                     "X-Extra: v1\r\nX-Other: two words\r\nContent-Type: %s\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     test_server_port(srv), ct, r->body_len);
+            CHECK_STR(r->head, want);
+        }
     }
     x->destroy(x);
     test_server_stop(srv);
@@ -232,6 +301,7 @@ static void test_no_auth_no_tenant(void)
             CHECK(test_request_header(r, "Authorization") == NULL);
             CHECK(test_request_header(r, "X-Scope-OrgID") == NULL);
             check_multipart(r, data, sizeof data);
+            check_transport(r);
         }
         x->destroy(x);
     }
@@ -442,7 +512,321 @@ static void test_abort_from_other_thread(void)
     test_server_stop(srv);
 }
 
-TEST_MAIN(T(test_url_format), T(test_bad_options_rejected), T(test_request_shape),
-          T(test_no_auth_no_tenant), T(test_status_mapping), T(test_error_body_sanitized),
-          T(test_no_answer_until_deadline), T(test_deadline_already_passed), T(test_closed_port),
-          T(test_abort_from_other_thread))
+static size_t header_count(const test_request *r, const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->nheaders; i++)
+        n += strcasecmp(r->names[i], name) == 0;
+    return n;
+}
+
+/* The user's headers replace ours of the same name; an empty one is sent. */
+static void test_header_override(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    pn_label headers[] = {{"user-agent", "mine/1"}, {"Authorization", "Bearer t0k"},
+                          {"X-Scope-OrgID", "other"}, {"X-Empty", ""}};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app",
+                      .basic_auth_user = "u", .basic_auth_password = "p", .tenant_id = "t",
+                      .headers = headers, .nheaders = 4};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (x) {
+        uint8_t data[3] = {1, 2, 3};
+        pn_upload u = upload_of(data, sizeof data);
+        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_OK);
+        const test_request *r = test_server_request(srv, 0);
+        CHECK(r != NULL);
+        if (r) {
+            CHECK_EQ_INT(header_count(r, "User-Agent"), 1);
+            CHECK_STR(test_request_header(r, "User-Agent"), "mine/1");
+            CHECK_EQ_INT(header_count(r, "Authorization"), 1);
+            CHECK_STR(test_request_header(r, "Authorization"), "Bearer t0k");
+            CHECK_EQ_INT(header_count(r, "X-Scope-OrgID"), 1);
+            CHECK_STR(test_request_header(r, "X-Scope-OrgID"), "other");
+            CHECK_STR(test_request_header(r, "X-Empty"), "");
+            check_transport(r);
+            check_multipart(r, data, sizeof data);
+        }
+        x->destroy(x);
+    }
+    test_server_stop(srv);
+}
+
+/* Credentials in the address are used (%-decoded) and never shown. */
+static void test_address_credentials(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    test_server_reply(srv, 200, "ok", 0);
+    test_server_reply(srv, 400, "nope", 0);
+    char addr[128];
+    snprintf(addr, sizeof addr, "http://us%%40er:p%%3Aw@127.0.0.1:%d/", test_server_port(srv));
+    pn_http_opts o = {.server_address = addr, .app_name = "app"};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (x) {
+        uint8_t data[3] = {1, 2, 3};
+        pn_upload u = upload_of(data, sizeof data);
+        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_OK);
+        const test_request *r = test_server_request(srv, 0);
+        CHECK(r != NULL);
+        if (r) {
+            CHECK_EQ_INT(header_count(r, "Authorization"), 1);
+            CHECK_STR(test_request_header(r, "Authorization"), "Basic dXNAZXI6cDp3");
+            CHECK(strncmp(r->target, "/ingest?", 8) == 0);
+            check_transport(r);
+        }
+        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_FAIL);
+        CHECK(strstr(e.msg, test_server_url(srv)) != NULL);
+        CHECK(strstr(e.msg, "p%3Aw") == NULL && strstr(e.msg, "us%40er") == NULL);
+        x->destroy(x);
+    }
+    test_server_stop(srv);
+}
+
+/* A profile of several MiB with multipart-looking bytes arrives intact. */
+static void test_large_profile(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    size_t n = 3u << 20;
+    uint8_t *data = malloc(n);
+    CHECK(data != NULL);
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app"};
+    pn_error e;
+    pn_exporter *x = data ? pn_http_exporter_new(&o, &e) : NULL;
+    CHECK(x != NULL);
+    if (x) {
+        fill_payload(data, n);
+        pn_upload u = upload_of(data, n);
+        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(30), NULL, &e), PN_SEND_OK);
+        const test_request *r = test_server_request(srv, 0);
+        CHECK(r != NULL);
+        if (r)
+            check_multipart(r, data, n);
+        x->destroy(x);
+    }
+    free(data);
+    test_server_stop(srv);
+}
+
+/* Through the queue: 5xx answers are retried until one succeeds, a 4xx is
+ * not, and a server that never answers does not hold up stop. */
+static void test_queue_retry_and_stop(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    test_server_reply(srv, 503, "busy", 0);
+    test_server_reply(srv, 502, "bad gateway", 0);
+    test_server_reply(srv, 200, "ok", 0);
+    test_server_reply(srv, 400, "bad name", 0);
+    test_server_default_reply(srv, TEST_SERVER_HANG, NULL, 0);
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app"};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (!x) {
+        test_server_stop(srv);
+        return;
+    }
+    pn_queue_opts qo = {.max_attempts = 5, .backoff_initial_s = 0.01, .backoff_max_s = 0.02};
+    pn_queue *q = pn_queue_new(&qo, &x, 1, &e);
+    CHECK(q != NULL);
+    if (!q) {
+        x->destroy(x);
+        test_server_stop(srv);
+        return;
+    }
+    for (int i = 0; i < 3; i++) {
+        pn_upload *u = calloc(1, sizeof *u);
+        u->app_name = strdup("app");
+        u->profile_type = strdup("cpu");
+        u->data = malloc(4);
+        memcpy(u->data, "\x1f\x8b\x08\x00", 4);
+        u->len = 4;
+        u->sample_rate = 100;
+        u->from_s = 1700000000 + i;
+        u->until_s = u->from_s + 10;
+        pn_queue_push(q, u);
+    }
+    /* 503, 502, 200 for the first; 400 for the second; the third hangs. */
+    CHECK_EQ_INT(test_server_wait(srv, 5, pn_test_timing_strict() ? 10 : 60), 5);
+    double t0 = now_s();
+    pn_queue_stats st;
+    pn_queue_stop_stats(q, 0.2, &st);
+    double took = now_s() - t0;
+    if (pn_test_timing_strict())
+        CHECK(took < 1.5);
+    CHECK_EQ_INT(st.uploads_ok, 1);
+    CHECK_EQ_INT(st.uploads_failed, 1);
+    CHECK_EQ_INT(st.uploads_dropped, 1);
+    CHECK_EQ_INT(st.retries, 2);
+    const test_request *r = test_server_request(srv, 4);
+    if (r)
+        check_transport(r);
+    test_server_stop(srv);
+}
+
+static void test_https_goes_to_libcurl(void)
+{
+    int port = test_free_port();
+    char url[64];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", port);
+    pn_http_opts o = {.server_address = url, .app_name = "app"};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (!x)
+        return;
+    uint8_t data[4] = {1, 2, 3, 4};
+    pn_upload u = upload_of(data, sizeof data);
+    /* The built-in client would call https a permanent failure; libcurl
+     * tries to connect and is refused, which is worth a retry. */
+    CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_RETRY);
+    CHECK_EQ_INT(e.code, PN_EIO);
+    CHECK(strstr(e.msg, url) != NULL);
+    CHECK(strstr(e.msg, "onnect") != NULL);
+    x->destroy(x);
+}
+
+/* The proxy variables, saved and restored around test_proxy_rule. */
+static const char *const PROXY_VARS[] = {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY",
+                                         "no_proxy",   "NO_PROXY",   "https_proxy", "HTTPS_PROXY"};
+#define NPROXY_VARS (sizeof PROXY_VARS / sizeof PROXY_VARS[0])
+
+static void set_env(const char *name, const char *value)
+{
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+}
+
+/* Sends one upload to `address`; returns the target the proxy (1) or the
+ * direct server (0) saw, or -1 when the upload failed or went elsewhere. */
+static int route_of(const char *address, test_server *proxy, test_server *direct, int *curl_used)
+{
+    size_t np = test_server_count(proxy), nd = test_server_count(direct);
+    pn_http_opts o = {.server_address = address, .app_name = "app"};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    if (!x)
+        return -1;
+    uint8_t data[2] = {1, 2};
+    pn_upload u = upload_of(data, sizeof data);
+    pn_send_result r = x->send(x, &u, mono_ns_after(5), NULL, &e);
+    x->destroy(x);
+    if (r != PN_SEND_OK) {
+        fprintf(stderr, "  upload to %s: %s\n", address, e.msg);
+        return -1;
+    }
+    int via = -1;
+    const test_request *req = NULL;
+    if (test_server_count(proxy) == np + 1 && test_server_count(direct) == nd) {
+        via = 1;
+        req = test_server_request(proxy, np);
+        /* A proxy gets the absolute URL as the request target. */
+        CHECK(req && strncmp(req->target, "http://", 7) == 0);
+    } else if (test_server_count(direct) == nd + 1 && test_server_count(proxy) == np) {
+        via = 0;
+        req = test_server_request(direct, nd);
+        CHECK(req && req->target[0] == '/');
+    }
+    *curl_used = req && test_request_header(req, "Accept") != NULL;
+    return via;
+}
+
+static void test_proxy_rule(void)
+{
+    use_transport(0);
+    test_server *proxy = test_server_start(), *direct = test_server_start();
+    CHECK(proxy && direct);
+    char *saved[NPROXY_VARS];
+    for (size_t i = 0; i < NPROXY_VARS; i++) {
+        const char *v = getenv(PROXY_VARS[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(PROXY_VARS[i]);
+    }
+    if (proxy && direct) {
+        char by_ip[64], by_name[64];
+        snprintf(by_ip, sizeof by_ip, "http://127.0.0.1:%d", test_server_port(direct));
+        snprintf(by_name, sizeof by_name, "http://localhost:%d", test_server_port(direct));
+        static const struct {
+            const char *var, *value;    /* the proxy variable set */
+            const char *no_proxy, *NO_PROXY;
+            int by_name;
+            int want_proxy, want_curl;
+        } cases[] = {
+            {NULL, NULL, NULL, NULL, 0, 0, 0},                       /* no proxy: built-in */
+            {"http_proxy", "P", NULL, NULL, 0, 1, 1},
+            {"all_proxy", "P", NULL, NULL, 0, 1, 1},
+            {"ALL_PROXY", "P", NULL, NULL, 0, 1, 1},
+            {"http_proxy", "P", "example.com, 127.0.0.1", NULL, 0, 0, 0},
+            {"http_proxy", "P", "*", NULL, 0, 0, 0},
+            {"http_proxy", "P", "127.0.0.2,0.0.1", NULL, 0, 1, 1}, /* addresses match whole */
+            {"http_proxy", "P", NULL, "127.0.0.1", 0, 0, 0},       /* NO_PROXY when no_proxy unset */
+            {"http_proxy", "P", "", "127.0.0.1", 0, 0, 0},         /* empty no_proxy: as unset */
+            {"http_proxy", "", NULL, NULL, 0, 0, 0},                /* empty proxy: as unset */
+            {"http_proxy", "P", "LOCALHOST", NULL, 1, 0, 0},
+            {"http_proxy", "P", ".localhost", NULL, 1, 0, 0},
+            {"http_proxy", "P", "calhost", NULL, 1, 1, 1},         /* not a domain boundary */
+            {"http_proxy", "P", "[::1],127.0.0.1", NULL, 0, 0, 0},
+            /* Upper-case HTTP_PROXY sends the request to libcurl, which
+             * (by design, "httpoxy") ignores it and connects directly. */
+            {"HTTP_PROXY", "P", NULL, NULL, 0, 0, 1},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            for (size_t j = 0; j < NPROXY_VARS; j++)
+                unsetenv(PROXY_VARS[j]);
+            if (cases[i].var)
+                setenv(cases[i].var, *cases[i].value ? test_server_url(proxy) : "", 1);
+            set_env("no_proxy", cases[i].no_proxy);
+            set_env("NO_PROXY", cases[i].NO_PROXY);
+            int curl_used = -1;
+            int via = route_of(cases[i].by_name ? by_name : by_ip, proxy, direct, &curl_used);
+            if (via != cases[i].want_proxy || curl_used != cases[i].want_curl)
+                fprintf(stderr, "  case %zu: via %s, %s\n", i, via == 1 ? "proxy" : via == 0 ? "direct" : "?",
+                        curl_used ? "libcurl" : "built-in");
+            CHECK_EQ_INT(via, cases[i].want_proxy);
+            CHECK_EQ_INT(curl_used, cases[i].want_curl);
+        }
+    }
+    for (size_t i = 0; i < NPROXY_VARS; i++) {
+        set_env(PROXY_VARS[i], saved[i]);
+        free(saved[i]);
+    }
+    test_server_stop(proxy);
+    test_server_stop(direct);
+}
+
+BOTH(test_request_shape)
+BOTH(test_no_auth_no_tenant)
+BOTH(test_status_mapping)
+BOTH(test_error_body_sanitized)
+BOTH(test_no_answer_until_deadline)
+BOTH(test_deadline_already_passed)
+BOTH(test_closed_port)
+BOTH(test_abort_from_other_thread)
+BOTH(test_header_override)
+BOTH(test_address_credentials)
+BOTH(test_large_profile)
+BOTH(test_queue_retry_and_stop)
+
+TEST_MAIN(T(test_url_format), T(test_bad_options_rejected), T2(test_request_shape),
+          T2(test_no_auth_no_tenant), T2(test_status_mapping), T2(test_error_body_sanitized),
+          T2(test_no_answer_until_deadline), T2(test_deadline_already_passed), T2(test_closed_port),
+          T2(test_abort_from_other_thread), T2(test_header_override), T2(test_address_credentials),
+          T2(test_large_profile), T2(test_queue_retry_and_stop), T(test_https_goes_to_libcurl),
+          T(test_proxy_rule))

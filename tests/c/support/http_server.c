@@ -22,6 +22,8 @@ typedef struct {
     int status;
     char *body;
     int delay_ms;
+    size_t raw_len;             /* raw: body holds these bytes, sent as they are */
+    int raw;
 } reply;
 
 struct test_server {
@@ -124,6 +126,7 @@ static void free_request(test_request *r)
     free(r->names);
     free(r->values);
     free(r->target);
+    free(r->head);
     free(r->body);
     free(r);
 }
@@ -194,7 +197,13 @@ static void serve(test_server *s, int fd)
         goto out;
     memcpy(head, buf, end);
     r = parse_head(head, end, &clen, &expect100);
-    free(head);
+    if (r) {
+        memcpy(head, buf, end);
+        head[end] = '\0';
+        r->head = head;
+    } else {
+        free(head);
+    }
     if (!r || clen > MAX_BODY)
         goto out;
     if (expect100)
@@ -215,8 +224,11 @@ static void serve(test_server *s, int fd)
 
     pthread_mutex_lock(&s->mu);
     reply rp = s->script_next < s->nscript ? s->script[s->script_next++] : s->def;
-    int status = rp.status, delay = rp.delay_ms;
-    char *body = xstrdup(rp.body ? rp.body : "");
+    int status = rp.status, delay = rp.delay_ms, raw = rp.raw;
+    size_t body_len = raw ? rp.raw_len : strlen(rp.body ? rp.body : "");
+    char *body = xrealloc(NULL, body_len + 1);
+    memcpy(body, rp.body ? rp.body : "", body_len);
+    body[body_len] = '\0';
     if (s->nreqs == s->reqs_cap) {
         s->reqs_cap = s->reqs_cap ? 2 * s->reqs_cap : 16;
         s->reqs = xrealloc(s->reqs, s->reqs_cap * sizeof *s->reqs);
@@ -228,7 +240,10 @@ static void serve(test_server *s, int fd)
 
     if (delay > 0 && wait_readable(s, -1, delay) < 0)
         status = TEST_SERVER_HANG; /* stopping: just close */
-    if (status == TEST_SERVER_HANG) {
+    if (raw) {
+        send_all(fd, body, body_len);
+        shutdown(fd, SHUT_WR);
+    } else if (status == TEST_SERVER_HANG) {
         /* Hold the connection until the client closes it or we stop. */
         char sink[4096];
         while (wait_readable(s, fd, -1) == 1 && recv(fd, sink, sizeof sink, 0) > 0)
@@ -286,7 +301,13 @@ static void *accept_main(void *arg)
     return NULL;
 }
 
-test_server *test_server_start(void)
+static test_server *start_at(const char *ip, int quiet);
+
+test_server *test_server_start(void) { return start_at("127.0.0.1", 0); }
+
+test_server *test_server_start_at(const char *ip) { return start_at(ip, 1); }
+
+static test_server *start_at(const char *ip, int quiet)
 {
     /* A proxy from the environment must not swallow loopback requests. */
     setenv("no_proxy", "127.0.0.1,localhost", 1);
@@ -297,21 +318,32 @@ test_server *test_server_start(void)
         return NULL;
     s->def.status = 200;
     s->def.body = xstrdup("ok");
-    s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof a;
-    if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+    struct sockaddr_storage a;
+    memset(&a, 0, sizeof a);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&a;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&a;
+    int v6 = strchr(ip, ':') != NULL;
+    socklen_t alen = v6 ? sizeof *a6 : sizeof *a4;
+    int ok = v6 ? inet_pton(AF_INET6, ip, &a6->sin6_addr) == 1 : inet_pton(AF_INET, ip, &a4->sin_addr) == 1;
+    a.ss_family = v6 ? AF_INET6 : AF_INET;
+    s->listen_fd = ok ? socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+    s->stop_pipe[0] = s->stop_pipe[1] = -1;
+    if (s->listen_fd < 0 || bind(s->listen_fd, (struct sockaddr *)&a, alen) != 0 ||
         listen(s->listen_fd, 64) != 0 || getsockname(s->listen_fd, (struct sockaddr *)&a, &alen) != 0 ||
         pipe2(s->stop_pipe, O_CLOEXEC) != 0) {
-        fprintf(stderr, "test server: cannot listen on 127.0.0.1: %s\n", strerror(errno));
+        if (!quiet)
+            fprintf(stderr, "test server: cannot listen on %s: %s\n", ip, strerror(errno));
         if (s->listen_fd >= 0)
             close(s->listen_fd);
         free(s->def.body);
         free(s);
         return NULL;
     }
-    s->port = ntohs(a.sin_port);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    s->port = ntohs(v6 ? a6->sin6_port : a4->sin_port);
+    if (v6)
+        snprintf(s->url, sizeof s->url, "http://[%s]:%d", ip, s->port);
+    else
+        snprintf(s->url, sizeof s->url, "http://%s:%d", ip, s->port);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->arrived, NULL);
     if (pthread_create(&s->acceptor, NULL, accept_main, s) != 0) {
@@ -363,7 +395,21 @@ void test_server_reply(test_server *s, int status, const char *body, int delay_m
         s->script_cap = s->script_cap ? 2 * s->script_cap : 8;
         s->script = xrealloc(s->script, s->script_cap * sizeof *s->script);
     }
-    s->script[s->nscript++] = (reply){status, xstrdup(body), delay_ms};
+    s->script[s->nscript++] = (reply){status, xstrdup(body), delay_ms, 0, 0};
+    pthread_mutex_unlock(&s->mu);
+}
+
+void test_server_reply_raw(test_server *s, const char *bytes, size_t len)
+{
+    char *copy = xrealloc(NULL, len + 1);
+    memcpy(copy, bytes, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&s->mu);
+    if (s->nscript == s->script_cap) {
+        s->script_cap = s->script_cap ? 2 * s->script_cap : 8;
+        s->script = xrealloc(s->script, s->script_cap * sizeof *s->script);
+    }
+    s->script[s->nscript++] = (reply){200, copy, 0, len, 1};
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -371,7 +417,7 @@ void test_server_default_reply(test_server *s, int status, const char *body, int
 {
     pthread_mutex_lock(&s->mu);
     free(s->def.body);
-    s->def = (reply){status, xstrdup(body), delay_ms};
+    s->def = (reply){status, xstrdup(body), delay_ms, 0, 0};
     pthread_mutex_unlock(&s->mu);
 }
 

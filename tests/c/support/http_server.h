@@ -3,9 +3,10 @@
  * It records every request (method, target, headers, body) and answers each
  * one from a script: replies queued with test_server_reply() are used in
  * arrival order, then the default reply (200 "ok" unless changed). A reply
- * can be delayed, or never sent at all (the connection is held open until
- * the client gives up or the server stops). One thread per connection, one
- * request per connection (it answers with "Connection: close").
+ * can be delayed, never sent at all (the connection is held open until
+ * the client gives up or the server stops), or given as raw bytes (chunked,
+ * without a length, cut short). One thread per connection, one request per
+ * connection (it answers with "Connection: close").
  */
 #ifndef PN_TEST_HTTP_SERVER_H
 #define PN_TEST_HTTP_SERVER_H
@@ -18,6 +19,7 @@
 typedef struct test_server test_server;
 
 typedef struct {
+    char *head;                 /* the request line and headers, byte for byte */
     char method[16];
     char *target;               /* path and query, as sent */
     size_t nheaders;
@@ -28,15 +30,21 @@ typedef struct {
 
 /* NULL (with a message on stderr) when the server cannot start. */
 test_server *test_server_start(void);
+/* The same on another loopback address, e.g. "::1" (URL
+ * "http://[::1]:<port>"); NULL, quietly, when it cannot be bound there. */
+test_server *test_server_start_at(const char *ip);
 /* Closes every connection, joins every thread, frees all requests. */
 void test_server_stop(test_server *s);
 int test_server_port(const test_server *s);
-/* "http://127.0.0.1:<port>" */
+/* "http://127.0.0.1:<port>" (or "http://[::1]:<port>") */
 const char *test_server_url(const test_server *s);
 
 /* Queue the reply to the next unanswered request (status TEST_SERVER_HANG:
  * never answer). body may be NULL. */
 void test_server_reply(test_server *s, int status, const char *body, int delay_ms);
+/* Queue a reply sent byte for byte, after which the server closes the
+ * connection: chunked bodies, bodies without a length, cut-off replies. */
+void test_server_reply_raw(test_server *s, const char *bytes, size_t len);
 /* The reply used once the queued ones are used up. */
 void test_server_default_reply(test_server *s, int status, const char *body, int delay_ms);
 

@@ -44,7 +44,7 @@ def test_import_on_310_names_the_version(tmp_path):
          "-I" + include, "-I" + os.path.join(ROOT, "core", "include"),
          "-I" + os.path.join(ROOT, "core", "src"), "-I" + os.path.join(ROOT, "core", "gen"),
          "-I" + os.path.join(ROOT, "bindings", "python", "src"), *sources,
-         "-lprotobuf-c", "-lcurl", "-lz", "-lpthread", "-lm",
+         "-lprotobuf-c", "-lz", "-lpthread", "-lm",
          "-o", str(pkg / ("_native" + suffix))], check=True)
     r = subprocess.run([PY310, "-c", "import pyroscope"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60)
