@@ -10,7 +10,7 @@
  * the handler that was there before (the application's, faulthandler's, a
  * runtime's, or the default action), and a library that installed its own
  * handler after ours may chain to it. The fast path is used only while our
- * handler is still the installed one (pn_fault_guard_check, once per tick):
+ * handler is still the installed one (pn_fault_guard_arm, once per tick):
  * someone who replaced it expects to see every fault first, and Python's
  * faulthandler, for one, would print a fatal error for ours.
  */

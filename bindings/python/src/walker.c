@@ -105,8 +105,9 @@ struct py_walker {
     int gil_only;
     /* Set before the sampler starts (py_walker_set_line_mode). */
     int line_mode;
-    /* Sampler thread only (py_walker_after_fork runs there too). Allocated
-     * up front: the sampler thread must not allocate. */
+    /* Sampler thread only; py_walker_after_fork clears them in a forked
+     * child before its sampler thread starts. Allocated up front: the
+     * sampler thread must not allocate. */
     code_ent *cache;
     pn_frame_id *frames;        /* PY_WALKER_MAX_FRAMES, leaf first */
     uint8_t *str_raw;           /* STR_CHARS code points of up to 4 bytes */
