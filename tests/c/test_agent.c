@@ -16,13 +16,6 @@
 #include "pprof_decode.h"
 #include "pyroscope_native.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* One worker thread the walker knows: its tid and a two-frame stack. */
 static _Atomic pid_t worker_tid;
 static const char *_Atomic worker_fn = "busy_work";
@@ -293,9 +286,9 @@ static void test_stop_bounded_with_hanging_server(void)
     CHECK(a != NULL);
     struct timespec d = {0, 700 * 1000000};
     nanosleep(&d, NULL);
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     pn_agent_stop(a);
-    double took = now_s() - t0;
+    double took = pn_test_now_s() - t0;
     printf("  stop took %.2f s with a server that never answers\n", took);
     CHECK(took < 2.5);
     stop_worker(t);
@@ -362,9 +355,9 @@ static void test_fork_child_profiles_itself(void)
         /* The child: our own thread is the worker now. */
         atomic_store(&worker_fn, "child_work");
         atomic_store(&worker_tid, pn_gettid());
-        double t0 = now_s();
+        double t0 = pn_test_now_s();
         volatile double x = 0;
-        while (now_s() - t0 < 0.8)
+        while (pn_test_now_s() - t0 < 0.8)
             x += 1;
         pn_agent_stats st;
         pn_agent_get_stats(a, &st);

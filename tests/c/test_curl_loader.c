@@ -11,13 +11,6 @@
 #include "http_server.h"
 #include "pyroscope_native.h"
 
-static int64_t mono_ns_after(double s)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (int64_t)(s * 1e9);
-}
-
 static pn_upload *new_upload(void)
 {
     pn_upload *u = calloc(1, sizeof *u);
@@ -51,7 +44,7 @@ static void test_missing_libcurl(void)
     if (x) {
         pn_upload *u = new_upload();
         pn_error_clear(&e);
-        CHECK_EQ_INT(x->send(x, u, mono_ns_after(5), NULL, &e), PN_SEND_FAIL);
+        CHECK_EQ_INT(x->send(x, u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
         CHECK(strstr(e.msg, "libcurl") != NULL);
         CHECK(strstr(e.msg, url) != NULL);
         pn_upload_free(u);
@@ -82,11 +75,11 @@ static void test_missing_libcurl(void)
         CHECK(x != NULL);
         if (x) {
             pn_upload *u = new_upload();
-            CHECK_EQ_INT(x->send(x, u, mono_ns_after(5), NULL, &e), PN_SEND_OK);
+            CHECK_EQ_INT(x->send(x, u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
             CHECK_EQ_INT(test_server_count(srv), 1);
             /* ... unless it must go through libcurl. */
             pn_http_force_libcurl(1);
-            CHECK_EQ_INT(x->send(x, u, mono_ns_after(5), NULL, &e), PN_SEND_FAIL);
+            CHECK_EQ_INT(x->send(x, u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
             CHECK(strstr(e.msg, "libcurl") != NULL);
             pn_http_force_libcurl(0);
             CHECK_EQ_INT(test_server_count(srv), 1);

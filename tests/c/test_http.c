@@ -13,20 +13,6 @@
 #include "http_server.h"
 #include "pyroscope_native.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int64_t mono_ns_after(double s)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (int64_t)(s * 1e9);
-}
-
 static char app_cpu[] = "app", type_cpu[] = "cpu";
 
 /* The transport the running test forces (test thread only). */
@@ -243,7 +229,7 @@ static void test_request_shape(void)
     pn_upload u = upload_of(data, sizeof data);
     volatile int abort_flag = 0;
     pn_error_clear(&e);
-    CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), &abort_flag, &e), PN_SEND_OK);
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), &abort_flag, &e), PN_SEND_OK);
     CHECK_STR(e.msg, "");
     CHECK_EQ_INT(test_server_count(srv), 1);
     const test_request *r = test_server_request(srv, 0);
@@ -293,7 +279,7 @@ static void test_no_auth_no_tenant(void)
     if (x) {
         uint8_t data[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
         pn_upload u = upload_of(data, sizeof data);
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_OK);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
         const test_request *r = test_server_request(srv, 0);
         CHECK(r != NULL);
         if (r) {
@@ -336,7 +322,7 @@ static void test_status_mapping(void)
         pn_upload u = upload_of(data, sizeof data);
         for (size_t i = 0; i < n; i++) {
             pn_error_clear(&e);
-            pn_send_result r = x->send(x, &u, mono_ns_after(5), NULL, &e);
+            pn_send_result r = x->send(x, &u, pn_test_deadline_ns(5), NULL, &e);
             CHECK_EQ_INT(r, cases[i].want);
             if (cases[i].want != PN_SEND_OK) {
                 char status[8];
@@ -371,7 +357,7 @@ static void test_error_body_sanitized(void)
     if (x) {
         uint8_t data[4] = {1, 2, 3, 4};
         pn_upload u = upload_of(data, sizeof data);
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_FAIL);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
         CHECK(strstr(e.msg, "line one line two end") != NULL);
         int printable = 1;
         for (const char *p = e.msg; *p; p++)
@@ -400,9 +386,9 @@ static void test_no_answer_until_deadline(void)
         uint8_t data[4] = {1, 2, 3, 4};
         pn_upload u = upload_of(data, sizeof data);
         volatile int abort_flag = 0;
-        double t0 = now_s();
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(0.3), &abort_flag, &e), PN_SEND_RETRY);
-        double took = now_s() - t0;
+        double t0 = pn_test_now_s();
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(0.3), &abort_flag, &e), PN_SEND_RETRY);
+        double took = pn_test_now_s() - t0;
         CHECK(took >= 0.25);
         CHECK(took < 2.0);
         CHECK_EQ_INT(e.code, PN_EIO);
@@ -414,9 +400,9 @@ static void test_no_answer_until_deadline(void)
         x = pn_http_exporter_new(&o, &e);
         CHECK(x != NULL);
         if (x) {
-            t0 = now_s();
-            CHECK_EQ_INT(x->send(x, &u, mono_ns_after(30), &abort_flag, &e), PN_SEND_RETRY);
-            took = now_s() - t0;
+            t0 = pn_test_now_s();
+            CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(30), &abort_flag, &e), PN_SEND_RETRY);
+            took = pn_test_now_s() - t0;
             CHECK(took >= 0.25);
             CHECK(took < 2.0);
             x->destroy(x);
@@ -438,7 +424,7 @@ static void test_deadline_already_passed(void)
     if (x) {
         uint8_t data[4] = {1, 2, 3, 4};
         pn_upload u = upload_of(data, sizeof data);
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(-1), NULL, &e), PN_SEND_RETRY);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(-1), NULL, &e), PN_SEND_RETRY);
         CHECK(strstr(e.msg, "deadline") != NULL);
         CHECK_EQ_INT(test_server_count(srv), 0);
         x->destroy(x);
@@ -461,9 +447,9 @@ static void test_closed_port(void)
     uint8_t data[4] = {1, 2, 3, 4};
     pn_upload u = upload_of(data, sizeof data);
     pn_error_clear(&e);
-    double t0 = now_s();
-    CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_RETRY);
-    CHECK(now_s() - t0 < 2.0);
+    double t0 = pn_test_now_s();
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
+    CHECK(pn_test_now_s() - t0 < 2.0);
     CHECK_EQ_INT(e.code, PN_EIO);
     CHECK(strstr(e.msg, url) != NULL);
     x->destroy(x);
@@ -500,9 +486,9 @@ static void test_abort_from_other_thread(void)
         aborter a = {&flag, 200};
         pthread_t t;
         CHECK_EQ_INT(pthread_create(&t, NULL, abort_later, &a), 0);
-        double t0 = now_s();
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(10), &flag, &e), PN_SEND_RETRY);
-        double took = now_s() - t0;
+        double t0 = pn_test_now_s();
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), &flag, &e), PN_SEND_RETRY);
+        double took = pn_test_now_s() - t0;
         pthread_join(t, NULL);
         CHECK(took >= 0.15);
         CHECK(took < 1.0);
@@ -538,7 +524,7 @@ static void test_header_override(void)
     if (x) {
         uint8_t data[3] = {1, 2, 3};
         pn_upload u = upload_of(data, sizeof data);
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_OK);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
         const test_request *r = test_server_request(srv, 0);
         CHECK(r != NULL);
         if (r) {
@@ -575,7 +561,7 @@ static void test_address_credentials(void)
     if (x) {
         uint8_t data[3] = {1, 2, 3};
         pn_upload u = upload_of(data, sizeof data);
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_OK);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
         const test_request *r = test_server_request(srv, 0);
         CHECK(r != NULL);
         if (r) {
@@ -584,7 +570,7 @@ static void test_address_credentials(void)
             CHECK(strncmp(r->target, "/ingest?", 8) == 0);
             check_transport(r);
         }
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_FAIL);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
         CHECK(strstr(e.msg, test_server_url(srv)) != NULL);
         CHECK(strstr(e.msg, "p%3Aw") == NULL && strstr(e.msg, "us%40er") == NULL);
         x->destroy(x);
@@ -609,7 +595,7 @@ static void test_large_profile(void)
     if (x) {
         fill_payload(data, n);
         pn_upload u = upload_of(data, n);
-        CHECK_EQ_INT(x->send(x, &u, mono_ns_after(30), NULL, &e), PN_SEND_OK);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(30), NULL, &e), PN_SEND_OK);
         const test_request *r = test_server_request(srv, 0);
         CHECK(r != NULL);
         if (r)
@@ -663,10 +649,10 @@ static void test_queue_retry_and_stop(void)
     }
     /* 503, 502, 200 for the first; 400 for the second; the third hangs. */
     CHECK_EQ_INT(test_server_wait(srv, 5, pn_test_timing_strict() ? 10 : 60), 5);
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     pn_queue_stats st;
     pn_queue_stop_stats(q, 0.2, &st);
-    double took = now_s() - t0;
+    double took = pn_test_now_s() - t0;
     if (pn_test_timing_strict())
         CHECK(took < 1.5);
     CHECK_EQ_INT(st.uploads_ok, 1);
@@ -694,7 +680,7 @@ static void test_https_goes_to_libcurl(void)
     pn_upload u = upload_of(data, sizeof data);
     /* The built-in client would call https a permanent failure; libcurl
      * tries to connect and is refused, which is worth a retry. */
-    CHECK_EQ_INT(x->send(x, &u, mono_ns_after(5), NULL, &e), PN_SEND_RETRY);
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
     CHECK_EQ_INT(e.code, PN_EIO);
     CHECK(strstr(e.msg, url) != NULL);
     CHECK(strstr(e.msg, "onnect") != NULL);
@@ -726,7 +712,7 @@ static int route_of(const char *address, test_server *proxy, test_server *direct
         return -1;
     uint8_t data[2] = {1, 2};
     pn_upload u = upload_of(data, sizeof data);
-    pn_send_result r = x->send(x, &u, mono_ns_after(5), NULL, &e);
+    pn_send_result r = x->send(x, &u, pn_test_deadline_ns(5), NULL, &e);
     x->destroy(x);
     if (r != PN_SEND_OK) {
         fprintf(stderr, "  upload to %s: %s\n", address, e.msg);

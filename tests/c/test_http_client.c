@@ -12,28 +12,14 @@
 #include "http_client.h"
 #include "http_server.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int64_t mono_ns_after(double s)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (int64_t)(s * 1e9);
-}
-
 /* POST `body` to url with the given headers, `timeout_s` for everything. */
 static int post(const char *url, const pn_label *h, size_t nh, const char *body, double timeout_s,
                 int (*stop)(void *), void *ud, pn_http_reply *rp, pn_error *e)
 {
     struct iovec iov = {(void *)body, body ? strlen(body) : 0};
     pn_http_request rq = {.url = url, .headers = h, .nheaders = nh, .body = &iov, .nbody = body ? 1 : 0,
-                          .connect_deadline_ns = mono_ns_after(timeout_s),
-                          .deadline_ns = mono_ns_after(timeout_s), .stop = stop, .stop_ud = ud};
+                          .connect_deadline_ns = pn_test_deadline_ns(timeout_s),
+                          .deadline_ns = pn_test_deadline_ns(timeout_s), .stop = stop, .stop_ud = ud};
     pn_error_clear(e);
     return pn_http_post(&rq, rp, e);
 }
@@ -211,9 +197,9 @@ static void test_connection_refused(void)
     snprintf(url, sizeof url, "http://127.0.0.1:%d/ingest", port);
     pn_http_reply rp;
     pn_error e;
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     CHECK_EQ_INT(post(url, NULL, 0, "x", 5, NULL, NULL, &rp, &e), -1);
-    CHECK(now_s() - t0 < 2.0);
+    CHECK(pn_test_now_s() - t0 < 2.0);
     CHECK_EQ_INT(rp.failure, PN_HTTP_FAIL_NET);
     char want[128];
     snprintf(want, sizeof want, "connecting to 127.0.0.1 port %d: Connection refused", port);
@@ -231,9 +217,9 @@ static void test_never_answers(void)
     test_server_default_reply(srv, TEST_SERVER_HANG, NULL, 0);
     pn_http_reply rp;
     pn_error e;
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     CHECK_EQ_INT(post(test_server_url(srv), NULL, 0, "x", 0.3, NULL, NULL, &rp, &e), -1);
-    double took = now_s() - t0;
+    double took = pn_test_now_s() - t0;
     CHECK(took >= 0.25);
     if (pn_test_timing_strict())
         CHECK(took < 1.0);
@@ -270,9 +256,9 @@ static void test_stop_callback(void)
     CHECK_EQ_INT(pthread_create(&t, NULL, stop_later, &s), 0);
     pn_http_reply rp;
     pn_error e;
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     CHECK_EQ_INT(post(test_server_url(srv), NULL, 0, "x", 10, stop_flag, &s, &rp, &e), -1);
-    double took = now_s() - t0;
+    double took = pn_test_now_s() - t0;
     pthread_join(t, NULL);
     CHECK(took >= 0.15);
     if (pn_test_timing_strict())
@@ -396,7 +382,7 @@ static void test_large_body(void)
         big[i] = (uint8_t)(i * 131 + (i >> 13));
     struct iovec iov[4] = {{(void *)"head-", 5}, {big, n / 2}, {NULL, 0}, {big + n / 2, n - n / 2}};
     pn_http_request rq = {.url = test_server_url(srv), .body = iov, .nbody = 4,
-                          .connect_deadline_ns = mono_ns_after(5), .deadline_ns = mono_ns_after(30)};
+                          .connect_deadline_ns = pn_test_deadline_ns(5), .deadline_ns = pn_test_deadline_ns(30)};
     pn_http_reply rp;
     pn_error e;
     CHECK_EQ_INT(pn_http_post(&rq, &rp, &e), 0);

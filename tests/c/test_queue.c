@@ -16,13 +16,6 @@
 #include "http_server.h"
 #include "pyroscope_native.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---------------------------------------------------------- log capture */
 
 #define LOG_MAX 256
@@ -159,8 +152,8 @@ static void fake_init(fake *f, const char *name)
 
 static int wait_int(atomic_int *v, int want, double timeout_s)
 {
-    double end = now_s() + timeout_s;
-    while (atomic_load(v) != want && now_s() < end)
+    double end = pn_test_now_s() + timeout_s;
+    while (atomic_load(v) != want && pn_test_now_s() < end)
         usleep(1000);
     return atomic_load(v) == want;
 }
@@ -313,11 +306,11 @@ static void test_flush_waits_for_completion(void)
     if (!q)
         return;
     CHECK_EQ_INT(pn_queue_flush(q, 0), 0); /* nothing queued */
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     for (int i = 0; i < 3; i++)
         pn_queue_push(q, make_upload("app", i, 10));
     CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
-    CHECK(now_s() - t0 >= 0.25);
+    CHECK(pn_test_now_s() - t0 >= 0.25);
     /* Done means sent, including the last one in flight, and counted. */
     CHECK_EQ_INT(atomic_load(&f.calls), 3);
     pn_queue_stats st;
@@ -341,9 +334,9 @@ static void test_flush_times_out(void)
     if (q) {
         pn_queue_push(q, make_upload("A", 1, 10));
         pn_queue_push(q, make_upload("B", 2, 10));
-        double t0 = now_s();
+        double t0 = pn_test_now_s();
         CHECK_EQ_INT(pn_queue_flush(q, 0.2), -1);
-        double took = now_s() - t0;
+        double took = pn_test_now_s() - t0;
         CHECK(took >= 0.15 && took < 1.5);
         CHECK_EQ_INT(write(gate[1], "x", 1), 1);
         CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
@@ -368,9 +361,9 @@ static void test_flush_cuts_backoff(void)
     if (q) {
         pn_queue_push(q, make_upload("app", 1700000000, 10));
         CHECK_EQ_INT(test_server_wait(srv, 1, 2), 1);
-        double t0 = now_s();
+        double t0 = pn_test_now_s();
         CHECK_EQ_INT(pn_queue_flush(q, 3), 0);
-        CHECK(now_s() - t0 < 2.0);
+        CHECK(pn_test_now_s() - t0 < 2.0);
         pn_queue_stats st;
         pn_queue_get_stats(q, &st);
         CHECK_EQ_INT(st.uploads_ok, 1);
@@ -394,9 +387,9 @@ static void test_stop_bounded_when_server_hangs(void)
         for (int i = 0; i < 3; i++)
             pn_queue_push(q, make_upload("app", 1700000000 + 10 * i, 10));
         CHECK_EQ_INT(test_server_wait(srv, 1, 2), 1);
-        double t0 = now_s();
+        double t0 = pn_test_now_s();
         pn_queue_stop(q, 0.5);
-        double took = now_s() - t0;
+        double took = pn_test_now_s() - t0;
         CHECK(took >= 0.45);
         CHECK(took < 2.0);
         CHECK(logged(PN_LOG_WARN, "2 queued uploads dropped", NULL));
@@ -414,9 +407,9 @@ typedef struct {
 static void *flush_thread(void *arg)
 {
     flush_call *c = arg;
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     c->rc = pn_queue_flush(c->q, 10);
-    c->took = now_s() - t0;
+    c->took = pn_test_now_s() - t0;
     return NULL;
 }
 
@@ -440,9 +433,9 @@ static void test_stop_while_another_thread_flushes(void)
         pthread_t t;
         CHECK_EQ_INT(pthread_create(&t, NULL, flush_thread, &c), 0);
         usleep(50 * 1000); /* stop's own 0.3 s flush leaves it ample time to start */
-        double t0 = now_s();
+        double t0 = pn_test_now_s();
         pn_queue_stop(q, 0.3);
-        CHECK(now_s() - t0 < 2.0);
+        CHECK(pn_test_now_s() - t0 < 2.0);
         pthread_join(t, NULL);
         CHECK_EQ_INT(c.rc, -1);
         CHECK(c.took < 2.0);

@@ -11,13 +11,6 @@
 #include "check.h"
 #include "pyroscope_native.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Threads the test walker knows about, each with a one-frame "stack". */
 typedef struct {
     _Atomic pid_t tid;
@@ -109,12 +102,12 @@ static void test_rate_accuracy(void)
     pn_sampler_opts o = {.hz = 200, .oncpu = 1};
     pn_sampler *s = pn_sampler_new(st, &o, walker, NULL, NULL);
     atomic_store(&walks, 0);
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     CHECK_EQ_INT(pn_sampler_start(s, NULL), 0);
     struct timespec two = {2, 0};
     nanosleep(&two, NULL);
     pn_sampler_stop(s);
-    double elapsed = now_s() - t0;
+    double elapsed = pn_test_now_s() - t0;
     pn_sampler_stats stats;
     pn_sampler_get_stats(s, &stats);
     /* Ticks that ran plus deadlines folded into late ticks cover the time. */
@@ -187,10 +180,10 @@ static void test_stop_is_prompt_at_low_rate(void)
     pn_sampler_opts o = {.hz = 0.5, .oncpu = 1};
     pn_sampler *s = pn_sampler_new(st, &o, walker, NULL, NULL);
     pn_sampler_start(s, NULL);
-    double t0 = now_s();
+    double t0 = pn_test_now_s();
     pn_sampler_stop(s);
     pn_sampler_stop(s); /* idempotent */
-    CHECK(now_s() - t0 < 0.5);
+    CHECK(pn_test_now_s() - t0 < 0.5);
     pn_sampler_free(s);
     pn_store_free(st);
 
@@ -226,14 +219,14 @@ static void test_fork_child_samples(void)
         known[0].fn = "child";
         atomic_store(&known[0].tid, pn_gettid());
         int need = pn_test_timing_strict() ? 30 : 1;
-        double t0 = now_s();
+        double t0 = pn_test_now_s();
         volatile double x = 0;
         pn_sampler_stats cs;
         do {
             for (int k = 0; k < 100000; k++)
                 x += 1;
             pn_sampler_get_stats(s, &cs);
-        } while (now_s() - t0 < 0.5 || (cs.samples < (uint64_t)need && now_s() - t0 < 10));
+        } while (pn_test_now_s() - t0 < 0.5 || (cs.samples < (uint64_t)need && pn_test_now_s() - t0 < 10));
         pn_sampler_stop(s);
         pn_period *p = pn_store_swap(st, 1);
         int64_t child = total_for(p, "child", 1, NULL);

@@ -33,3 +33,17 @@ int pn_test_run(const char *suite, const pn_test_case *cases, size_t n)
     printf("%s: %d passed, %d failed\n", suite, passed, failed);
     return failed ? 1 : 0;
 }
+
+double pn_test_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int64_t pn_test_deadline_ns(double s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + (int64_t)(s * 1e9);
+}

@@ -4,6 +4,7 @@
 #ifndef PN_CHECK_H
 #define PN_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,6 +49,11 @@ typedef struct {
  * threads are serialised there, so timing-based checks keep only their
  * functional half. */
 int pn_test_timing_strict(void);
+
+/* CLOCK_MONOTONIC now, in seconds; and as nanoseconds s seconds from now
+ * (the deadlines the exporters take). */
+double pn_test_now_s(void);
+int64_t pn_test_deadline_ns(double s);
 
 int pn_test_run(const char *suite, const pn_test_case *cases, size_t n);
 
