@@ -14,20 +14,30 @@ if sys.version_info < (3, 11):
     sys.exit("pyroscope-native supports CPython 3.11, 3.12 and 3.13; this is %d.%d"
              % sys.version_info[:2])
 
-sources = sorted(glob.glob("core/src/*.c") + glob.glob("core/gen/*.c")
-                 + glob.glob("bindings/python/src/*.c"))
+CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow",
+          "-Wvla", "-fvisibility=hidden"]
+
+# The shared core and the report library, built first as one static
+# library with their private include paths. The binding below sees only
+# core/include: it cannot reach a core-private header.
+core = ("pyroscope_core", {
+    "sources": sorted(glob.glob("core/src/*/*.c") + glob.glob("core/report/*.c")
+                      + glob.glob("core/gen/*.c")),
+    "include_dirs": ["core/include", "core/src", "core/report", "core/gen"],
+    "cflags": CFLAGS,
+})
 
 native = Extension(
     "pyroscope._native",
-    sources=sources,
-    include_dirs=["core/include", "core/src", "core/gen", "bindings/python/src"],
+    sources=sorted(glob.glob("bindings/python/src/*.c")),
+    include_dirs=["core/include", "bindings/python/src"],
     # No libcurl: it is dlopen'ed only for https:// or proxied uploads
-    # (core/src/curl_loader.c); its headers are still needed to build.
-    libraries=["protobuf-c", "z", "pthread", "m"],
-    extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror",
-                        "-Wshadow", "-Wvla", "-fvisibility=hidden"],
-    depends=sorted(glob.glob("core/include/*.h") + glob.glob("core/src/*.h")
-                   + glob.glob("core/gen/*.h") + glob.glob("bindings/python/src/*.h")),
+    # (core/src/export/curl_loader.c); its headers are still needed to build.
+    libraries=["pyroscope_core", "protobuf-c", "z", "pthread", "m"],
+    extra_compile_args=CFLAGS,
+    depends=sorted(glob.glob("core/include/*.h") + glob.glob("core/src/*/*.[ch]")
+                   + glob.glob("core/report/*.[ch]") + glob.glob("core/gen/*.[ch]")
+                   + glob.glob("bindings/python/src/*.h")),
 )
 
 setup(
@@ -38,6 +48,7 @@ setup(
     python_requires=">=3.11",
     package_dir={"": "bindings/python"},
     packages=["pyroscope"],
+    libraries=[core],
     ext_modules=[native],
     extras_require={"otel": ["opentelemetry-sdk>=1.20"]},
     entry_points={"console_scripts": ["pyroscope-native=pyroscope.cli:main"]},

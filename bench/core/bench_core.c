@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "pyroscope_native.h"
+#include "aggregation/store.h"
+#include "encoding/pprof.h"
 
 #define REPS 7          /* repetitions per measurement; the median is shown */
 #define ENCODE_REPS 5

@@ -70,33 +70,19 @@ int pn_log_level_parse(const char *s, int *out);
  * another thread may free or move underneath them. Any thread, lock-free. */
 int pn_safe_read(void *dst, const void *addr, size_t n);
 
-/* The fast path of pn_safe_read (fault_guard.c): plain loads, with a
- * SIGSEGV/SIGBUS handler that turns a fault inside a guarded copy into a
- * failed read and passes every other fault on to the handler it replaced.
- * install: control threads; installs the handler once per process (it is
- * never removed; later calls do nothing). arm: per calling thread, 1 to
- * use the fast path from now on if our handler is still the installed one
- * (returns whether it is; the sampler re-arms every tick), 0 for syscall
- * reads. copy: any thread; -1 when a byte of [src, src+n) is unreadable. */
-int pn_fault_guard_install(pn_error *e);
-int pn_fault_guard_arm(int on);
-int pn_fault_guard_armed(void);
-int pn_fault_guard_copy(void *dst, const void *src, size_t n);
 
-/* ----------------------------------------------------------------- epoch */
+/* ------------------------------------------------------ page-backed tables */
 
-/* The sampling thread brackets each tick with enter/exit. Other threads use
- * the counter to know when the sampler can no longer hold a pointer it loaded
- * before some moment (label-set reclamation, store swaps). One sampling
- * thread at a time. */
-void pn_epoch_enter(void);
-void pn_epoch_exit(void);
-uint64_t pn_epoch_now(void);
-/* True once no tick that was running at `seen` (a value of pn_epoch_now())
- * can still be running. */
-int pn_epoch_passed(uint64_t seen);
-/* Wait (sleeping in 100 us steps) until pn_epoch_passed(seen). */
-void pn_epoch_wait(uint64_t seen);
+/* Zeroed tables taken from the kernel with mmap, reserved for their maximum
+ * and costing RAM only where written; clearing hands the pages back. Each
+ * ends below a PROT_NONE guard page. For caches a walker sizes up front
+ * (support/pages.h says why not malloc). No locks; not for a signal handler.
+ * new: NULL when the address space cannot be reserved. clear: zero the
+ * first `used` bytes (all that were written) and give their pages back. */
+void *pn_pages_new(size_t bytes);
+void pn_pages_free(void *p, size_t bytes);
+void pn_pages_clear(void *p, size_t used);
+size_t pn_pages_resident(const void *p, size_t bytes);
 
 /* --------------------------------------------------------------- symbols */
 
@@ -137,10 +123,6 @@ int pn_symbols_frame_get(const pn_symbols *s, pn_frame_id f, uint32_t *name_sid,
 uint32_t pn_symbols_frame_count(const pn_symbols *s);
 uint32_t pn_symbols_string_count(const pn_symbols *s);
 uint64_t pn_symbols_dropped(const pn_symbols *s);
-/* Added for memory accounting (issue 4): bytes of s's tables resident in
- * RAM now (they are reserved for their maximum but cost RAM only where
- * written). For stats and tests; any thread that may read s. */
-size_t pn_symbols_resident_bytes(const pn_symbols *s);
 
 /* ---------------------------------------------------------------- labels */
 
@@ -196,93 +178,13 @@ int pn_labels_thread_remove(const char *key, const char *value, pn_error *e);
 void pn_labels_set_current(const pn_labelset *ls);
 /* The calling thread's set, borrowed. */
 const pn_labelset *pn_labels_current(void);
-/* Sampler side, between pn_epoch_enter/exit: the set of kernel thread `tid`
- * (the empty set when it has none); stays valid until the store period it
- * is recorded in has been encoded. Lock-free. */
-const pn_labelset *pn_labels_of_thread(pid_t tid);
-/* Free sets that no thread holds and no live period uses. `live_period` is
- * the sequence number of the oldest period that may still reference sets.
- * Exporter thread. */
-void pn_labels_collect(uint64_t live_period);
-/* Mark ls as used by period `period_seq` (store writer). */
-void pn_labelset_mark_used(const pn_labelset *ls, uint64_t period_seq);
 
 /* ----------------------------------------------------------------- store */
 
-#define PN_MAX_VALUES 4
-
-typedef struct {
-    uint32_t max_stacks;        /* distinct stacks per period (default 16384) */
-    uint32_t max_samples;       /* distinct (stack, labels, thread) (default 2*max_stacks) */
-    uint32_t max_depth;         /* frames per stack, cut marked (default 128) */
-    size_t symbol_bytes;        /* string bytes per period (default 2 MiB) */
-    uint32_t max_frames;        /* distinct frames per period (default 65536) */
-    int nvalues;                /* values per sample, 1..PN_MAX_VALUES */
-} pn_store_limits;
-
-void pn_store_limits_default(pn_store_limits *l);
-
-typedef struct pn_store pn_store;
-typedef struct pn_period pn_period;
-
-/* A read-only view of one aggregated sample of a swapped-out period. */
-typedef struct {
-    const pn_frame_id *frames;  /* leaf first */
-    uint32_t depth;
-    const pn_labelset *labels;
-    uint64_t tid;               /* 0 when not reported */
-    uint32_t thread_name;       /* string id, PN_STR_EMPTY when not reported */
-    const int64_t *values;      /* nvalues entries */
-} pn_sample_view;
-
-typedef struct {
-    uint64_t samples_added;     /* pn_period_add calls that landed */
-    uint64_t overflow_samples;  /* of those, folded into [overflow] */
-    uint64_t truncated_stacks;  /* cut at max_depth */
-    uint64_t symbols_dropped;
-} pn_period_stats;
-
-pn_store *pn_store_new(const pn_store_limits *l, pn_error *e);
-void pn_store_free(pn_store *s);
-const pn_store_limits *pn_store_get_limits(const pn_store *s);
-
-/* Writer (one thread at a time; the sampler): begin enters the epoch and
- * returns the active period; end leaves it. No allocation, no locks. */
-pn_period *pn_store_write_begin(pn_store *s);
-void pn_store_write_end(pn_store *s);
-
-/* Exporter: make a fresh period active, wait until the writer has left the
- * old one, and return it. `now_ns` is CLOCK_REALTIME and becomes the old
- * period's end and the new one's start. Then read it and give it back with
- * pn_store_recycle before the next swap. */
-pn_period *pn_store_swap(pn_store *s, int64_t now_ns);
-void pn_store_recycle(pn_store *s, pn_period *p);
-/* After fork in the child: empty both periods (no writer exists). */
-void pn_store_reset(pn_store *s, int64_t now_ns);
-
-pn_symbols *pn_period_symbols(pn_period *p);
-const pn_symbols *pn_period_symbols_const(const pn_period *p);
-/* Add one sample. frames are leaf first; stacks deeper than max_depth keep
- * the max_depth-1 leaf-most frames plus [truncated] at the root end.
- * labels may be NULL (empty). values has nvalues entries. */
-void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
-                   const pn_labelset *labels, uint64_t tid, uint32_t thread_name,
-                   const int64_t *values);
-size_t pn_period_sample_count(const pn_period *p);
-void pn_period_sample(const pn_period *p, size_t i, pn_sample_view *out);
-int pn_period_nvalues(const pn_period *p);
-int64_t pn_period_start_ns(const pn_period *p);
-int64_t pn_period_end_ns(const pn_period *p);
-uint64_t pn_period_seq(const pn_period *p);
-void pn_period_get_stats(const pn_period *p, pn_period_stats *out);
-/* Added for memory accounting (issue 4): bytes of both periods' tables
- * (symbols included) resident in RAM now. Any thread (a page-table query;
- * it reads no table contents). */
-size_t pn_store_resident_bytes(const pn_store *s);
+#define PN_MAX_VALUES 4 /* values per sample */
 
 /* --------------------------------------------------------------- sampler */
 
-typedef struct pn_sampler pn_sampler;
 typedef struct pn_tick pn_tick;
 
 /* Called once per tick on the sampler thread. It must not allocate, lock
@@ -297,29 +199,6 @@ typedef struct {
     int report_thread_name;
     int fault_guard;            /* read stacks through the fault guard */
 } pn_sampler_opts;
-
-typedef struct {
-    uint64_t ticks;
-    uint64_t missed_ticks;      /* deadlines skipped because a tick overran */
-    uint64_t samples;
-    uint64_t idle_skipped;      /* threads skipped by on-CPU mode */
-    uint64_t syscall_ticks;     /* ticks read without the fault guard */
-    int64_t sampler_cpu_ns;     /* CPU used by the sampler thread itself */
-} pn_sampler_stats;
-
-pn_sampler *pn_sampler_new(pn_store *store, const pn_sampler_opts *o,
-                           pn_walker_fn walker, void *ctx, pn_error *e);
-int pn_sampler_start(pn_sampler *s, pn_error *e);
-/* Stops and joins the thread (bounded by one tick). Idempotent. */
-void pn_sampler_stop(pn_sampler *s);
-void pn_sampler_free(pn_sampler *s);
-void pn_sampler_get_stats(const pn_sampler *s, pn_sampler_stats *out);
-/* Fork support (called by the agent's pthread_atfork handlers; exposed for
- * tests). prepare parks the thread between ticks; parent resumes it; child
- * forgets the dead thread, resets its state and starts a new one. */
-void pn_sampler_fork_prepare(pn_sampler *s);
-void pn_sampler_fork_parent(pn_sampler *s);
-void pn_sampler_fork_child(pn_sampler *s);
 
 /* Walker API, valid only inside the walker callback. */
 pn_symbols *pn_tick_symbols(pn_tick *t);
@@ -356,136 +235,6 @@ void pn_thread_names_clear(void);
 /* CPU time of kernel thread tid of this process, ns; -1 if unreadable. */
 int64_t pn_thread_cpu_ns(pid_t tid);
 pid_t pn_gettid(void);
-
-/* ----------------------------------------------------------------- pprof */
-
-typedef struct {
-    const char *type;
-    const char *unit;
-} pn_value_type;
-
-typedef struct {
-    pn_value_type sample_types[PN_MAX_VALUES];  /* one per period value */
-    pn_value_type period_type;
-    int64_t period;             /* e.g. 1e9/hz for cpu */
-    const pn_label *extra_labels; /* added to every sample (e.g. pid) */
-    size_t n_extra;
-    size_t max_samples;         /* per profile, default 16000 */
-    size_t max_bytes;           /* uncompressed per profile, default 4 MiB */
-} pn_encode_opts;
-
-void pn_encode_opts_default(pn_encode_opts *o);
-
-/* Receives each encoded profile (gzip) in turn; return 0 to continue. */
-typedef int (*pn_profile_sink)(void *ud, const uint8_t *gz, size_t len,
-                               size_t nsamples);
-
-/* Encode a swapped-out period into one or more gzip'ed pprof profiles,
- * splitting so each respects max_samples and max_bytes. Samples whose values
- * are all zero are skipped. Exporter thread. Returns the number of profiles
- * emitted, or -1. */
-int pn_pprof_encode(const pn_period *p, const pn_encode_opts *o,
-                    pn_profile_sink sink, void *ud, pn_error *e);
-
-/* gzip a buffer (deflate.c: fast, about zlib level 1's size). *out is
- * malloc'ed. */
-int pn_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
-            pn_error *e);
-/* gunzip (or pass through data that is not gzip); *out is malloc'ed. */
-int pn_gunzip(const uint8_t *in, size_t len, size_t max_out, uint8_t **out,
-              size_t *out_len, pn_error *e);
-
-/* ------------------------------------------------------------- exporters */
-
-/* One encoded profile on its way out. Owned by the exporter queue. */
-typedef struct {
-    char *app_name;             /* application name (no tags) */
-    char *profile_type;         /* "cpu" or "wall": file names, logs */
-    int64_t from_s, until_s;    /* unix seconds */
-    uint32_t sample_rate;       /* Hz */
-    uint8_t *data;              /* gzip'ed pprof */
-    size_t len;
-    uint32_t part;              /* index when a period was split */
-} pn_upload;
-
-typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL } pn_send_result;
-
-/* One destination. send() runs on the exporter thread only; it must give
- * up by `deadline_ns` (CLOCK_MONOTONIC) and when *abort becomes non-zero. */
-typedef struct pn_exporter {
-    const char *name;
-    pn_send_result (*send)(struct pn_exporter *self, const pn_upload *u,
-                           int64_t deadline_ns, const volatile int *abort,
-                           pn_error *e);
-    void (*destroy)(struct pn_exporter *self);
-} pn_exporter;
-
-typedef struct {
-    const char *server_address; /* http(s)://host[:port][/prefix] */
-    const char *app_name;
-    const pn_label *tags;       /* global tags, go into name={...} */
-    size_t ntags;
-    const char *spy_name;
-    const char *basic_auth_user;
-    const char *basic_auth_password;
-    const char *tenant_id;
-    const pn_label *headers;    /* extra HTTP headers (key = header name) */
-    size_t nheaders;
-    double connect_timeout_s;   /* default 5 */
-    double timeout_s;           /* whole request, default 10 */
-} pn_http_opts;
-
-/* http:// addresses are sent by a built-in HTTP/1.1 client; libcurl is
- * loaded (dlopen, on the exporter thread, at first need) only for https://
- * addresses and when http_proxy/HTTP_PROXY/all_proxy/ALL_PROXY is set and
- * no_proxy/NO_PROXY does not name the host. A libcurl that cannot be
- * loaded fails those uploads (PN_SEND_FAIL, message naming libcurl). */
-pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e);
-/* Added for issue 4, for tests only: non-zero sends http:// uploads through
- * libcurl too, so both transports stay tested. Any thread; read at each
- * send. */
-void pn_http_force_libcurl(int on);
-/* Builds the ingest URL for u (exposed for tests). *url is malloc'ed. */
-int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url,
-                       pn_error *e);
-
-pn_exporter *pn_folder_exporter_new(const char *dir, pn_error *e);
-
-typedef struct {
-    size_t queue_capacity;      /* uploads held; default 16 */
-    int max_attempts;           /* per upload and exporter; default 4 */
-    double backoff_initial_s;   /* default 0.5, doubles, +-25% jitter */
-    double backoff_max_s;       /* default 8 */
-} pn_queue_opts;
-
-typedef struct {
-    uint64_t uploads_ok;
-    uint64_t uploads_failed;    /* gave up after retries or a 4xx */
-    uint64_t uploads_dropped;   /* queue full (oldest dropped) or stop timeout */
-    uint64_t retries;
-    uint64_t bytes_sent;
-} pn_queue_stats;
-
-/* The exporter thread: a bounded queue in front of one or more exporters. */
-typedef struct pn_queue pn_queue;
-pn_queue *pn_queue_new(const pn_queue_opts *o, pn_exporter **exporters, size_t n,
-                       pn_error *e);
-/* Takes ownership of u (and its buffers). Never blocks on the network: a
- * full queue drops its oldest entry, counted. Any thread. */
-void pn_queue_push(pn_queue *q, pn_upload *u);
-/* Wait until everything queued so far was sent or given up, at most
- * timeout_s. Returns 0 when drained, -1 on timeout. */
-int pn_queue_flush(pn_queue *q, double timeout_s);
-/* Flush for at most timeout_s, abort whatever is in flight, join, free.
- * The exporters are destroyed too. */
-void pn_queue_stop(pn_queue *q, double timeout_s);
-/* The same, also returning the counters as they were at the end. */
-void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final);
-void pn_queue_get_stats(pn_queue *q, pn_queue_stats *out);
-void pn_queue_fork_prepare(pn_queue *q);
-void pn_queue_fork_parent(pn_queue *q);
-void pn_queue_fork_child(pn_queue *q);
-void pn_upload_free(pn_upload *u);
 
 /* ---------------------------------------------------------------- config */
 
@@ -536,6 +285,25 @@ int pn_config_validate(const pn_config *c, pn_error *e);
 /* The list of setting names, NULL-terminated (for bindings' keyword checks). */
 const char *const *pn_config_names(void);
 
+/* ----------------------------------------------------------------- stats */
+
+typedef struct {
+    uint64_t ticks;
+    uint64_t missed_ticks;      /* deadlines skipped because a tick overran */
+    uint64_t samples;
+    uint64_t idle_skipped;      /* threads skipped by on-CPU mode */
+    uint64_t syscall_ticks;     /* ticks read without the fault guard */
+    int64_t sampler_cpu_ns;     /* CPU used by the sampler thread itself */
+} pn_sampler_stats;
+
+typedef struct {
+    uint64_t uploads_ok;
+    uint64_t uploads_failed;    /* gave up after retries or a 4xx */
+    uint64_t uploads_dropped;   /* queue full (oldest dropped) or stop timeout */
+    uint64_t retries;
+    uint64_t bytes_sent;
+} pn_queue_stats;
+
 /* ----------------------------------------------------------------- agent */
 
 typedef struct pn_agent pn_agent;
@@ -571,24 +339,6 @@ void pn_agent_stop(pn_agent *a);
 void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final);
 void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out);
 const pn_config *pn_agent_config(const pn_agent *a);
-
-/* --------------------------------------------------------------- reports */
-
-/* A merged view of one or more pprof files: stacks (root first, function
- * names only) with their first sample value summed. */
-typedef struct pn_report pn_report;
-
-pn_report *pn_report_new(void);
-void pn_report_free(pn_report *r);
-/* Add a .pb/.pb.gz profile, or every such file in a folder. */
-int pn_report_add_path(pn_report *r, const char *path, pn_error *e);
-int pn_report_add_buffer(pn_report *r, const uint8_t *data, size_t len, pn_error *e);
-size_t pn_report_profiles(const pn_report *r);
-/* Write a self-contained interactive flame graph (no network). */
-int pn_report_write_html(const pn_report *r, const char *title, const char *out_path,
-                         pn_error *e);
-/* Print the top n functions by self and total value. */
-int pn_report_write_top(const pn_report *r, FILE *out, size_t n, pn_error *e);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "pyroscope_native.h"
+#include "pyroscope_report.h"
 
 #define APP_NAME "demo.c.app"
 #define DEFAULT_OUTPUT_DIR "./pyroscope-profiles"

@@ -15,6 +15,9 @@
 #include "http_server.h"
 #include "pprof_decode.h"
 #include "pyroscope_native.h"
+#include "aggregation/store.h"
+#include "encoding/pprof.h"
+#include "pyroscope_report.h"
 
 /* One worker thread the walker knows: its tid and a two-frame stack. */
 static _Atomic pid_t worker_tid;

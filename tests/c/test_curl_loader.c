@@ -7,9 +7,10 @@
 #include <time.h>
 
 #include "check.h"
-#include "curl_loader.h"
+#include "export/curl_loader.h"
 #include "http_server.h"
 #include "pyroscope_native.h"
+#include "export/exporter.h"
 
 static pn_upload *new_upload(void)
 {

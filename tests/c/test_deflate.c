@@ -9,9 +9,10 @@
 #include <zlib.h>
 
 #include "check.h"
-#include "deflate.h"
-#include "huffman.h"
+#include "encoding/deflate.h"
+#include "encoding/huffman.h"
 #include "pyroscope_native.h"
+#include "encoding/pprof.h"
 
 /* ------------------------------------------------------------ helpers */
 

@@ -18,6 +18,8 @@
 
 #include "check.h"
 #include "pyroscope_native.h"
+#include "aggregation/store.h"
+#include "sampling/sampler.h"
 
 static size_t page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 

@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "pyroscope_native.h"
+#include "export/exporter.h"
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "http_server.h"
 #include "pyroscope_native.h"
+#include "export/exporter.h"
 
 static char app_cpu[] = "app", type_cpu[] = "cpu";
 

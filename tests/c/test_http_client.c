@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "http_client.h"
+#include "export/http_client.h"
 #include "http_server.h"
 
 /* POST `body` to url with the given headers, `timeout_s` for everything. */

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "hash.h"
-#include "index.h"
+#include "support/hash.h"
+#include "support/index.h"
 
 typedef struct {
     uint32_t key;

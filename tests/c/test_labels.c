@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "pyroscope_native.h"
+#include "aggregation/store.h"
 
 static void test_name_rules(void)
 {

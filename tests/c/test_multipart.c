@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "multipart.h"
+#include "export/multipart.h"
 
 /* Hands out seq[0], seq[1], ... then repeats the last one. */
 typedef struct {

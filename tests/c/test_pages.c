@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "pages.h"
+#include "support/pages.h"
 
 /* Permissions ("rw-p", "---p") of the mapping holding addr, from
  * /proc/self/maps; 0 when no mapping holds it. */

@@ -11,6 +11,8 @@
 #include "check.h"
 #include "pprof_decode.h"
 #include "pyroscope_native.h"
+#include "aggregation/store.h"
+#include "encoding/pprof.h"
 
 /* ------------------------------------------------------------ helpers */
 

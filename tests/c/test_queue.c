@@ -15,6 +15,7 @@
 #include "check.h"
 #include "http_server.h"
 #include "pyroscope_native.h"
+#include "export/exporter.h"
 
 /* ---------------------------------------------------------- log capture */
 

@@ -10,6 +10,8 @@
 
 #include "check.h"
 #include "pyroscope_native.h"
+#include "aggregation/store.h"
+#include "sampling/sampler.h"
 
 /* Threads the test walker knows about, each with a one-frame "stack". */
 typedef struct {

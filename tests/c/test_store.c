@@ -4,6 +4,7 @@
 
 #include "check.h"
 #include "pyroscope_native.h"
+#include "aggregation/store.h"
 
 static pn_store *small_store(uint32_t max_stacks, uint32_t max_depth)
 {

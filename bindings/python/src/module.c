@@ -17,6 +17,7 @@
 
 #include "log_bridge.h"
 #include "pyroscope_native.h"
+#include "pyroscope_report.h"
 #include "walker.h"
 
 static pn_agent *agent;   /* GIL-protected: the running agent or NULL */

@@ -11,7 +11,6 @@
 #include "cpython_layout.h"
 
 #include "walker.h"
-#include "pages.h"
 
 #include <limits.h>
 #include <stdatomic.h>

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pyroscope_native.h"
+#include "encoding/pprof.h"
 
 #define MAX_RAW ((size_t)256 << 20)
 

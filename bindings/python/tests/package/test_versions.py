@@ -35,14 +35,16 @@ def test_import_on_310_names_the_version(tmp_path):
     include, suffix = info[0], info[1]
     pkg = tmp_path / "pyroscope"
     shutil.copytree(os.path.join(ROOT, "bindings", "python", "pyroscope"), pkg)
-    sources = sorted(glob.glob(os.path.join(ROOT, "core", "src", "*.c"))
+    sources = sorted(glob.glob(os.path.join(ROOT, "core", "src", "*", "*.c"))
+                     + glob.glob(os.path.join(ROOT, "core", "report", "*.c"))
                      + glob.glob(os.path.join(ROOT, "core", "gen", "*.c"))
                      + glob.glob(os.path.join(ROOT, "bindings", "python", "src", "*.c")))
     cc = sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "gcc"
     subprocess.run(
         [cc, "-std=c11", "-D_GNU_SOURCE", "-O0", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
          "-I" + include, "-I" + os.path.join(ROOT, "core", "include"),
-         "-I" + os.path.join(ROOT, "core", "src"), "-I" + os.path.join(ROOT, "core", "gen"),
+         "-I" + os.path.join(ROOT, "core", "src"), "-I" + os.path.join(ROOT, "core", "report"),
+         "-I" + os.path.join(ROOT, "core", "gen"),
          "-I" + os.path.join(ROOT, "bindings", "python", "src"), *sources,
          "-lprotobuf-c", "-lz", "-lpthread", "-lm",
          "-o", str(pkg / ("_native" + suffix))], check=True)

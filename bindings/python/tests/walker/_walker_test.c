@@ -9,6 +9,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include "../../src/walker.c"
+#include "aggregation/store.h"
+#include "sampling/sampler.h"
 
 #include <time.h>
 

@@ -1,0 +1,91 @@
+/* Exporters and the upload queue. Core and tests only. */
+#ifndef PN_EXPORTER_H
+#define PN_EXPORTER_H
+
+#include "pyroscope_native.h"
+
+/* ------------------------------------------------------------- exporters */
+
+/* One encoded profile on its way out. Owned by the exporter queue. */
+typedef struct {
+    char *app_name;             /* application name (no tags) */
+    char *profile_type;         /* "cpu" or "wall": file names, logs */
+    int64_t from_s, until_s;    /* unix seconds */
+    uint32_t sample_rate;       /* Hz */
+    uint8_t *data;              /* gzip'ed pprof */
+    size_t len;
+    uint32_t part;              /* index when a period was split */
+} pn_upload;
+
+typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL } pn_send_result;
+
+/* One destination. send() runs on the exporter thread only; it must give
+ * up by `deadline_ns` (CLOCK_MONOTONIC) and when *abort becomes non-zero. */
+typedef struct pn_exporter {
+    const char *name;
+    pn_send_result (*send)(struct pn_exporter *self, const pn_upload *u,
+                           int64_t deadline_ns, const volatile int *abort,
+                           pn_error *e);
+    void (*destroy)(struct pn_exporter *self);
+} pn_exporter;
+
+typedef struct {
+    const char *server_address; /* http(s)://host[:port][/prefix] */
+    const char *app_name;
+    const pn_label *tags;       /* global tags, go into name={...} */
+    size_t ntags;
+    const char *spy_name;
+    const char *basic_auth_user;
+    const char *basic_auth_password;
+    const char *tenant_id;
+    const pn_label *headers;    /* extra HTTP headers (key = header name) */
+    size_t nheaders;
+    double connect_timeout_s;   /* default 5 */
+    double timeout_s;           /* whole request, default 10 */
+} pn_http_opts;
+
+/* http:// addresses are sent by a built-in HTTP/1.1 client; libcurl is
+ * loaded (dlopen, on the exporter thread, at first need) only for https://
+ * addresses and when http_proxy/HTTP_PROXY/all_proxy/ALL_PROXY is set and
+ * no_proxy/NO_PROXY does not name the host. A libcurl that cannot be
+ * loaded fails those uploads (PN_SEND_FAIL, message naming libcurl). */
+pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e);
+/* For tests: non-zero sends http:// uploads through
+ * libcurl too, so both transports stay tested. Any thread; read at each
+ * send. */
+void pn_http_force_libcurl(int on);
+/* Builds the ingest URL for u (exposed for tests). *url is malloc'ed. */
+int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url,
+                       pn_error *e);
+
+pn_exporter *pn_folder_exporter_new(const char *dir, pn_error *e);
+
+typedef struct {
+    size_t queue_capacity;      /* uploads held; default 16 */
+    int max_attempts;           /* per upload and exporter; default 4 */
+    double backoff_initial_s;   /* default 0.5, doubles, +-25% jitter */
+    double backoff_max_s;       /* default 8 */
+} pn_queue_opts;
+
+/* The exporter thread: a bounded queue in front of one or more exporters. */
+typedef struct pn_queue pn_queue;
+pn_queue *pn_queue_new(const pn_queue_opts *o, pn_exporter **exporters, size_t n,
+                       pn_error *e);
+/* Takes ownership of u (and its buffers). Never blocks on the network: a
+ * full queue drops its oldest entry, counted. Any thread. */
+void pn_queue_push(pn_queue *q, pn_upload *u);
+/* Wait until everything queued so far was sent or given up, at most
+ * timeout_s. Returns 0 when drained, -1 on timeout. */
+int pn_queue_flush(pn_queue *q, double timeout_s);
+/* Flush for at most timeout_s, abort whatever is in flight, join, free.
+ * The exporters are destroyed too. */
+void pn_queue_stop(pn_queue *q, double timeout_s);
+/* The same, also returning the counters as they were at the end. */
+void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final);
+void pn_queue_get_stats(pn_queue *q, pn_queue_stats *out);
+void pn_queue_fork_prepare(pn_queue *q);
+void pn_queue_fork_parent(pn_queue *q);
+void pn_queue_fork_child(pn_queue *q);
+void pn_upload_free(pn_upload *u);
+
+#endif

@@ -1,0 +1,326 @@
+/* The sampler: a native thread that ticks at N Hz on an absolute monotonic
+ * schedule and asks the binding's walker for stacks.
+ *
+ * The tick path takes no lock and allocates nothing: the per-thread CPU
+ * table is preallocated and owned by the sampler thread, the store is
+ * lock-free for its single writer, and labels are read with atomic loads.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pyroscope_native.h"
+#include "aggregation/store.h"
+#include "sampling/sampler.h"
+#include "support/clock.h"
+#include "support/threads.h"
+
+#define CPU_SLOTS 8192 /* power of two; threads tracked per tick */
+
+typedef struct {
+    pid_t tid;          /* 0: free */
+    int64_t cpu_ns;
+} cpu_ent;
+
+/* CPU clock readings of the previous tick and of the current one; swapped
+ * every tick so threads that vanished are forgotten without a sweep. */
+typedef struct {
+    cpu_ent ent[CPU_SLOTS];
+    uint32_t used[CPU_SLOTS];   /* slots to clear */
+    uint32_t nused;
+} cpu_table;
+
+struct pn_tick {
+    pn_sampler *s;
+    pn_period *period;
+    int64_t wall_ns;
+    /* The labels of the thread begun last, read before its stack is: a
+     * thread that changes labels while we walk it keeps the labels its
+     * leaf frames ran under, not the next phase's. */
+    pid_t labels_tid;
+    const pn_labelset *labels;
+};
+
+struct pn_sampler {
+    /* Set at creation, read-only afterwards. */
+    pn_store *store;
+    pn_sampler_opts o;
+    pn_walker_fn walker;
+    void *ctx;
+    int64_t interval_ns;
+
+    /* Owned by the thread that calls start/stop/fork hooks. */
+    pthread_t thread;
+    int running;
+
+    /* Requests from control threads, polled by the sampler thread. */
+    atomic_int stop;
+    atomic_int park;
+    atomic_int parked;
+
+    /* Sampler-thread-owned (set by start before the thread exists). */
+    int baseline; /* 1 until the first tick after a start took its readings */
+    cpu_table *prev, *cur;
+    cpu_table tables[2];
+
+    /* Written by the sampler thread, read by anyone. */
+    _Atomic uint64_t ticks, missed, samples, idle_skipped, syscall_ticks;
+    _Atomic int64_t cpu_ns;
+};
+
+static void sleep_until(int64_t deadline)
+{
+    struct timespec ts = pn_timespec(deadline);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+pn_sampler *pn_sampler_new(pn_store *store, const pn_sampler_opts *o, pn_walker_fn walker,
+                           void *ctx, pn_error *e)
+{
+    if (!store || !walker)
+        return pn_fail(e, PN_EINVAL, "sampler needs a store and a walker"), NULL;
+    double hz = o && o->hz > 0 ? o->hz : 100;
+    if (!(hz >= 0.1 && hz <= 10000))
+        return pn_fail(e, PN_EINVAL, "sample_rate must be between 0.1 and 10000 Hz, got %g",
+                       hz), NULL;
+    pn_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return pn_fail(e, PN_ENOMEM, "out of memory creating the sampler"), NULL;
+    s->store = store;
+    if (o)
+        s->o = *o;
+    s->o.hz = hz;
+    s->walker = walker;
+    s->ctx = ctx;
+    s->interval_ns = (int64_t)(1e9 / hz);
+    s->prev = &s->tables[0];
+    s->cur = &s->tables[1];
+    return s;
+}
+
+static uint32_t cpu_home(pid_t tid) { return ((uint32_t)tid * 2654435761u) & (CPU_SLOTS - 1); }
+
+static cpu_ent *cpu_find(cpu_table *t, pid_t tid, int insert)
+{
+    uint32_t slot = cpu_home(tid);
+    for (uint32_t d = 0; d < CPU_SLOTS; d++, slot = (slot + 1) & (CPU_SLOTS - 1)) {
+        cpu_ent *c = &t->ent[slot];
+        if (c->tid == tid)
+            return c;
+        if (c->tid == 0) {
+            if (!insert)
+                return NULL;
+            c->tid = tid;
+            t->used[t->nused++] = slot;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+static void cpu_clear(cpu_table *t)
+{
+    for (uint32_t i = 0; i < t->nused; i++)
+        t->ent[t->used[i]].tid = 0;
+    t->nused = 0;
+}
+
+pn_symbols *pn_tick_symbols(pn_tick *t) { return pn_period_symbols(t->period); }
+
+const pn_sampler_opts *pn_tick_opts(const pn_tick *t) { return &t->s->o; }
+
+int64_t pn_tick_wall_ns(const pn_tick *t) { return t->wall_ns; }
+
+int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid)
+{
+    int64_t now = pn_thread_cpu_ns(tid);
+    if (now < 0)
+        return -1;
+    pn_sampler *s = t->s;
+    cpu_ent *was = cpu_find(s->prev, tid, 0);
+    cpu_ent *is = cpu_find(s->cur, tid, 1);
+    if (is)
+        is->cpu_ns = now;
+    /* New thread (or a reused tid whose clock restarted): charge what it
+     * used, but never more than the interval this tick stands for. On the
+     * first tick every thread is new, and what they used before profiling
+     * started belongs to no period: that tick only takes readings. */
+    if (!was || now < was->cpu_ns) {
+        if (s->baseline)
+            return 0;
+        return now < t->wall_ns ? now : t->wall_ns;
+    }
+    return now - was->cpu_ns;
+}
+
+int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
+{
+    int64_t d = pn_tick_cpu_delta(t, tid);
+    if (d < 0)
+        return 0; /* the thread is gone */
+    if (t->s->o.oncpu && d <= 0) {
+        atomic_fetch_add_explicit(&t->s->idle_skipped, 1, memory_order_relaxed);
+        return 0;
+    }
+    *value_ns = t->s->o.oncpu ? d : t->wall_ns;
+    t->labels_tid = tid;
+    t->labels = pn_labels_of_thread(tid);
+    return 1;
+}
+
+void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                    int64_t value_ns, const char *thread_name)
+{
+    pn_sampler *s = t->s;
+    uint32_t tname = PN_STR_EMPTY;
+    if (s->o.report_thread_name && thread_name && thread_name[0])
+        tname = pn_symbols_string(pn_period_symbols(t->period), thread_name,
+                                  strlen(thread_name));
+    int64_t values[PN_MAX_VALUES] = {value_ns, 1, 0, 0};
+    const pn_labelset *ls = t->labels_tid == tid ? t->labels : pn_labels_of_thread(tid);
+    pn_period_add(t->period, frames, depth, ls,
+                  s->o.report_thread_id ? (uint64_t)tid : 0, tname, values);
+    atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+}
+
+static void tick(pn_sampler *s, int64_t wall_ns)
+{
+    pn_tick t = {s, pn_store_write_begin(s->store), wall_ns, 0, NULL};
+    /* Every tick: the application may have replaced our fault handler. */
+    if (!pn_fault_guard_arm(s->o.fault_guard))
+        atomic_fetch_add_explicit(&s->syscall_ticks, 1, memory_order_relaxed);
+    s->walker(s->ctx, &t);
+    pn_store_write_end(s->store);
+    s->baseline = 0;
+    cpu_table *old = s->prev;
+    s->prev = s->cur;
+    s->cur = old;
+    cpu_clear(s->cur);
+}
+
+static void *sampler_main(void *arg)
+{
+    pn_sampler *s = arg;
+    int64_t next = pn_clock_ns(CLOCK_MONOTONIC) + s->interval_ns;
+    /* Sleep in slices so stop and fork requests are seen within 50 ms even
+     * at very low rates. */
+    const int64_t slice = 50 * 1000000;
+    while (!atomic_load(&s->stop)) {
+        if (atomic_load(&s->park)) {
+            atomic_store(&s->parked, 1);
+            while (atomic_load(&s->park) && !atomic_load(&s->stop))
+                sleep_until(pn_clock_ns(CLOCK_MONOTONIC) + 1000000);
+            atomic_store(&s->parked, 0);
+            next = pn_clock_ns(CLOCK_MONOTONIC) + s->interval_ns;
+            continue;
+        }
+        int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
+        if (now < next) {
+            sleep_until(next - now > slice ? now + slice : next);
+            continue;
+        }
+        /* Absolute schedule: deadlines advance by the interval, not from
+         * "now", so the rate does not drift. Deadlines we slept through
+         * are counted and folded into this tick's wall time. */
+        int64_t late = (now - next) / s->interval_ns;
+        if (late > 0)
+            atomic_fetch_add_explicit(&s->missed, (uint64_t)late, memory_order_relaxed);
+        tick(s, s->interval_ns * (1 + late));
+        atomic_fetch_add_explicit(&s->ticks, 1, memory_order_relaxed);
+        next += s->interval_ns * (1 + late);
+        atomic_store_explicit(&s->cpu_ns, pn_clock_ns(CLOCK_THREAD_CPUTIME_ID),
+                              memory_order_relaxed);
+    }
+    return NULL;
+}
+
+int pn_sampler_start(pn_sampler *s, pn_error *e)
+{
+    if (s->running)
+        return pn_fail(e, PN_ESTATE, "sampler already running");
+    atomic_store(&s->stop, 0);
+    atomic_store(&s->park, 0);
+    atomic_store(&s->parked, 0);
+    cpu_clear(s->prev);
+    cpu_clear(s->cur);
+    s->baseline = 1;
+    pn_error ge = {0};
+    if (s->o.fault_guard && pn_fault_guard_install(&ge) != 0)
+        pn_log(PN_LOG_WARN, "%s; stacks are read with process_vm_readv (slower)", ge.msg);
+    int rc = pn_thread_spawn(&s->thread, sampler_main, s, "pyroscope-smpl");
+    if (rc != 0)
+        return pn_fail(e, PN_ENOMEM, "cannot start the sampler thread: %s", strerror(rc));
+    s->running = 1;
+    return 0;
+}
+
+void pn_sampler_stop(pn_sampler *s)
+{
+    if (!s || !s->running)
+        return;
+    atomic_store(&s->stop, 1);
+    pthread_join(s->thread, NULL);
+    s->running = 0;
+}
+
+void pn_sampler_free(pn_sampler *s)
+{
+    if (!s)
+        return;
+    pn_sampler_stop(s);
+    free(s);
+}
+
+void pn_sampler_get_stats(const pn_sampler *s, pn_sampler_stats *out)
+{
+    pn_sampler *m = (pn_sampler *)s;
+    out->ticks = atomic_load(&m->ticks);
+    out->missed_ticks = atomic_load(&m->missed);
+    out->samples = atomic_load(&m->samples);
+    out->idle_skipped = atomic_load(&m->idle_skipped);
+    out->syscall_ticks = atomic_load(&m->syscall_ticks);
+    out->sampler_cpu_ns = atomic_load(&m->cpu_ns);
+}
+
+void pn_sampler_fork_prepare(pn_sampler *s)
+{
+    if (!s || !s->running)
+        return;
+    /* Park the thread between ticks so the child never inherits a store
+     * period half-written. A walker never blocks, so this is short; the
+     * bound only guards against a wedged walker. */
+    atomic_store(&s->park, 1);
+    int64_t give_up = pn_clock_ns(CLOCK_MONOTONIC) + 1000000000;
+    while (!atomic_load(&s->parked) && pn_clock_ns(CLOCK_MONOTONIC) < give_up)
+        sleep_until(pn_clock_ns(CLOCK_MONOTONIC) + 100000);
+}
+
+void pn_sampler_fork_parent(pn_sampler *s)
+{
+    if (s)
+        atomic_store(&s->park, 0);
+}
+
+void pn_sampler_fork_child(pn_sampler *s)
+{
+    if (!s || !s->running)
+        return;
+    /* The sampler thread did not survive fork(): forget it, start over. If
+     * it was not parked in time it may have died inside a tick; close that
+     * tick so nobody waits for it to end. */
+    if (pn_epoch_now() & 1)
+        pn_epoch_exit();
+    s->running = 0;
+    atomic_store(&s->ticks, 0);
+    atomic_store(&s->missed, 0);
+    atomic_store(&s->samples, 0);
+    atomic_store(&s->idle_skipped, 0);
+    atomic_store(&s->syscall_ticks, 0);
+    atomic_store(&s->cpu_ns, 0);
+    pn_store_reset(s->store, pn_clock_ns(CLOCK_REALTIME));
+    pn_sampler_start(s, NULL);
+}
