@@ -179,11 +179,77 @@ void pn_labels_set_current(const pn_labelset *ls);
 /* The calling thread's set, borrowed. */
 const pn_labelset *pn_labels_current(void);
 
-/* ----------------------------------------------------------------- store */
+/* ------------------------------------------------------------- recording
+ *
+ * The pipeline (store -> flusher -> queue -> exporters) is fed by drivers.
+ * A driver is one of three kinds:
+ *   walker      the core's sampler thread calls the binding's walker each
+ *               tick (CPython);
+ *   batch       the binding hands over samples taken earlier, with their
+ *               CLOCK_MONOTONIC timestamps (Node's V8 profiles);
+ *   rendezvous  the sampler thread signals the threads that used CPU; the
+ *               binding's signal handler captures into the thread's
+ *               preallocated slot; a consumer records the captures later
+ *               (Ruby: a postponed job under the GVL).
+ * Every kind records through the same calls below. Each driver has its
+ * own store and its own grace period (several drivers can run side by
+ * side) and its own sample types.
+ *
+ * Threads: one thread at a time records per driver (the sampler thread for
+ * a walker; the binding's thread for batch and rendezvous consumers). The
+ * recording calls take no lock, allocate nothing and never call back into
+ * the runtime. Label sets passed with samples must stay valid until they
+ * are recorded: a set loaded inside a recording section is (grace
+ * periods); a set captured earlier (a signal handler) is when the driver
+ * holds the generation read at capture time (pn_driver_hold). */
 
 #define PN_MAX_VALUES 4 /* values per sample */
 
-/* --------------------------------------------------------------- sampler */
+typedef struct {
+    const char *type;
+    const char *unit;
+} pn_value_type;
+
+typedef struct pn_driver pn_driver;
+typedef struct pn_period pn_period;
+
+/* One sample as a driver hands it over. */
+typedef struct {
+    const pn_frame_id *frames;  /* leaf first, ids of the target period's symbols */
+    size_t depth;
+    const pn_labelset *labels;  /* NULL: none */
+    uint64_t tid;               /* kernel thread id; kept when report_thread_id */
+    const char *thread_name;    /* NULL: none; kept when report_thread_name */
+    const int64_t *values;      /* the driver's nvalues */
+    int64_t time_ns;            /* CLOCK_MONOTONIC when taken; 0: now */
+} pn_sample;
+
+/* A recording section: begin, then for each sample find its period, intern
+ * its frames in that period's symbols, record; then end. period returns
+ * NULL when the sample is older than every open period (counted as late).
+ * The period handle is valid until end. */
+void pn_record_begin(pn_driver *d);
+pn_period *pn_record_period(pn_driver *d, int64_t time_ns);
+pn_symbols *pn_period_symbols(pn_period *p);
+void pn_record(pn_driver *d, pn_period *p, const pn_sample *s);
+void pn_record_end(pn_driver *d);
+
+/* The grace generation now (async-signal-safe), and the oldest one whose
+ * label sets a batch or rendezvous driver still holds in captures not yet
+ * recorded (0: none). */
+uint64_t pn_grace_generation(void);
+void pn_driver_hold(pn_driver *d, uint64_t generation);
+/* Batch drivers: every sample taken before CLOCK_MONOTONIC `time_ns` has
+ * been recorded (INT64_MAX: no more samples). A cut period is sealed once
+ * the watermark passes its end, or max_delay after the cut. Any thread. */
+void pn_driver_watermark(pn_driver *d, int64_t time_ns);
+
+/* Labels of kernel thread `tid`'s slot (the empty set when it has none):
+ * one source of a sample's labels. Lock-free; valid until the recording
+ * section ends. */
+const pn_labelset *pn_labels_of_thread(pid_t tid);
+
+/* --------------------------------------------------------- walker driver */
 
 typedef struct pn_tick pn_tick;
 
@@ -215,9 +281,105 @@ int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns);
  * times 1 + missed deadlines). */
 int64_t pn_tick_wall_ns(const pn_tick *t);
 /* Record one stack for `tid` with the given value (CPU or wall ns, per the
- * mode); labels come from tid's slot. thread_name may be NULL. */
+ * mode); labels come from tid's slot, read when the thread was begun.
+ * thread_name may be NULL. */
 void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
                     int64_t value_ns, const char *thread_name);
+/* The same with labels the walker read itself (e.g. from the execution
+ * context running on the thread); NULL: none. */
+void pn_tick_sample_labels(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                           int64_t value_ns, const char *thread_name,
+                           const pn_labelset *labels);
+
+/* ----------------------------------------------------- rendezvous driver */
+
+/* A capture slot of one registered thread. */
+typedef struct pn_capture pn_capture;
+
+/* The calling thread joins (leave: leaves) the threads the driver samples;
+ * a thread that exits leaves by itself. Application threads. */
+int pn_rendezvous_join(pn_driver *d, pn_error *e);
+void pn_rendezvous_leave(pn_driver *d);
+
+/* In the binding's handler of the driver's signal (async-signal-safe): the
+ * calling thread's requested capture, or NULL (nothing requested, or the
+ * sampler stopped waiting: counted as discarded). Fill the buffer, then
+ * commit (with the labels that ran, read after begin) or abandon it. */
+pn_capture *pn_capture_begin(pn_driver *d);
+void *pn_capture_buffer(pn_capture *c, size_t *size);
+void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels);
+void pn_capture_abandon(pn_capture *c);
+
+/* A committed capture, for the consumer. */
+typedef struct {
+    const void *data;
+    size_t len;
+    const pn_labelset *labels;
+    uint64_t tid;
+    int64_t time_ns;            /* CLOCK_MONOTONIC of the request */
+    int64_t value_ns;           /* CPU (or wall) ns this sample stands for */
+} pn_capture_view;
+
+/* Consumer (one thread at a time, e.g. a postponed job): calls fn for each
+ * committed capture, inside a recording section, then frees its slot.
+ * Returns the number of captures passed to fn. */
+typedef void (*pn_capture_fn)(void *ud, pn_driver *d, const pn_capture_view *c);
+size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud);
+
+/* --------------------------------------------------------------- drivers */
+
+typedef enum { PN_DRIVER_WALKER = 1, PN_DRIVER_BATCH, PN_DRIVER_RENDEZVOUS } pn_driver_kind;
+
+typedef struct {
+    pn_driver_kind kind;
+    /* "cpu", "wall", ...: names the profile in uploads and files. NULL:
+     * "cpu" or "wall" after the config's oncpu. */
+    const char *profile_type;
+    /* Sample types, one per value. nvalues 0: the default pair (profile
+     * type in nanoseconds, then "samples"/"count"). period_type/period
+     * default to the first type and 1e9/sample_rate. */
+    int nvalues;
+    pn_value_type sample_types[PN_MAX_VALUES];
+    pn_value_type period_type;
+    int64_t period;
+
+    /* walker */
+    pn_walker_fn walker;
+    void *ctx;                  /* passed to walker, notify, after_fork_child */
+
+    /* rendezvous */
+    int signo;                  /* default SIGPROF */
+    size_t capture_bytes;       /* per thread (default 8 KiB) */
+    uint32_t max_threads;       /* registered at once (default 1024) */
+    int64_t min_cpu_ns;         /* CPU a thread must use before it is
+                                 * signalled (default 1/10 interval) */
+    int64_t wait_ns;            /* how long a tick waits for captures
+                                 * (default min(interval/2, 10 ms)) */
+    /* Optional, sampler thread: captures were committed this tick. */
+    void (*notify)(void *ctx);
+
+    /* batch */
+    int64_t max_delay_ns;       /* a cut period waits this long for late
+                                 * samples (default 2 s) */
+
+    /* Optional: in a forked child, from the fork path, before the driver's
+     * threads restart (drop per-process caches). */
+    void (*after_fork_child)(void *ctx);
+} pn_driver_opts;
+
+typedef struct {
+    pn_driver_kind kind;
+    const char *profile_type;
+    uint64_t recorded;          /* samples recorded */
+    uint64_t late;              /* samples older than every open period */
+    uint64_t requested;         /* rendezvous: captures requested */
+    uint64_t captured;          /* rendezvous: committed */
+    uint64_t timeouts;          /* rendezvous: not answered within wait_ns */
+    uint64_t discarded;         /* rendezvous: abandoned, or too late */
+    uint64_t busy;              /* rendezvous: slot not consumed yet */
+    uint64_t exited;            /* rendezvous: thread gone when signalled */
+    uint64_t below_min_cpu;     /* rendezvous: CPU carried to a later tick */
+} pn_driver_stats;
 
 /* Thread names (for report_thread_name). A runtime keeps its names in its
  * own objects, which the sampler must not touch, so bindings copy them here
@@ -309,26 +471,23 @@ typedef struct {
 typedef struct pn_agent pn_agent;
 
 typedef struct {
-    pn_walker_fn walker;
-    void *walker_ctx;
-    /* Optional: called in a forked child (from the fork handler, on the
-     * thread that forked) before the new sampler thread starts, so the
-     * walker can drop per-process caches. */
-    void (*after_fork_child)(void *walker_ctx);
-} pn_agent_hooks;
-
-typedef struct {
     pn_sampler_stats sampler;
     pn_queue_stats queue;
     uint64_t periods;
     uint64_t profiles_encoded;
     uint64_t samples_dropped;   /* folded into [overflow] or symbol drops */
     uint64_t encode_errors;
+    uint64_t late_samples;      /* batch samples too late for any open period */
 } pn_agent_stats;
 
-/* Validates the config and starts the sampler, flusher and exporter
- * threads. Any thread; one agent per process at a time. */
-pn_agent *pn_agent_start(const pn_config *c, const pn_agent_hooks *h, pn_error *e);
+/* Validates the config and starts the pipeline: the flusher and exporter
+ * threads. Then add drivers. Any thread; one agent per process at a time. */
+pn_agent *pn_agent_start(const pn_config *c, pn_error *e);
+/* Add a driver (at most 8): its store, and for walker and rendezvous
+ * drivers its sampler thread. Control threads. The driver lives until the
+ * agent stops. */
+pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e);
+void pn_driver_get_stats(pn_driver *d, pn_driver_stats *out);
 /* Swap the current period out, encode and queue it, and wait until queued
  * uploads are done, at most timeout_s. */
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e);
@@ -339,6 +498,23 @@ void pn_agent_stop(pn_agent *a);
 void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final);
 void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out);
 const pn_config *pn_agent_config(const pn_agent *a);
+
+/* ------------------------------------------------------------------ fork */
+
+/* The one fork path, in a fixed order: prepare takes every core lock (the
+ * agent's, the queue's, labels, thread names), parent releases them, child
+ * re-creates them, forgets threads that do not exist there, and restarts
+ * the running agent's threads (its profiles carry the child's pid). A
+ * binding calls these from its runtime's own hook (os.register_at_fork,
+ * Process._fork); they also run from pthread_atfork (registered by the
+ * first pn_agent_start) for code that forks from C. Each runs once per
+ * fork whichever calls it first; the thread that forks. */
+void pn_fork_prepare(void);
+void pn_fork_parent(void);
+void pn_fork_child(void);
+/* A binding's own locks join the path (at most 4 hooks): its prepare runs
+ * before the core's, its parent/child after. Any thread, once per hook. */
+void pn_fork_hook(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 #ifdef __cplusplus
 }

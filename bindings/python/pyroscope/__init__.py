@@ -388,8 +388,16 @@ def configure_experimental_stack_profiler(**options):
 
 
 def _after_fork_in_child():
+    global _lock
+    _native.fork_child()
+    # A thread inside configure/shutdown may have held the lock at fork():
+    # it does not exist here, so the lock would never be released.
+    _lock = threading.RLock()
     _threads.after_fork()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+# The core's one fork path, in the interpreter's own hooks (it also runs from
+# pthread_atfork for forks made from C; whichever comes first does the work).
+os.register_at_fork(before=_native.fork_prepare, after_in_parent=_native.fork_parent,
+                    after_in_child=_after_fork_in_child)
 atexit.register(_native.at_exit)

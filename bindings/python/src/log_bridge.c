@@ -64,7 +64,8 @@ int log_bridge_set_sink(PyObject *s)
 {
     static int once;
     if (!once) {
-        pthread_atfork(fork_prepare, fork_release, fork_release);
+        /* Outermost in the core's one fork path. */
+        pn_fork_hook(fork_prepare, fork_release, fork_release);
         once = 1;
     }
     Py_XINCREF(s == Py_None ? NULL : s);

@@ -202,9 +202,16 @@ static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
         return raise_pn(&e);
     }
     py_walker_set_line_mode(w, line_mode);
-    pn_agent_hooks h = {py_walker_walk, w, py_walker_after_fork};
-    pn_agent *a = pn_agent_start(&c, &h, &e);
+    pn_agent *a = pn_agent_start(&c, &e);
     pn_config_free(&c);
+    pn_driver_opts d = {.kind = PN_DRIVER_WALKER, .walker = py_walker_walk, .ctx = w,
+                        .after_fork_child = py_walker_after_fork};
+    if (a && !pn_agent_add_driver(a, &d, &e)) {
+        Py_BEGIN_ALLOW_THREADS
+        pn_agent_stop(a);
+        Py_END_ALLOW_THREADS
+        a = NULL;
+    }
     if (!a) {
         py_walker_free(w);
         return raise_pn(&e);
@@ -535,7 +542,36 @@ static PyObject *m_config_names(PyObject *self, PyObject *unused)
     return t;
 }
 
+/* os.register_at_fork hooks: the core's one fork path (pn_fork_*). The
+ * GIL stays held: no thread of ours needs it while the path runs. */
+static PyObject *m_fork_prepare(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pn_fork_prepare();
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_fork_parent(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pn_fork_parent();
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_fork_child(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pn_fork_child();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"fork_prepare", m_fork_prepare, METH_NOARGS, "fork path: before fork (os.register_at_fork)"},
+    {"fork_parent", m_fork_parent, METH_NOARGS, "fork path: after fork, in the parent"},
+    {"fork_child", m_fork_child, METH_NOARGS, "fork path: after fork, in the child"},
     {"start", (PyCFunction)(void (*)(void))m_start, METH_VARARGS | METH_KEYWORDS,
      "start(env, settings, gil_only=True, line_mode=0): start (or restart) the agent"},
     {"stop", m_stop, METH_NOARGS, "flush within stop_timeout and stop; True if it ran"},

@@ -2,12 +2,15 @@
  *
  * A label set is immutable, sorted by key, interned (equal contents, same
  * object) and reference counted. Application threads create and release sets
- * under `intern_lock`; the sampler never takes it. The sampler reads a
- * thread's slot with one atomic load and may keep using that pointer after
- * the thread moved on, so a set whose count drops to zero is only retired;
- * the exporter frees it in pn_labels_collect once (a) no tick that could have
- * loaded it is still running (pn_epoch) and (b) no period that is not yet
- * encoded uses it (last_used).
+ * under `intern_lock`; recording threads never take it. A recording thread
+ * loads a set pointer with one atomic load and may use it until it leaves
+ * its grace section (grace.h), so a set whose count drops to zero leaves the
+ * intern table at once (a new set with the same pairs gets a new id) and
+ * waits on the retired FIFO, tagged, until no reader can still hold it.
+ * Stores copy a set's pairs into their period on first use (they keep no
+ * pointer), so a set never outlives its last holder by more than the
+ * longest recording section. Reclaiming is incremental: every release frees
+ * a few passed sets, so neither memory nor lock hold times grow with churn.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,7 +20,9 @@
 
 #include "support/hash.h"
 #include "pyroscope_native.h"
+#include "aggregation/grace.h"
 #include "aggregation/store.h"
+#include "sampling/sampler.h"
 
 struct pn_labelset {
     uint64_t id;
@@ -25,14 +30,9 @@ struct pn_labelset {
     uint32_t n;
     /* Holders: slots, push stacks, bindings. Under intern_lock. */
     long refs;
-    /* Sequence number of the newest period holding a sample with this set;
-     * written by the store's writer, read by the collector. */
-    _Atomic uint64_t last_used;
-    /* pn_epoch_now() when refs reached zero. Under intern_lock. */
-    uint64_t retired_epoch;
-    int on_retired;
-    struct pn_labelset *next;          /* intern bucket chain */
-    struct pn_labelset *next_retired;
+    /* pn_grace_tag() taken when refs reached zero. Under intern_lock. */
+    uint64_t retired_tag;
+    struct pn_labelset *next;          /* intern bucket chain, then retired FIFO */
     pn_label kv[];                     /* then the key/value bytes */
 };
 
@@ -44,7 +44,12 @@ static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
 static pn_labelset **buckets;
 static size_t nbuckets, nsets;
 static uint64_t next_id = 1;
-static pn_labelset *retired;
+static pn_labelset *retired_head, *retired_tail; /* oldest first */
+static size_t nretired;
+
+/* Sets freed per release at most; more than one, so the FIFO drains faster
+ * than releases fill it. */
+#define RECLAIM_STEP 4
 
 /* ------------------------------------------------------------ validation */
 
@@ -349,30 +354,6 @@ void pn_labelset_ref(const pn_labelset *cls)
     pthread_mutex_unlock(&intern_lock);
 }
 
-void pn_labelset_unref(const pn_labelset *cls)
-{
-    if (!cls || cls == &empty_set)
-        return;
-    pn_labelset *ls = (pn_labelset *)cls;
-    pthread_mutex_lock(&intern_lock);
-    if (--ls->refs == 0) {
-        ls->retired_epoch = pn_epoch_now();
-        if (!ls->on_retired) {
-            ls->on_retired = 1;
-            ls->next_retired = retired;
-            retired = ls;
-        }
-    }
-    pthread_mutex_unlock(&intern_lock);
-}
-
-void pn_labelset_mark_used(const pn_labelset *ls, uint64_t period_seq)
-{
-    if (ls && ls != &empty_set)
-        atomic_store_explicit(&((pn_labelset *)ls)->last_used, period_seq,
-                              memory_order_relaxed);
-}
-
 static void unlink_set(pn_labelset *ls)
 {
     pn_labelset **pp = &buckets[ls->hash & (nbuckets - 1)];
@@ -382,26 +363,75 @@ static void unlink_set(pn_labelset *ls)
     nsets--;
 }
 
-void pn_labels_collect(uint64_t live_period)
+/* Pop up to `max` retired sets that no reader can hold any more, oldest
+ * first (tags grow along the FIFO). intern_lock held; returns the chain to
+ * free after unlocking. */
+static pn_labelset *take_passed(size_t max)
+{
+    pn_labelset *out = NULL, **tail = &out;
+    for (size_t i = 0; i < max && retired_head && pn_grace_passed(retired_head->retired_tag); i++) {
+        pn_labelset *ls = retired_head;
+        retired_head = ls->next;
+        if (!retired_head)
+            retired_tail = NULL;
+        nretired--;
+        ls->next = NULL;
+        *tail = ls;
+        tail = &ls->next;
+    }
+    return out;
+}
+
+static void free_chain(pn_labelset *ls)
+{
+    while (ls) {
+        pn_labelset *next = ls->next;
+        free(ls);
+        ls = next;
+    }
+}
+
+void pn_labelset_unref(const pn_labelset *cls)
+{
+    if (!cls || cls == &empty_set)
+        return;
+    pn_labelset *ls = (pn_labelset *)cls;
+    pthread_mutex_lock(&intern_lock);
+    if (--ls->refs == 0) {
+        unlink_set(ls);
+        ls->next = NULL;
+        ls->retired_tag = pn_grace_tag();
+        if (retired_tail)
+            retired_tail->next = ls;
+        else
+            retired_head = ls;
+        retired_tail = ls;
+        nretired++;
+    }
+    pn_labelset *done = take_passed(RECLAIM_STEP);
+    pthread_mutex_unlock(&intern_lock);
+    free_chain(done);
+}
+
+void pn_labels_reclaim(void)
+{
+    /* In steps, so an application thread never waits long for the lock. */
+    for (;;) {
+        pthread_mutex_lock(&intern_lock);
+        pn_labelset *done = take_passed(64);
+        pthread_mutex_unlock(&intern_lock);
+        if (!done)
+            return;
+        free_chain(done);
+    }
+}
+
+size_t pn_labelset_retired(void)
 {
     pthread_mutex_lock(&intern_lock);
-    pn_labelset **pp = &retired;
-    while (*pp) {
-        pn_labelset *ls = *pp;
-        if (ls->refs > 0) {
-            /* Revived by a new holder since it was retired. */
-            *pp = ls->next_retired;
-            ls->on_retired = 0;
-        } else if (pn_epoch_passed(ls->retired_epoch) &&
-                   atomic_load(&ls->last_used) < live_period) {
-            *pp = ls->next_retired;
-            unlink_set(ls);
-            free(ls);
-        } else {
-            pp = &ls->next_retired;
-        }
-    }
+    size_t n = nretired;
     pthread_mutex_unlock(&intern_lock);
+    return n;
 }
 
 size_t pn_labelset_live(void)
@@ -444,14 +474,11 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static uint32_t tid_home(pid_t tid) { return ((uint32_t)tid * 2654435761u) & (SLOTS - 1); }
 
 static void on_thread_exit(void *arg);
-static void atfork_prepare(void);
-static void atfork_parent(void);
-static void atfork_child(void);
 
 static void init_once(void)
 {
     pthread_key_create(&exit_key, on_thread_exit);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    pn_fork_register();
 }
 
 static slot *claim_slot(pn_error *e)
@@ -590,21 +617,22 @@ const pn_labelset *pn_labels_of_thread(pid_t tid)
 
 /* --------------------------------------------------------------- fork */
 
-/* Hold both locks across fork() so the child never inherits them held by a
- * thread that does not exist there. */
-static void atfork_prepare(void)
+/* Both locks are held across fork() (pipeline/fork.c calls these in its
+ * fixed order) so the child never inherits them held by a thread that does
+ * not exist there. */
+void pn_labels_fork_prepare(void)
 {
     pthread_mutex_lock(&registry_lock);
     pthread_mutex_lock(&intern_lock);
 }
 
-static void atfork_parent(void)
+void pn_labels_fork_parent(void)
 {
     pthread_mutex_unlock(&intern_lock);
     pthread_mutex_unlock(&registry_lock);
 }
 
-static void atfork_child(void)
+void pn_labels_fork_child(void)
 {
     pthread_mutex_unlock(&intern_lock);
     pthread_mutex_unlock(&registry_lock);

@@ -1,12 +1,19 @@
 /* Aggregation of samples by (stack, label set, thread) into two periods.
  *
- * One writer (the sampler) adds to the active period with no locks and no
- * allocation: every table is reserved at creation for the maximum of
+ * One writer at a time (a driver's recording thread) adds to a period with
+ * no locks and no allocation. A sample goes to the period its timestamp
+ * belongs to: the active one, or the one cut last while it still waits for
+ * late samples (closing); older samples are counted as late, never lost
+ * silently. Label sets are copied into the period (their pairs as string
+ * ids, once per set and period), so a period holds no pointer into the
+ * label-set table and sets can be freed as soon as no writer holds them.
+ * Every table is reserved at creation for the maximum of
  * pn_store_limits (pages.h: address space, no RAM until written), and the
  * hash indexes grow in place within their reservations (index.h). So the
  * resident memory of a period follows what it holds, and recycling a period
- * hands its pages back. The exporter swaps periods (pn_store_swap), reads
- * the old one at leisure and recycles it. Overflow never loses a sample: a
+ * hands its pages back. The flusher cuts, seals and reads a period, then
+ * recycles it. Overflow never loses a sample: every table is reserved at creation for the maximum of
+ * pn_store_limits (pages.h: address space, no RAM until written), and  a
  * full stack table maps the sample to the [overflow] stack, a full sample
  * table adds it to the first sample (the [overflow] stack, no labels), and
  * both are counted.
@@ -23,6 +30,7 @@
 #include "support/pages.h"
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
+#include "aggregation/grace.h"
 
 typedef struct {
     uint32_t off;       /* first frame in the frame arena */
@@ -34,16 +42,25 @@ typedef struct {
     uint32_t stack;
     uint32_t thread_name;
     uint64_t tid;
-    const pn_labelset *labels;
+    uint32_t labels;    /* period-local label set (lset_ent index) */
     uint32_t hash;
     int64_t values[PN_MAX_VALUES];
 } sample_ent;
+
+/* A label set as this period knows it: its pairs as string ids. */
+typedef struct {
+    uint64_t set_id;    /* pn_labelset_id: unique for the process's life */
+    uint32_t off;       /* first pair in the pair arena */
+    uint32_t n;
+    uint32_t hash;
+} lset_ent;
 
 /* Written by the store's writer while active; by the exporter once swapped
  * out (read, then recycled); never by both at once. */
 struct pn_period {
     uint64_t seq;
-    int64_t start_ns, end_ns;
+    int64_t start_ns, end_ns;           /* CLOCK_REALTIME */
+    int64_t start_mono, end_mono;       /* CLOCK_MONOTONIC; end 0 while open */
     int nvalues;
     pn_symbols *sym;
 
@@ -58,6 +75,12 @@ struct pn_period {
     uint32_t nsamples, max_samples;
     pn_index sample_index;      /* sample index + 1 */
 
+    lset_ent *lsets;            /* 0 is the empty set */
+    uint32_t nlsets, max_lsets;
+    pn_index lset_index;        /* lset index + 1 */
+    uint32_t *pairs;            /* key sid, value sid, ... */
+    uint32_t npairs, max_pairs; /* in uint32_t units */
+
     pn_period_stats stats;
 
     /* Writer-owned: cutting deep stacks (shared by both periods; there is
@@ -69,12 +92,17 @@ struct pn_period {
 struct pn_store {
     pn_store_limits lim;
     pn_period periods[2];
-    /* Written by the exporter (swap), read by the writer at write_begin. */
+    /* Written by the flusher (cut, seal), read by the writer. */
     _Atomic(pn_period *) active;
+    _Atomic(pn_period *) closing;   /* cut, still taking late samples */
     pn_frame_id *scratch;
-    /* Exporter-owned. */
+    /* This store's writer announces here which pointers it may hold. */
+    pn_grace_reader *reader;
+    /* Written by the writer, read by anyone. */
+    _Atomic uint64_t late;
+    /* Flusher-owned. */
     uint64_t next_seq;
-    pn_period *drained;         /* swapped out and not yet recycled */
+    pn_period *drained;         /* cut and not yet recycled */
 };
 
 #define STACK_OVERFLOW 0u /* stack id of the one-frame [overflow] stack */
@@ -125,19 +153,60 @@ static uint32_t intern_stack(pn_period *p, const pn_frame_id *f, size_t n)
     return p->nstacks - 1;
 }
 
-static uint32_t sample_hash(uint32_t stack, uint64_t ls_id, uint64_t tid, uint32_t tname)
+static uint32_t sample_hash(uint32_t stack, uint32_t lset, uint64_t tid, uint32_t tname)
 {
-    uint32_t k[6] = {stack, tname, (uint32_t)ls_id, (uint32_t)(ls_id >> 32), (uint32_t)tid,
-                     (uint32_t)(tid >> 32)};
-    return pn_hash_words(k, 6, PN_HASH_SEED);
+    uint32_t k[5] = {stack, tname, lset, (uint32_t)tid, (uint32_t)(tid >> 32)};
+    return pn_hash_words(k, 5, PN_HASH_SEED);
+}
+
+/* The period-local index of label set ls, copying its pairs on first use;
+ * 0 (no labels) when ls is empty or the tables are full (counted). */
+static uint32_t intern_lset(pn_period *p, const pn_labelset *ls)
+{
+    uint64_t id = pn_labelset_id(ls);
+    if (id == 0)
+        return 0;
+    uint32_t k[2] = {(uint32_t)id, (uint32_t)(id >> 32)};
+    uint32_t h = pn_hash_words(k, 2, PN_HASH_SEED);
+    uint32_t slot = h & p->lset_index.mask;
+    for (;;) {
+        uint32_t v = p->lset_index.slots[slot];
+        if (v == 0)
+            break;
+        if (p->lsets[v - 1].set_id == id)
+            return v - 1;
+        slot = (slot + 1) & p->lset_index.mask;
+    }
+    uint32_t n = (uint32_t)pn_labelset_count(ls);
+    if (p->nlsets >= p->max_lsets || p->npairs + 2 * n > p->max_pairs) {
+        p->stats.labels_dropped++;
+        return 0;
+    }
+    uint32_t *out = p->pairs + p->npairs;
+    for (uint32_t i = 0; i < n; i++) {
+        pn_label l = pn_labelset_at(ls, i);
+        out[2 * i] = pn_symbols_string(p->sym, l.key, strlen(l.key));
+        out[2 * i + 1] = pn_symbols_string(p->sym, l.value, strlen(l.value));
+    }
+    if (pn_index_need_room(&p->lset_index, p->nlsets) &&
+        pn_index_grow(&p->lset_index, p->nlsets, p->lsets, sizeof *p->lsets,
+                      offsetof(lset_ent, hash)))
+        slot = pn_index_free_slot(&p->lset_index, h);
+    lset_ent *e = &p->lsets[p->nlsets];
+    e->set_id = id;
+    e->off = p->npairs;
+    e->n = n;
+    e->hash = h;
+    p->npairs += 2 * n;
+    p->lset_index.slots[slot] = ++p->nlsets;
+    return p->nlsets - 1;
 }
 
 /* Returns the sample index; 0 (the overflow sample) when the table is full. */
-static uint32_t intern_sample(pn_period *p, uint32_t stack, const pn_labelset *ls,
-                              uint64_t tid, uint32_t tname)
+static uint32_t intern_sample(pn_period *p, uint32_t stack, uint32_t lset, uint64_t tid,
+                              uint32_t tname)
 {
-    uint64_t id = pn_labelset_id(ls);
-    uint32_t h = sample_hash(stack, id, tid, tname);
+    uint32_t h = sample_hash(stack, lset, tid, tname);
     uint32_t slot = h & p->sample_index.mask;
     for (;;) {
         uint32_t v = p->sample_index.slots[slot];
@@ -145,7 +214,7 @@ static uint32_t intern_sample(pn_period *p, uint32_t stack, const pn_labelset *l
             break;
         const sample_ent *s = &p->samples[v - 1];
         if (s->hash == h && s->stack == stack && s->tid == tid && s->thread_name == tname &&
-            pn_labelset_id(s->labels) == id)
+            s->labels == lset)
             return v - 1;
         slot = (slot + 1) & p->sample_index.mask;
     }
@@ -159,33 +228,39 @@ static uint32_t intern_sample(pn_period *p, uint32_t stack, const pn_labelset *l
     s->stack = stack;
     s->thread_name = tname;
     s->tid = tid;
-    s->labels = ls;
+    s->labels = lset;
     s->hash = h;
     memset(s->values, 0, sizeof s->values);
-    pn_labelset_mark_used(ls, p->seq);
     p->sample_index.slots[slot] = ++p->nsamples;
     return p->nsamples - 1;
 }
 
 /* Empty p and hand its pages back: the periods take turns, and a recycled
  * period sits empty until the next swap makes it active. */
-static void period_clear(pn_period *p, int64_t start_ns)
+static void period_clear(pn_period *p, int64_t start_ns, int64_t start_mono)
 {
     pn_pages_clear(p->frames, p->nframes * sizeof *p->frames);
     pn_pages_clear(p->stacks, (size_t)p->nstacks * sizeof *p->stacks);
     pn_pages_clear(p->samples, (size_t)p->nsamples * sizeof *p->samples);
+    pn_pages_clear(p->lsets, (size_t)p->nlsets * sizeof *p->lsets);
+    pn_pages_clear(p->pairs, (size_t)p->npairs * sizeof *p->pairs);
     pn_index_clear(&p->stack_index, p->nstacks);
     pn_index_clear(&p->sample_index, p->nsamples);
+    pn_index_clear(&p->lset_index, p->nlsets);
     p->nstacks = 0;
     p->nsamples = 0;
     p->nframes = 0;
+    p->npairs = 0;
+    p->nlsets = 1; /* the empty set, index 0 */
     memset(&p->stats, 0, sizeof p->stats);
     p->start_ns = start_ns;
     p->end_ns = 0;
+    p->start_mono = start_mono;
+    p->end_mono = 0;
     pn_symbols_reset(p->sym);
     pn_frame_id overflow = PN_FRAME_OVERFLOW;
     intern_stack(p, &overflow, 1);
-    intern_sample(p, STACK_OVERFLOW, pn_labelset_empty(), 0, PN_STR_EMPTY);
+    intern_sample(p, STACK_OVERFLOW, 0, 0, PN_STR_EMPTY);
 }
 
 static void period_free(pn_period *p)
@@ -194,8 +269,11 @@ static void period_free(pn_period *p)
     pn_pages_free(p->frames, p->max_frames * sizeof *p->frames);
     pn_pages_free(p->stacks, (size_t)p->max_stacks * sizeof *p->stacks);
     pn_pages_free(p->samples, (size_t)p->max_samples * sizeof *p->samples);
+    pn_pages_free(p->lsets, (size_t)p->max_lsets * sizeof *p->lsets);
+    pn_pages_free(p->pairs, (size_t)p->max_pairs * sizeof *p->pairs);
     pn_index_free(&p->stack_index);
     pn_index_free(&p->sample_index);
+    pn_index_free(&p->lset_index);
 }
 
 static int period_init(pn_period *p, const pn_store_limits *l, pn_frame_id *scratch)
@@ -213,11 +291,19 @@ static int period_init(pn_period *p, const pn_store_limits *l, pn_frame_id *scra
     p->frames = pn_pages_new(p->max_frames * sizeof *p->frames);
     p->stacks = pn_pages_new((size_t)p->max_stacks * sizeof *p->stacks);
     p->samples = pn_pages_new((size_t)p->max_samples * sizeof *p->samples);
+    /* Label sets: at most one per sample, pairs for ~8 labels each on
+     * average (only what is used costs RAM). */
+    p->max_lsets = p->max_samples + 1;
+    p->max_pairs = p->max_lsets * 16 + 2 * PN_MAX_LABELS;
+    p->lsets = pn_pages_new((size_t)p->max_lsets * sizeof *p->lsets);
+    p->pairs = pn_pages_new((size_t)p->max_pairs * sizeof *p->pairs);
     int idx_failed = pn_index_init(&p->stack_index, p->max_stacks) != 0;
     idx_failed |= pn_index_init(&p->sample_index, p->max_samples) != 0;
-    if (!p->sym || !p->frames || !p->stacks || !p->samples || idx_failed)
+    idx_failed |= pn_index_init(&p->lset_index, p->max_lsets) != 0;
+    if (!p->sym || !p->frames || !p->stacks || !p->samples || !p->lsets || !p->pairs ||
+        idx_failed)
         return -1;
-    period_clear(p, pn_clock_ns(CLOCK_REALTIME));
+    period_clear(p, pn_clock_ns(CLOCK_REALTIME), pn_clock_ns(CLOCK_MONOTONIC));
     return 0;
 }
 
@@ -253,6 +339,11 @@ pn_store *pn_store_new(const pn_store_limits *lim, pn_error *e)
         return pn_fail(e, PN_ENOMEM, "out of memory creating the store"), NULL;
     s->lim = l;
     s->scratch = calloc(l.max_depth, sizeof *s->scratch);
+    if (!(s->reader = pn_grace_reader_new(e))) {
+        free(s->scratch);
+        free(s);
+        return NULL;
+    }
     if (!s->scratch || period_init(&s->periods[0], &l, s->scratch) != 0 ||
         period_init(&s->periods[1], &l, s->scratch) != 0) {
         pn_store_free(s);
@@ -270,39 +361,68 @@ void pn_store_free(pn_store *s)
         return;
     period_free(&s->periods[0]);
     period_free(&s->periods[1]);
+    pn_grace_reader_free(s->reader);
     free(s->scratch);
     free(s);
 }
 
 const pn_store_limits *pn_store_get_limits(const pn_store *s) { return &s->lim; }
 
-pn_period *pn_store_write_begin(pn_store *s)
+void pn_store_write_begin(pn_store *s) { pn_grace_enter(s->reader); }
+
+void pn_store_write_end(pn_store *s) { pn_grace_exit(s->reader); }
+
+pn_grace_reader *pn_store_reader(pn_store *s) { return s->reader; }
+
+pn_period *pn_store_route(pn_store *s, int64_t time_mono)
 {
-    pn_epoch_enter();
-    return atomic_load(&s->active);
+    pn_period *p = atomic_load(&s->active);
+    if (time_mono == 0 || time_mono >= p->start_mono)
+        return p;
+    pn_period *c = atomic_load(&s->closing);
+    if (c && time_mono >= c->start_mono)
+        return c;
+    atomic_fetch_add_explicit(&s->late, 1, memory_order_relaxed);
+    return NULL;
 }
 
-void pn_store_write_end(pn_store *s)
-{
-    (void)s;
-    pn_epoch_exit();
-}
+pn_period *pn_store_active(pn_store *s) { return atomic_load(&s->active); }
 
-pn_period *pn_store_swap(pn_store *s, int64_t now_ns)
+uint64_t pn_store_late(const pn_store *s) { return atomic_load(&((pn_store *)s)->late); }
+
+pn_period *pn_store_cut(pn_store *s, int64_t now_real, int64_t now_mono)
 {
     if (s->drained)
         pn_store_recycle(s, s->drained);
     pn_period *old = atomic_load(&s->active);
     pn_period *fresh = old == &s->periods[0] ? &s->periods[1] : &s->periods[0];
     fresh->seq = ++s->next_seq;
-    fresh->start_ns = now_ns;
+    fresh->start_ns = now_real;
+    fresh->start_mono = now_mono;
+    old->end_ns = now_real;
+    old->end_mono = now_mono;
+    /* Closing first: a writer that finds the new active period too new for
+     * its sample must find the old one. */
+    atomic_store(&s->closing, old);
     atomic_store(&s->active, fresh);
-    /* A tick that loaded `old` before the store above may still be adding
-     * to it; wait for that tick to end (ticks take microseconds). */
-    pn_epoch_wait(pn_epoch_now());
-    old->end_ns = now_ns;
-    old->stats.symbols_dropped = pn_symbols_dropped(old->sym);
     s->drained = old;
+    return old;
+}
+
+void pn_store_seal(pn_store *s, pn_period *p)
+{
+    if (atomic_load(&s->closing) == p)
+        atomic_store(&s->closing, NULL);
+    /* A writer that loaded p before the stores above may still be adding
+     * to it; wait for it to leave (recording sections are short). */
+    pn_grace_reader_wait(s->reader, pn_grace_tag());
+    p->stats.symbols_dropped = pn_symbols_dropped(p->sym);
+}
+
+pn_period *pn_store_swap(pn_store *s, int64_t now_ns)
+{
+    pn_period *old = pn_store_cut(s, now_ns, pn_clock_ns(CLOCK_MONOTONIC));
+    pn_store_seal(s, old);
     return old;
 }
 
@@ -310,16 +430,21 @@ void pn_store_recycle(pn_store *s, pn_period *p)
 {
     if (p != s->drained)
         return;
-    period_clear(p, 0);
+    if (atomic_load(&s->closing) == p)
+        pn_store_seal(s, p);
+    period_clear(p, 0, INT64_MAX);
     s->drained = NULL;
 }
 
 void pn_store_reset(pn_store *s, int64_t now_ns)
 {
-    period_clear(&s->periods[0], now_ns);
-    period_clear(&s->periods[1], 0);
+    int64_t mono = pn_clock_ns(CLOCK_MONOTONIC);
+    period_clear(&s->periods[0], now_ns, mono);
+    period_clear(&s->periods[1], 0, INT64_MAX);
     s->periods[0].seq = ++s->next_seq;
     s->drained = NULL;
+    atomic_store(&s->late, 0);
+    atomic_store(&s->closing, NULL);
     atomic_store(&s->active, &s->periods[0]);
 }
 
@@ -331,8 +456,6 @@ void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
                    const pn_labelset *labels, uint64_t tid, uint32_t thread_name,
                    const int64_t *values)
 {
-    if (!labels)
-        labels = pn_labelset_empty();
     pn_frame_id unknown = PN_FRAME_UNKNOWN;
     if (depth == 0) {
         frames = &unknown;
@@ -346,7 +469,7 @@ void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
         p->stats.truncated_stacks++;
     }
     uint32_t stack = intern_stack(p, frames, depth);
-    uint32_t idx = intern_sample(p, stack, labels, tid, thread_name);
+    uint32_t idx = intern_sample(p, stack, labels ? intern_lset(p, labels) : 0, tid, thread_name);
     if (stack == STACK_OVERFLOW || idx == 0)
         p->stats.overflow_samples++;
     sample_ent *s = &p->samples[idx];
@@ -363,7 +486,10 @@ void pn_period_sample(const pn_period *p, size_t i, pn_sample_view *out)
     const stack_ent *st = &p->stacks[s->stack];
     out->frames = p->frames + st->off;
     out->depth = st->depth;
-    out->labels = s->labels;
+    out->stack = s->stack;
+    out->label_set = s->labels;
+    out->label_pairs = p->pairs + p->lsets[s->labels].off;
+    out->nlabels = p->lsets[s->labels].n;
     out->tid = s->tid;
     out->thread_name = s->thread_name;
     out->values = s->values;
@@ -371,9 +497,29 @@ void pn_period_sample(const pn_period *p, size_t i, pn_sample_view *out)
 
 int pn_period_nvalues(const pn_period *p) { return p->nvalues; }
 
+uint32_t pn_period_stack_count(const pn_period *p) { return p->nstacks; }
+
+const pn_frame_id *pn_period_stack(const pn_period *p, uint32_t i, uint32_t *depth)
+{
+    *depth = p->stacks[i].depth;
+    return p->frames + p->stacks[i].off;
+}
+
+uint32_t pn_period_label_set_count(const pn_period *p) { return p->nlsets; }
+
+const uint32_t *pn_period_label_set(const pn_period *p, uint32_t i, uint32_t *npairs)
+{
+    *npairs = p->lsets[i].n;
+    return p->pairs + p->lsets[i].off;
+}
+
 int64_t pn_period_start_ns(const pn_period *p) { return p->start_ns; }
 
 int64_t pn_period_end_ns(const pn_period *p) { return p->end_ns; }
+
+int64_t pn_period_start_mono(const pn_period *p) { return p->start_mono; }
+
+int64_t pn_period_end_mono(const pn_period *p) { return p->end_mono; }
 
 uint64_t pn_period_seq(const pn_period *p) { return p->seq; }
 
@@ -389,7 +535,10 @@ static size_t period_resident(const pn_period *p)
            pn_pages_resident(p->frames, p->max_frames * sizeof *p->frames) +
            pn_pages_resident(p->stacks, (size_t)p->max_stacks * sizeof *p->stacks) +
            pn_pages_resident(p->samples, (size_t)p->max_samples * sizeof *p->samples) +
-           pn_index_resident(&p->stack_index) + pn_index_resident(&p->sample_index);
+           pn_pages_resident(p->lsets, (size_t)p->max_lsets * sizeof *p->lsets) +
+           pn_pages_resident(p->pairs, (size_t)p->max_pairs * sizeof *p->pairs) +
+           pn_index_resident(&p->stack_index) + pn_index_resident(&p->sample_index) +
+           pn_index_resident(&p->lset_index);
 }
 
 size_t pn_store_resident_bytes(const pn_store *s)

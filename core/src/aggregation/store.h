@@ -4,37 +4,23 @@
 #define PN_STORE_H
 
 #include "pyroscope_native.h"
-
-/* ----------------------------------------------------------------- epoch */
-
-/* The sampling thread brackets each tick with enter/exit. Other threads use
- * the counter to know when the sampler can no longer hold a pointer it loaded
- * before some moment (label-set reclamation, store swaps). One sampling
- * thread at a time. */
-void pn_epoch_enter(void);
-void pn_epoch_exit(void);
-uint64_t pn_epoch_now(void);
-/* True once no tick that was running at `seen` (a value of pn_epoch_now())
- * can still be running. */
-int pn_epoch_passed(uint64_t seen);
-/* Wait (sleeping in 100 us steps) until pn_epoch_passed(seen). */
-void pn_epoch_wait(uint64_t seen);
+#include "aggregation/grace.h"
 
 /* Bytes of s's tables resident in
  * RAM now (they are reserved for their maximum but cost RAM only where
  * written). For stats and tests; any thread that may read s. */
 size_t pn_symbols_resident_bytes(const pn_symbols *s);
 
-/* Sampler side, between pn_epoch_enter/exit: the set of kernel thread `tid`
- * (the empty set when it has none); stays valid until the store period it
- * is recorded in has been encoded. Lock-free. */
-const pn_labelset *pn_labels_of_thread(pid_t tid);
-/* Free sets that no thread holds and no live period uses. `live_period` is
- * the sequence number of the oldest period that may still reference sets.
- * Exporter thread. */
-void pn_labels_collect(uint64_t live_period);
-/* Mark ls as used by period `period_seq` (store writer). */
-void pn_labelset_mark_used(const pn_labelset *ls, uint64_t period_seq);
+/* Free every retired set that no reader can hold any more (releases do a
+ * few each; the flusher calls this once per period). Any thread. */
+void pn_labels_reclaim(void);
+/* Retired sets not yet freed: for tests and stats. */
+size_t pn_labelset_retired(void);
+/* Fork path (pipeline/fork.c): prepare takes the label locks, parent and
+ * child release them; child also forgets the threads that did not survive. */
+void pn_labels_fork_prepare(void);
+void pn_labels_fork_parent(void);
+void pn_labels_fork_child(void);
 
 /* ----------------------------------------------------------------- store */
 
@@ -51,13 +37,15 @@ typedef struct {
 void pn_store_limits_default(pn_store_limits *l);
 
 typedef struct pn_store pn_store;
-typedef struct pn_period pn_period;
 
 /* A read-only view of one aggregated sample of a swapped-out period. */
 typedef struct {
     const pn_frame_id *frames;  /* leaf first */
     uint32_t depth;
-    const pn_labelset *labels;
+    uint32_t stack;             /* the period's stack id */
+    uint32_t label_set;         /* the period's label-set index (0: none) */
+    const uint32_t *label_pairs; /* key sid, value sid, ... (nlabels pairs) */
+    uint32_t nlabels;
     uint64_t tid;               /* 0 when not reported */
     uint32_t thread_name;       /* string id, PN_STR_EMPTY when not reported */
     const int64_t *values;      /* nvalues entries */
@@ -68,39 +56,58 @@ typedef struct {
     uint64_t overflow_samples;  /* of those, folded into [overflow] */
     uint64_t truncated_stacks;  /* cut at max_depth */
     uint64_t symbols_dropped;
+    uint64_t labels_dropped;    /* samples kept without labels: label tables full */
 } pn_period_stats;
 
 pn_store *pn_store_new(const pn_store_limits *l, pn_error *e);
 void pn_store_free(pn_store *s);
 const pn_store_limits *pn_store_get_limits(const pn_store *s);
 
-/* Writer (one thread at a time; the sampler): begin enters the epoch and
- * returns the active period; end leaves it. No allocation, no locks. */
-pn_period *pn_store_write_begin(pn_store *s);
+/* Writer: one thread at a time per store (a driver's recording thread).
+ * begin/end bracket a recording section (grace.h: pointers loaded inside
+ * it stay valid until end); route returns the period a sample taken at
+ * CLOCK_MONOTONIC `time_mono` (0: now) belongs to, or NULL when that
+ * period was sealed already (the sample is counted as late). Lock-free, no
+ * allocation. */
+void pn_store_write_begin(pn_store *s);
 void pn_store_write_end(pn_store *s);
+pn_period *pn_store_route(pn_store *s, int64_t time_mono);
+pn_period *pn_store_active(pn_store *s);
+pn_grace_reader *pn_store_reader(pn_store *s);
+uint64_t pn_store_late(const pn_store *s);
 
-/* Exporter: make a fresh period active, wait until the writer has left the
- * old one, and return it. `now_ns` is CLOCK_REALTIME and becomes the old
- * period's end and the new one's start. Then read it and give it back with
- * pn_store_recycle before the next swap. */
+/* Flusher: cut makes a fresh period active from (now_real, now_mono) and
+ * returns the old one, which keeps taking samples older than the cut
+ * (late batches) until seal; seal waits until no writer can still add to
+ * it. Read it, then give it back with pn_store_recycle before the next
+ * cut. swap is cut + seal at once (for a driver whose samples are never
+ * late). */
+pn_period *pn_store_cut(pn_store *s, int64_t now_real, int64_t now_mono);
+void pn_store_seal(pn_store *s, pn_period *p);
 pn_period *pn_store_swap(pn_store *s, int64_t now_ns);
 void pn_store_recycle(pn_store *s, pn_period *p);
 /* After fork in the child: empty both periods (no writer exists). */
 void pn_store_reset(pn_store *s, int64_t now_ns);
 
-pn_symbols *pn_period_symbols(pn_period *p);
 const pn_symbols *pn_period_symbols_const(const pn_period *p);
 /* Add one sample. frames are leaf first; stacks deeper than max_depth keep
  * the max_depth-1 leaf-most frames plus [truncated] at the root end.
- * labels may be NULL (empty). values has nvalues entries. */
+ * labels may be NULL (empty); its pairs are copied. values has nvalues
+ * entries. */
 void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
                    const pn_labelset *labels, uint64_t tid, uint32_t thread_name,
                    const int64_t *values);
 size_t pn_period_sample_count(const pn_period *p);
 void pn_period_sample(const pn_period *p, size_t i, pn_sample_view *out);
 int pn_period_nvalues(const pn_period *p);
+uint32_t pn_period_stack_count(const pn_period *p);
+const pn_frame_id *pn_period_stack(const pn_period *p, uint32_t i, uint32_t *depth);
+uint32_t pn_period_label_set_count(const pn_period *p);
+const uint32_t *pn_period_label_set(const pn_period *p, uint32_t i, uint32_t *npairs);
 int64_t pn_period_start_ns(const pn_period *p);
 int64_t pn_period_end_ns(const pn_period *p);
+int64_t pn_period_start_mono(const pn_period *p);
+int64_t pn_period_end_mono(const pn_period *p);
 uint64_t pn_period_seq(const pn_period *p);
 void pn_period_get_stats(const pn_period *p, pn_period_stats *out);
 /* Bytes of both periods' tables

@@ -293,9 +293,8 @@ typedef struct {
 } chunk_mark;
 
 typedef struct {
-    const pn_period *p;
+    const pn_profile *p;
     const pn_encode_opts *o;
-    const pn_symbols *syms;
     int nvalues;
     pn_profile_sink sink;
     void *ud;
@@ -337,6 +336,28 @@ typedef struct {
     size_t oversize;
 } enc;
 
+/* One sample of the profile, resolved to its stack and label set. */
+typedef struct {
+    const pn_frame_id *frames;
+    uint32_t depth;
+    uint32_t labels;
+    uint64_t tid;
+    uint32_t thread_name;
+    const int64_t *values;
+} view;
+
+static void view_of(const pn_profile *p, size_t i, view *v)
+{
+    const pn_profile_sample *s = &p->samples[i];
+    const pn_profile_span *st = &p->stacks[s->stack];
+    v->frames = p->stack_frames + st->off;
+    v->depth = st->n;
+    v->labels = s->labels;
+    v->tid = s->tid;
+    v->thread_name = s->thread_name;
+    v->values = s->values;
+}
+
 static int oom(enc *x, const char *what)
 {
     return pn_fail(x->e, PN_ENOMEM, "pprof: out of memory while building %s", what);
@@ -360,8 +381,8 @@ static int intern_sid(enc *x, uint32_t sid, uint32_t *out)
         return 0;
     }
     size_t len = 0;
-    const char *s = pn_symbols_str(x->syms, sid, &len);
-    if (intern(x, s ? s : "", s ? len : 0, out) < 0)
+    const char *s = pn_profile_str(x->p, sid, &len);
+    if (intern(x, s, len, out) < 0)
         return -1;
     if (sid < x->nsids)
         x->sid_str[sid] = *out;
@@ -413,13 +434,14 @@ static int frame_location(enc *x, pn_frame_id f, uint32_t *out)
         *out = x->frame_loc[f];
         return 0;
     }
-    uint32_t name_sid, file_sid, line;
-    if (f >= x->nframes || pn_symbols_frame_get(x->syms, f, &name_sid, &file_sid, &line) < 0) {
+    if (f >= x->nframes) {
         /* Not a frame of this period: keep the sample, but as [unknown]. */
         x->bad_frames++;
         *out = x->unknown_loc;
         return 0;
     }
+    const uint32_t *fr = x->p->frames + 3 * (size_t)f;
+    uint32_t name_sid = fr[0], file_sid = fr[1], line = fr[2];
     uint32_t name, file, func;
     if (intern_sid(x, name_sid, &name) < 0 || intern_sid(x, file_sid, &file) < 0 ||
         function_of(x, name, file, &func) < 0 || location_of(x, func, line, out) < 0)
@@ -438,11 +460,23 @@ static int add_pair(enc *x, uint32_t key, uint32_t value)
     return 0;
 }
 
-/* The glabels entry for a label set, built on first use. */
-static int labels_of(enc *x, const pn_labelset *ls, uint32_t *out)
+/* Whether label set `ls` of the profile has key sid... by its text. */
+static int lset_has_key(const enc *x, uint32_t ls, const char *key)
 {
-    uint64_t id = ls ? pn_labelset_id(ls) : 0;
-    uint32_t idx = u64map_get(&x->lset_map, id);
+    const pn_profile_span *sp = &x->p->lsets[ls];
+    for (uint32_t i = 0; i < sp->n; i++) {
+        size_t len;
+        const char *k = pn_profile_str(x->p, x->p->pairs[sp->off + 2 * i], &len);
+        if (strcmp(k, key) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The glabels entry for the profile's label set `ls`, built on first use. */
+static int labels_of(enc *x, uint32_t ls, uint32_t *out)
+{
+    uint32_t idx = u64map_get(&x->lset_map, ls);
     if (idx != NONE) {
         *out = idx;
         return 0;
@@ -452,18 +486,21 @@ static int labels_of(enc *x, const pn_labelset *ls, uint32_t *out)
         return oom(x, "the label table");
     x->lsets = ng;
     glabels g = {.first = (uint32_t)x->npairs};
-    size_t n = ls ? pn_labelset_count(ls) : 0;
-    for (size_t i = 0; i < n; i++) {
-        pn_label l = pn_labelset_at(ls, i);
+    const pn_profile_span *sp = ls < x->p->nlsets ? &x->p->lsets[ls] : NULL;
+    for (uint32_t i = 0; sp && i < sp->n; i++) {
         uint32_t k, v;
-        if (intern_c(x, l.key, &k) < 0 || intern_c(x, l.value, &v) < 0 || add_pair(x, k, v) < 0)
+        const uint32_t *kv = x->p->pairs + sp->off + 2 * i;
+        if (intern_sid(x, kv[0], &k) < 0 || intern_sid(x, kv[1], &v) < 0)
+            return -1;
+        /* A label the store could not keep (symbols full) is left out. */
+        if (k != x->empty && v != x->empty && add_pair(x, k, v) < 0)
             return -1;
     }
-    /* The sample's own labels are more specific than the encoder's extras:
-     * on equal keys the label set wins, so no key appears twice. */
+    /* The sample's own labels are more specific than the extras (pid, static
+     * tags): on equal keys the sample's win, so no key appears twice. */
     for (size_t i = 0; i < x->o->n_extra; i++) {
         const pn_label *l = &x->o->extra_labels[i];
-        if (ls && pn_labelset_get(ls, l->key))
+        if (sp && lset_has_key(x, ls, l->key))
             continue;
         uint32_t k, v;
         if (intern_c(x, l->key, &k) < 0 || intern_c(x, l->value, &v) < 0 || add_pair(x, k, v) < 0)
@@ -475,7 +512,7 @@ static int labels_of(enc *x, const pn_labelset *ls, uint32_t *out)
         g.has_tname |= x->pairs[i].key == x->tname_key;
     }
     idx = (uint32_t)x->nlsets;
-    if (u64map_put(&x->lset_map, id, idx) < 0)
+    if (u64map_put(&x->lset_map, ls, idx) < 0)
         return oom(x, "the label table");
     x->lsets[x->nlsets++] = g;
     *out = idx;
@@ -507,14 +544,14 @@ static bool all_zero(const int64_t *v, int n)
 
 static int resolve(enc *x)
 {
-    size_t n = pn_period_sample_count(x->p);
+    size_t n = x->p->nsamples;
     /* Sized once: doubling would copy (and fault in) it several times. */
     x->kept = malloc(n * sizeof *x->kept);
     if (!x->kept)
         return oom(x, "the sample list");
     for (size_t i = 0; i < n; i++) {
-        pn_sample_view v;
-        pn_period_sample(x->p, i, &v);
+        view v;
+        view_of(x->p, i, &v);
         if (all_zero(v.values, x->nvalues))
             continue; /* receivers drop them; they carry nothing */
         kept_sample k = {.index = (uint32_t)i, .tid = NONE, .tname = NONE};
@@ -682,8 +719,8 @@ static uint8_t *put_label(uint8_t *p, uint32_t key, uint32_t str)
 /* The trailing scalars and the period type (fields 9-12). */
 static size_t tail_size(const enc *x, uint32_t ptype, uint32_t punit)
 {
-    int64_t dur = pn_period_end_ns(x->p) - pn_period_start_ns(x->p);
-    return pn_field_u64_size((uint64_t)pn_period_start_ns(x->p)) +
+    int64_t dur = x->p->end_ns - x->p->start_ns;
+    return pn_field_u64_size((uint64_t)x->p->start_ns) +
            pn_field_u64_size((uint64_t)(dur > 0 ? dur : 0)) +
            pn_field_len_size(value_type_size(ptype, punit)) +
            pn_field_u64_size((uint64_t)x->o->period);
@@ -723,8 +760,8 @@ static int chunk_start(enc *x, size_t first)
 static int chunk_add(enc *x, const kept_sample *k)
 {
     chunk *c = &x->c;
-    pn_sample_view v;
-    pn_period_sample(x->p, k->index, &v);
+    view v;
+    view_of(x->p, k->index, &v);
     size_t ids = 0;
     for (uint32_t d = 0; d < v.depth; d++)
         ids += pn_varint_size(chunk_loc(x, loc_of_frame(x, v.frames[d])));
@@ -807,8 +844,8 @@ static int chunk_close(enc *x)
         const gstr *g = &x->strs.v[c->strs[i]];
         p = pn_put_field_bytes(p, 6, x->strs.arena + g->off, g->len);
     }
-    int64_t dur = pn_period_end_ns(x->p) - pn_period_start_ns(x->p);
-    p = pn_put_field_u64(p, 9, (uint64_t)pn_period_start_ns(x->p));
+    int64_t dur = x->p->end_ns - x->p->start_ns;
+    p = pn_put_field_u64(p, 9, (uint64_t)x->p->start_ns);
     p = pn_put_field_u64(p, 10, (uint64_t)(dur > 0 ? dur : 0));
     p = put_value_type(p, 11, c->str_id[x->ptype_str], c->str_id[x->punit_str]);
     p = pn_put_field_u64(p, 12, (uint64_t)x->o->period);
@@ -869,7 +906,7 @@ static int split_and_emit(enc *x)
 static int check_opts(const pn_encode_opts *o, int nvalues, pn_error *e)
 {
     if (nvalues < 1 || nvalues > PN_MAX_VALUES)
-        return pn_fail(e, PN_EINVAL, "pprof: the period has %d values per sample; "
+        return pn_fail(e, PN_EINVAL, "pprof: the profile has %d values per sample; "
                        "it must have 1..%d", nvalues, PN_MAX_VALUES);
     for (int i = 0; i < nvalues; i++)
         if (!o->sample_types[i].type || !o->sample_types[i].unit)
@@ -893,8 +930,8 @@ static int check_opts(const pn_encode_opts *o, int nvalues, pn_error *e)
 
 static int setup(enc *x)
 {
-    x->nsids = pn_symbols_string_count(x->syms);
-    x->nframes = pn_symbols_frame_count(x->syms);
+    x->nsids = x->p->nstr;
+    x->nframes = x->p->nframes;
     x->sid_str = malloc(((size_t)x->nsids + 1) * sizeof *x->sid_str);
     x->frame_loc = malloc(((size_t)x->nframes + 1) * sizeof *x->frame_loc);
     if (!x->sid_str || !x->frame_loc)
@@ -917,8 +954,8 @@ static int setup(enc *x)
 
     /* Frame ids the symbols do not know become [unknown]: the period's own
      * [unknown] frame when it has one. */
-    uint32_t name_sid, file_sid, line, name, func;
-    if (pn_symbols_frame_get(x->syms, PN_FRAME_UNKNOWN, &name_sid, &file_sid, &line) == 0)
+    uint32_t name, func;
+    if (PN_FRAME_UNKNOWN < x->nframes)
         return frame_location(x, PN_FRAME_UNKNOWN, &x->unknown_loc);
     if (intern_c(x, "[unknown]", &name) < 0 || function_of(x, name, x->empty, &func) < 0)
         return -1;
@@ -984,7 +1021,18 @@ static void enc_free(enc *x)
     pn_scratch_free(x->c.buf, x->c.cap);
 }
 
-int pn_pprof_encode(const pn_period *p, const pn_encode_opts *o, pn_profile_sink sink,
+void pn_encode_opts_from_profile(pn_encode_opts *o, const pn_profile *p)
+{
+    pn_encode_opts_default(o);
+    for (int i = 0; i < p->nvalues; i++)
+        o->sample_types[i] = p->sample_types[i];
+    o->period_type = p->period_type;
+    o->period = p->period;
+    o->extra_labels = p->extra_labels;
+    o->n_extra = p->n_extra;
+}
+
+int pn_pprof_encode(const pn_profile *p, const pn_encode_opts *o, pn_profile_sink sink,
                     void *ud, pn_error *e)
 {
     pn_encode_opts defaults;
@@ -993,14 +1041,14 @@ int pn_pprof_encode(const pn_period *p, const pn_encode_opts *o, pn_profile_sink
         o = &defaults;
     }
     if (!p || !sink)
-        return pn_fail(e, PN_EINVAL, "pprof: %s is NULL", p ? "the sink" : "the period");
-    int nvalues = pn_period_nvalues(p);
+        return pn_fail(e, PN_EINVAL, "pprof: %s is NULL", p ? "the sink" : "the profile");
+    int nvalues = p->nvalues;
     if (check_opts(o, nvalues, e) < 0)
         return -1;
-    if (pn_period_sample_count(p) == 0)
+    if (p->nsamples == 0)
         return 0;
 
-    enc x = {.p = p, .o = o, .syms = pn_period_symbols_const(p), .nvalues = nvalues,
+    enc x = {.p = p, .o = o, .nvalues = nvalues,
              .sink = sink, .ud = ud, .e = e};
     int rc = -1;
     if (setup(&x) < 0 || resolve(&x) < 0)

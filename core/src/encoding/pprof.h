@@ -3,14 +3,9 @@
 #define PN_PPROF_H
 
 #include "pyroscope_native.h"
-#include "aggregation/store.h"
+#include "aggregation/profile.h"
 
 /* ----------------------------------------------------------------- pprof */
-
-typedef struct {
-    const char *type;
-    const char *unit;
-} pn_value_type;
 
 typedef struct {
     pn_value_type sample_types[PN_MAX_VALUES];  /* one per period value */
@@ -23,16 +18,18 @@ typedef struct {
 } pn_encode_opts;
 
 void pn_encode_opts_default(pn_encode_opts *o);
+/* Defaults, with the sample types, period and extra labels of p. */
+void pn_encode_opts_from_profile(pn_encode_opts *o, const pn_profile *p);
 
 /* Receives each encoded profile (gzip) in turn; return 0 to continue. */
 typedef int (*pn_profile_sink)(void *ud, const uint8_t *gz, size_t len,
                                size_t nsamples);
 
-/* Encode a swapped-out period into one or more gzip'ed pprof profiles,
+/* Encode a profile (a sealed period) into one or more gzip'ed pprof profiles,
  * splitting so each respects max_samples and max_bytes. Samples whose values
  * are all zero are skipped. Exporter thread. Returns the number of profiles
  * emitted, or -1. */
-int pn_pprof_encode(const pn_period *p, const pn_encode_opts *o,
+int pn_pprof_encode(const pn_profile *p, const pn_encode_opts *o,
                     pn_profile_sink sink, void *ud, pn_error *e);
 
 /* gzip a buffer (deflate.c: fast, about zlib level 1's size). *out is

@@ -3,10 +3,12 @@
 #define PN_EXPORTER_H
 
 #include "pyroscope_native.h"
+#include "aggregation/profile.h"
 
 /* ------------------------------------------------------------- exporters */
 
-/* One encoded profile on its way out. Owned by the exporter queue. */
+/* One encoded payload on its way out (a profile in one receiver's format,
+ * or one part of it when it was split). Owned by the exporter queue. */
 typedef struct {
     char *app_name;             /* application name (no tags) */
     char *profile_type;         /* "cpu" or "wall": file names, logs */
@@ -19,10 +21,16 @@ typedef struct {
 
 typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL } pn_send_result;
 
-/* One destination. send() runs on the exporter thread only; it must give
- * up by `deadline_ns` (CLOCK_MONOTONIC) and when *abort becomes non-zero. */
+/* One destination; it owns its encoding. encode turns a profile into the
+ * payloads its receiver takes; NULL means gzip'ed pprof split to
+ * Pyroscope's limits (encoded once per profile for all exporters that take
+ * it). *parts and each part are malloc'ed and freed by the queue. send()
+ * sends one payload; it must give up by `deadline_ns` (CLOCK_MONOTONIC) and
+ * when *abort becomes non-zero. All three run on the exporter thread only. */
 typedef struct pn_exporter {
     const char *name;
+    int (*encode)(struct pn_exporter *self, const pn_profile *p, pn_upload ***parts,
+                  size_t *nparts, pn_error *e);
     pn_send_result (*send)(struct pn_exporter *self, const pn_upload *u,
                            int64_t deadline_ns, const volatile int *abort,
                            pn_error *e);
@@ -71,9 +79,9 @@ typedef struct {
 typedef struct pn_queue pn_queue;
 pn_queue *pn_queue_new(const pn_queue_opts *o, pn_exporter **exporters, size_t n,
                        pn_error *e);
-/* Takes ownership of u (and its buffers). Never blocks on the network: a
- * full queue drops its oldest entry, counted. Any thread. */
-void pn_queue_push(pn_queue *q, pn_upload *u);
+/* Takes ownership of p. Never blocks on the network: a full queue drops
+ * its oldest entry, counted. Any thread. */
+void pn_queue_push(pn_queue *q, pn_profile *p);
 /* Wait until everything queued so far was sent or given up, at most
  * timeout_s. Returns 0 when drained, -1 on timeout. */
 int pn_queue_flush(pn_queue *q, double timeout_s);
@@ -87,5 +95,8 @@ void pn_queue_fork_prepare(pn_queue *q);
 void pn_queue_fork_parent(pn_queue *q);
 void pn_queue_fork_child(pn_queue *q);
 void pn_upload_free(pn_upload *u);
+/* The default encoding: gzip'ed pprof parts of p within the server's
+ * default limits (16 000 samples, 4 MiB). Exporter thread. */
+int pn_pprof_uploads(const pn_profile *p, pn_upload ***parts, size_t *nparts, pn_error *e);
 
 #endif

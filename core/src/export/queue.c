@@ -1,9 +1,10 @@
-/* The upload queue: one exporter thread draining a bounded FIFO of encoded
- * profiles into the exporters, so no application thread ever waits on the
- * network.
+/* The upload queue: one exporter thread draining a bounded FIFO of
+ * profiles (sealed periods in their neutral form) into the exporters, each
+ * of which encodes what its receiver takes, so no application thread ever
+ * waits on encoding or the network.
  *
- * How uploads are counted: per upload, not per (upload, exporter) pair.
- * Every pushed upload ends in exactly one of
+ * How uploads are counted: per profile, not per (profile, exporter) pair
+ * nor per part. Every pushed profile ends in exactly one of
  *   uploads_ok      every exporter accepted it,
  *   uploads_failed  at least one exporter rejected it or ran out of attempts,
  *   uploads_dropped the queue was full (oldest dropped), or stop came first
@@ -30,6 +31,7 @@
 
 #include "pyroscope_native.h"
 #include "export/exporter.h"
+#include "encoding/pprof.h"
 #include "support/clock.h"
 #include "support/threads.h"
 
@@ -45,7 +47,7 @@
 #define SEND_BUDGET_NS (60LL * 1000000000LL)
 
 typedef struct {
-    pn_upload *u;
+    pn_profile *p;
     uint64_t seq;               /* push order, for flush */
 } slot;
 
@@ -65,7 +67,7 @@ struct pn_queue {
     slot *ring;                 /* opts.queue_capacity entries */
     size_t head, count;
     uint64_t next_seq;          /* seq of the next pushed upload */
-    pn_upload *inflight;        /* the exporter thread's upload; owned by that
+    pn_profile *inflight;       /* the exporter thread's profile; owned by that
                                  * thread, recorded here for flush and so a
                                  * forked child can free it */
     uint64_t inflight_seq;
@@ -110,12 +112,81 @@ void pn_upload_free(pn_upload *u)
     free(u);
 }
 
-/* "cpu profile of 'app' [from..until] part 1", for log lines. */
-static void describe(const pn_upload *u, char *buf, size_t n)
+/* Rounded to seconds, so back-to-back periods of a second or more do not
+ * overlap. */
+static void period_seconds(const pn_profile *p, int64_t *from_s, int64_t *until_s)
 {
-    snprintf(buf, n, "%s profile of '%s' [%lld..%lld] part %u",
-             u->profile_type ? u->profile_type : "?", u->app_name ? u->app_name : "?",
-             (long long)u->from_s, (long long)u->until_s, u->part);
+    *from_s = (p->start_ns + 500000000) / 1000000000;
+    *until_s = (p->end_ns + 500000000) / 1000000000;
+    if (*until_s <= *from_s)
+        *until_s = *from_s + 1;
+}
+
+/* "cpu profile of 'app' [from..until]", for log lines. */
+static void describe(const pn_profile *p, char *buf, size_t n)
+{
+    int64_t from, until;
+    period_seconds(p, &from, &until);
+    snprintf(buf, n, "%s profile of '%s' [%lld..%lld]", p->profile_type, p->app_name,
+             (long long)from, (long long)until);
+}
+
+typedef struct {
+    const pn_profile *p;
+    pn_upload **parts;
+    size_t n, cap;
+} parts_sink;
+
+static int collect_part(void *ud, const uint8_t *gz, size_t len, size_t nsamples)
+{
+    (void)nsamples;
+    parts_sink *ps = ud;
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? ps->cap * 2 : 4;
+        pn_upload **np = realloc(ps->parts, cap * sizeof *np);
+        if (!np)
+            return -1;
+        ps->parts = np;
+        ps->cap = cap;
+    }
+    pn_upload *u = calloc(1, sizeof *u);
+    if (!u)
+        return -1;
+    u->app_name = strdup(ps->p->app_name);
+    u->profile_type = strdup(ps->p->profile_type);
+    u->data = malloc(len ? len : 1);
+    if (!u->app_name || !u->profile_type || !u->data) {
+        pn_upload_free(u);
+        return -1;
+    }
+    memcpy(u->data, gz, len);
+    u->len = len;
+    period_seconds(ps->p, &u->from_s, &u->until_s);
+    u->sample_rate = ps->p->sample_rate;
+    u->part = (uint32_t)ps->n;
+    ps->parts[ps->n++] = u;
+    return 0;
+}
+
+static void free_parts(pn_upload **parts, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        pn_upload_free(parts[i]);
+    free(parts);
+}
+
+int pn_pprof_uploads(const pn_profile *p, pn_upload ***parts, size_t *nparts, pn_error *e)
+{
+    pn_encode_opts o;
+    pn_encode_opts_from_profile(&o, p);
+    parts_sink ps = {p, NULL, 0, 0};
+    if (pn_pprof_encode(p, &o, collect_part, &ps, e) < 0) {
+        free_parts(ps.parts, ps.n);
+        return -1;
+    }
+    *parts = ps.parts;
+    *nparts = ps.n;
+    return 0;
 }
 
 static int init_sync(pn_queue *q)
@@ -183,58 +254,105 @@ static int sleep_backoff(pn_queue *q, double s, uint64_t gen)
     return !q->stopping;
 }
 
-/* Send u to every exporter in turn, retrying RETRY answers. Exporter thread,
+/* Send one part to exporter x, retrying RETRY answers. Exporter thread,
  * mu not held. */
-static outcome deliver(pn_queue *q, const pn_upload *u, const char *what)
+static outcome send_part(pn_queue *q, pn_exporter *x, const pn_upload *u, const char *what)
+{
+    const char *name = x->name ? x->name : "exporter";
+    for (int attempt = 1;; attempt++) {
+        if (aborted(q))
+            return OUT_DROPPED;
+        /* A flush that starts while this attempt runs also cuts the
+         * backoff after it short. */
+        pthread_mutex_lock(&q->mu);
+        if (attempt > 1)
+            q->stats.retries++;
+        uint64_t gen = q->flush_gen;
+        pthread_mutex_unlock(&q->mu);
+        pn_error err;
+        pn_error_clear(&err);
+        pn_send_result r = x->send(x, u, pn_clock_ns(CLOCK_MONOTONIC) + SEND_BUDGET_NS, &q->abort_flag, &err);
+        const char *msg = err.msg[0] ? err.msg : "(no message)";
+        if (r == PN_SEND_OK) {
+            pthread_mutex_lock(&q->mu);
+            q->stats.bytes_sent += u->len;
+            pthread_mutex_unlock(&q->mu);
+            return OUT_OK;
+        }
+        /* An abort makes send() fail; that is shutdown, not the server. */
+        if (aborted(q))
+            return OUT_DROPPED;
+        if (r != PN_SEND_RETRY) {
+            pn_log(PN_LOG_ERROR, "upload of %s part %u to %s failed: %s", what, u->part, name,
+                   msg);
+            return OUT_FAILED;
+        }
+        if (attempt >= q->opts.max_attempts) {
+            pn_log(PN_LOG_ERROR, "upload of %s part %u to %s failed, gave up after %d attempts: %s",
+                   what, u->part, name, attempt, msg);
+            return OUT_FAILED;
+        }
+        double wait = backoff_s(q, attempt);
+        pn_log(PN_LOG_INFO, "upload of %s part %u to %s: attempt %d of %d failed (%s); retrying in %.2f s",
+               what, u->part, name, attempt, q->opts.max_attempts, msg, wait);
+        pthread_mutex_lock(&q->mu);
+        int go_on = sleep_backoff(q, wait, gen);
+        pthread_mutex_unlock(&q->mu);
+        if (!go_on)
+            return OUT_DROPPED;
+    }
+}
+
+/* Encode p for every exporter (pprof once for all that take it) and send
+ * each part. Exporter thread, mu not held. */
+static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
 {
     int failed = 0;
-    for (size_t i = 0; i < q->nexporters; i++) {
+    pn_upload **pprof = NULL;
+    size_t npprof = 0;
+    int pprof_state = 0; /* 0 not yet, 1 encoded, -1 failed */
+    outcome oc = OUT_OK;
+    for (size_t i = 0; i < q->nexporters && oc != OUT_DROPPED; i++) {
         pn_exporter *x = q->exporters[i];
-        const char *name = x->name ? x->name : "exporter";
-        for (int attempt = 1;; attempt++) {
-            if (aborted(q))
-                return OUT_DROPPED;
-            /* A flush that starts while this attempt runs also cuts the
-             * backoff after it short. */
-            pthread_mutex_lock(&q->mu);
-            if (attempt > 1)
-                q->stats.retries++;
-            uint64_t gen = q->flush_gen;
-            pthread_mutex_unlock(&q->mu);
-            pn_error err;
-            pn_error_clear(&err);
-            pn_send_result r = x->send(x, u, pn_clock_ns(CLOCK_MONOTONIC) + SEND_BUDGET_NS, &q->abort_flag, &err);
-            const char *msg = err.msg[0] ? err.msg : "(no message)";
-            if (r == PN_SEND_OK) {
-                pthread_mutex_lock(&q->mu);
-                q->stats.bytes_sent += u->len;
-                pthread_mutex_unlock(&q->mu);
-                break;
-            }
-            /* An abort makes send() fail; that is shutdown, not the server. */
-            if (aborted(q))
-                return OUT_DROPPED;
-            if (r != PN_SEND_RETRY) {
-                pn_log(PN_LOG_ERROR, "upload of %s to %s failed: %s", what, name, msg);
+        pn_upload **parts = NULL, **own = NULL;
+        size_t nparts = 0;
+        pn_error err;
+        pn_error_clear(&err);
+        if (x->encode) {
+            if (x->encode(x, p, &own, &nparts, &err) < 0) {
+                pn_log(PN_LOG_ERROR, "encoding %s for %s failed, not sent there: %s", what,
+                       x->name ? x->name : "exporter", err.msg);
                 failed = 1;
-                break;
+                continue;
             }
-            if (attempt >= q->opts.max_attempts) {
-                pn_log(PN_LOG_ERROR, "upload of %s to %s failed, gave up after %d attempts: %s",
-                       what, name, attempt, msg);
+            parts = own;
+        } else {
+            if (pprof_state == 0) {
+                pprof_state = pn_pprof_uploads(p, &pprof, &npprof, &err) < 0 ? -1 : 1;
+                if (pprof_state < 0)
+                    pn_log(PN_LOG_ERROR, "encoding %s as pprof failed, not sent: %s", what,
+                           err.msg);
+            }
+            if (pprof_state < 0) {
                 failed = 1;
-                break;
+                continue;
             }
-            double wait = backoff_s(q, attempt);
-            pn_log(PN_LOG_INFO, "upload of %s to %s: attempt %d of %d failed (%s); retrying in %.2f s",
-                   what, name, attempt, q->opts.max_attempts, msg, wait);
-            pthread_mutex_lock(&q->mu);
-            int go_on = sleep_backoff(q, wait, gen);
-            pthread_mutex_unlock(&q->mu);
-            if (!go_on)
-                return OUT_DROPPED;
+            parts = pprof;
+            nparts = npprof;
         }
+        for (size_t k = 0; k < nparts && oc != OUT_DROPPED; k++) {
+            outcome r = send_part(q, x, parts[k], what);
+            if (r == OUT_DROPPED)
+                oc = OUT_DROPPED;
+            else if (r == OUT_FAILED)
+                failed = 1;
+        }
+        if (own)
+            free_parts(own, nparts);
     }
+    free_parts(pprof, npprof);
+    if (oc == OUT_DROPPED)
+        return oc;
     return failed ? OUT_FAILED : OUT_OK;
 }
 
@@ -251,13 +369,13 @@ static void *run(void *arg)
         slot s = q->ring[q->head];
         q->head = (q->head + 1) % q->opts.queue_capacity;
         q->count--;
-        q->inflight = s.u;
+        q->inflight = s.p;
         q->inflight_seq = s.seq;
         pthread_mutex_unlock(&q->mu);
 
         char what[200];
-        describe(s.u, what, sizeof what);
-        outcome oc = deliver(q, s.u, what);
+        describe(s.p, what, sizeof what);
+        outcome oc = deliver(q, s.p, what);
 
         pthread_mutex_lock(&q->mu);
         if (oc == OUT_OK)
@@ -267,7 +385,7 @@ static void *run(void *arg)
         else
             q->stats.uploads_dropped++;
         q->inflight = NULL;
-        pn_upload_free(s.u);
+        pn_profile_free(s.p);
         pthread_cond_broadcast(&q->idle);
         if (oc == OUT_DROPPED) {
             pthread_mutex_unlock(&q->mu);
@@ -370,29 +488,29 @@ fail:
     return NULL;
 }
 
-void pn_queue_push(pn_queue *q, pn_upload *u)
+void pn_queue_push(pn_queue *q, pn_profile *u)
 {
     if (!u)
         return;
     if (!q) {
-        pn_upload_free(u);
+        pn_profile_free(u);
         return;
     }
-    pn_upload *oldest = NULL, *refused = NULL;
+    pn_profile *oldest = NULL, *refused = NULL;
     pthread_mutex_lock(&q->mu);
     if (q->stopping || !q->thread_running) {
         refused = u;
         q->stats.uploads_dropped++;
     } else {
         if (q->count == q->opts.queue_capacity) {
-            oldest = q->ring[q->head].u;
+            oldest = q->ring[q->head].p;
             q->head = (q->head + 1) % q->opts.queue_capacity;
             q->count--;
             q->stats.uploads_dropped++;
             pthread_cond_broadcast(&q->idle);
         }
         slot *s = &q->ring[(q->head + q->count) % q->opts.queue_capacity];
-        s->u = u;
+        s->p = u;
         s->seq = q->next_seq++;
         q->count++;
         pthread_cond_signal(&q->wake);
@@ -404,12 +522,12 @@ void pn_queue_push(pn_queue *q, pn_upload *u)
         describe(oldest, what, sizeof what);
         pn_log(PN_LOG_WARN, "upload queue full (%zu entries): dropped the oldest upload, %s",
                q->opts.queue_capacity, what);
-        pn_upload_free(oldest);
+        pn_profile_free(oldest);
     }
     if (refused) {
         describe(refused, what, sizeof what);
         pn_log(PN_LOG_WARN, "upload queue is not running: dropped %s", what);
-        pn_upload_free(refused);
+        pn_profile_free(refused);
     }
 }
 
@@ -474,7 +592,7 @@ void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final)
     /* The exporter thread is gone: this thread owns everything now. */
     size_t left = q->count;
     for (size_t i = 0; i < left; i++)
-        pn_upload_free(q->ring[(q->head + i) % q->opts.queue_capacity].u);
+        pn_profile_free(q->ring[(q->head + i) % q->opts.queue_capacity].p);
     q->stats.uploads_dropped += left;
     if (left)
         pn_log(PN_LOG_WARN, "upload queue stopped: %zu queued uploads dropped (not sent within the %.2f s stop timeout)",
@@ -530,8 +648,8 @@ void pn_queue_fork_child(pn_queue *q)
     }
     /* The parent still owns and sends these; here they are only copies. */
     for (size_t i = 0; i < q->count; i++)
-        pn_upload_free(q->ring[(q->head + i) % q->opts.queue_capacity].u);
-    pn_upload_free(q->inflight);
+        pn_profile_free(q->ring[(q->head + i) % q->opts.queue_capacity].p);
+    pn_profile_free(q->inflight);
     q->inflight = NULL;
     q->head = q->count = 0;
     q->flush_gen = 0;

@@ -19,21 +19,27 @@
 #include "sampling/sampler.h"
 #include "encoding/pprof.h"
 #include "export/exporter.h"
+#include "pipeline/driver.h"
+#include "pipeline/fork.h"
+#include "aggregation/profile.h"
 #include "support/clock.h"
 #include "support/threads.h"
+
+#define MAX_DRIVERS 8
 
 struct pn_agent {
     /* Set at start, read-only afterwards (pid_value: rewritten in a forked
      * child before any thread that reads it exists). */
     pn_config cfg;
-    pn_agent_hooks hooks;
-    pn_store *store;
-    pn_sampler *sampler;
-    pn_queue *queue;
-    pn_encode_opts enc;
     pn_label pid_label;
     char pid_value[24];
-    const char *profile_type;
+    int child_of_fork;          /* label profiles with the pid even without report_pid */
+    pn_queue *queue;
+
+    /* Drivers: added by control threads under mu; the flusher reads the
+     * array under mu too. Freed at stop, after every thread is joined. */
+    pn_driver *drivers[MAX_DRIVERS];
+    int ndrivers;
 
     /* The flusher thread and its requests, under mu. */
     pthread_mutex_t mu;
@@ -45,48 +51,24 @@ struct pn_agent {
 
     /* Written by whichever thread flushes a period (the flusher, or the
      * stopping thread once the flusher has been joined). */
-    _Atomic uint64_t periods, profiles, dropped, encode_errors;
+    _Atomic uint64_t periods, profiles, dropped, encode_errors, late;
 };
 
-/* The running agent, for the fork handlers. Set by start, cleared by stop. */
+/* The running agent, for the fork path. Set by start, cleared by stop. */
 static _Atomic(pn_agent *) current;
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-typedef struct {
-    pn_agent *a;
-    int64_t from_s, until_s;
-    uint32_t part;
-} period_sink;
-
-static int queue_profile(void *ud, const uint8_t *gz, size_t len, size_t nsamples)
+static void wait_for_watermark(pn_driver *d, int64_t cut_mono, int64_t give_up)
 {
-    (void)nsamples;
-    period_sink *ps = ud;
-    pn_upload *u = calloc(1, sizeof *u);
-    if (!u)
-        return -1;
-    u->app_name = strdup(ps->a->cfg.application_name);
-    u->profile_type = strdup(ps->a->profile_type);
-    u->data = malloc(len ? len : 1);
-    if (!u->app_name || !u->profile_type || !u->data) {
-        pn_upload_free(u);
-        return -1;
-    }
-    memcpy(u->data, gz, len);
-    u->len = len;
-    u->from_s = ps->from_s;
-    u->until_s = ps->until_s;
-    u->sample_rate = (uint32_t)lround(ps->a->cfg.sample_rate);
-    u->part = ps->part++;
-    pn_queue_push(ps->a->queue, u);
-    atomic_fetch_add(&ps->a->profiles, 1);
-    return 0;
+    struct timespec step = {0, 1000000};
+    int64_t until = cut_mono + d->max_delay_ns;
+    if (give_up < until)
+        until = give_up;
+    while (atomic_load(&d->watermark) < cut_mono && pn_clock_ns(CLOCK_MONOTONIC) < until)
+        nanosleep(&step, NULL);
 }
 
-/* Swap the active period out, encode it, queue the profiles. */
-static void flush_period(pn_agent *a)
+static void export_period(pn_agent *a, pn_driver *d, pn_period *p)
 {
-    pn_period *p = pn_store_swap(a->store, pn_clock_ns(CLOCK_REALTIME));
     pn_period_stats st;
     pn_period_get_stats(p, &st);
     uint64_t lost = st.overflow_samples + st.symbols_dropped;
@@ -96,19 +78,56 @@ static void flush_period(pn_agent *a)
                "(max_stacks %u): %llu samples were folded into [overflow]/[unknown]",
                a->cfg.max_stacks, (unsigned long long)lost);
     }
-    /* Rounded, so back-to-back periods of a second or more do not overlap. */
-    period_sink ps = {a, (pn_period_start_ns(p) + 500000000) / 1000000000, 0, 0};
-    ps.until_s = (pn_period_end_ns(p) + 500000000) / 1000000000;
-    if (ps.until_s <= ps.from_s)
-        ps.until_s = ps.from_s + 1;
+    if (st.labels_dropped)
+        pn_log(PN_LOG_WARN, "period held more distinct label sets than its tables: %llu "
+               "samples were kept without labels", (unsigned long long)st.labels_dropped);
+    if (pn_period_sample_count(p) <= 1) /* only the [overflow] placeholder */
+        return;
+    int with_pid = a->cfg.report_pid || a->child_of_fork;
+    pn_profile_meta m = {a->cfg.application_name, d->profile_type,
+                         (uint32_t)lround(a->cfg.sample_rate), d->nvalues, d->types,
+                         d->period_type, d->period, with_pid ? &a->pid_label : NULL,
+                         with_pid ? 1 : 0};
     pn_error e;
-    if (pn_pprof_encode(p, &a->enc, queue_profile, &ps, &e) < 0) {
+    pn_profile *prof = pn_profile_from_period(p, &m, &e);
+    if (!prof) {
         atomic_fetch_add(&a->encode_errors, 1);
-        pn_log(PN_LOG_ERROR, "encoding a profile failed, period dropped: %s", e.msg);
+        pn_log(PN_LOG_ERROR, "exporting a period failed, period dropped: %s", e.msg);
+        return;
     }
-    uint64_t live = pn_period_seq(p) + 1;
-    pn_store_recycle(a->store, p);
-    pn_labels_collect(live);
+    pn_queue_push(a->queue, prof);
+    atomic_fetch_add(&a->profiles, 1);
+}
+
+/* Cut every driver's period at one moment, let batch drivers' late samples
+ * arrive, seal, copy into the neutral form, queue. Flusher thread (or the
+ * stopping thread once the flusher is gone). */
+static void flush_period(pn_agent *a, int64_t give_up)
+{
+    int64_t real = pn_clock_ns(CLOCK_REALTIME), mono = pn_clock_ns(CLOCK_MONOTONIC);
+    pthread_mutex_lock(&a->mu);
+    int n = a->ndrivers;
+    pn_driver *ds[MAX_DRIVERS];
+    memcpy(ds, a->drivers, sizeof ds);
+    pthread_mutex_unlock(&a->mu);
+    pn_period *cut[MAX_DRIVERS];
+    for (int i = 0; i < n; i++)
+        cut[i] = pn_store_cut(ds[i]->store, real, mono);
+    for (int i = 0; i < n; i++) {
+        if (ds[i]->o.kind == PN_DRIVER_BATCH)
+            wait_for_watermark(ds[i], mono, give_up);
+        pn_store_seal(ds[i]->store, cut[i]);
+        export_period(a, ds[i], cut[i]);
+        pn_store_recycle(ds[i]->store, cut[i]);
+    }
+    uint64_t late = 0;
+    for (int i = 0; i < n; i++)
+        late += pn_store_late(ds[i]->store);
+    uint64_t was = atomic_exchange(&a->late, late);
+    if (late > was)
+        pn_log(PN_LOG_WARN, "%llu samples arrived after their period was exported and were "
+               "dropped (raise max_delay of the batch driver)", (unsigned long long)(late - was));
+    pn_labels_reclaim();
     atomic_fetch_add(&a->periods, 1);
 }
 
@@ -126,7 +145,7 @@ static void *flusher_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&a->mu);
-        flush_period(a);
+        flush_period(a, INT64_MAX);
         pthread_mutex_lock(&a->mu);
         a->flush_done = req;
         pthread_cond_broadcast(&a->cv);
@@ -160,27 +179,30 @@ static int start_flusher(pn_agent *a, pn_error *e)
 
 /* -------------------------------------------------------------- fork */
 
-static void fork_prepare(void)
+/* Called by the fork path (fork.c) with nothing else of ours locked. */
+void pn_agent_fork_prepare(void)
 {
     pn_agent *a = atomic_load(&current);
     if (!a)
         return;
     pthread_mutex_lock(&a->mu);
     pn_queue_fork_prepare(a->queue);
-    pn_sampler_fork_prepare(a->sampler);
+    for (int i = 0; i < a->ndrivers; i++)
+        pn_sampler_fork_prepare(a->drivers[i]->sampler);
 }
 
-static void fork_parent(void)
+void pn_agent_fork_parent(void)
 {
     pn_agent *a = atomic_load(&current);
     if (!a)
         return;
-    pn_sampler_fork_parent(a->sampler);
+    for (int i = 0; i < a->ndrivers; i++)
+        pn_sampler_fork_parent(a->drivers[i]->sampler);
     pn_queue_fork_parent(a->queue);
     pthread_mutex_unlock(&a->mu);
 }
 
-static void fork_child(void)
+void pn_agent_fork_child(void)
 {
     pn_agent *a = atomic_load(&current);
     if (!a)
@@ -188,26 +210,30 @@ static void fork_child(void)
     /* Only this thread survived. Our mutex is held by us; make it and the
      * condvar fresh rather than trust their inherited state. */
     init_sync(a);
-    a->stopping = 0;
+    if (a->stopping) {
+        /* The parent was stopping it: the stopping thread is not here to
+         * finish, so forget it (its memory stays: freeing it could race
+         * nothing, but its threads' stacks are gone) and let the child
+         * configure anew. */
+        atomic_store(&current, NULL);
+        return;
+    }
     a->flush_req = a->flush_done = 0;
     a->flusher_running = 0;
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
     /* A child's series must not merge with its parent's: label it with its
      * pid even when report_pid is off. */
-    a->enc.extra_labels = &a->pid_label;
-    a->enc.n_extra = 1;
+    a->child_of_fork = 1;
     atomic_store(&a->periods, 0);
     atomic_store(&a->profiles, 0);
-    if (a->hooks.after_fork_child)
-        a->hooks.after_fork_child(a->hooks.walker_ctx);
+    atomic_store(&a->late, 0);
     pn_queue_fork_child(a->queue);
-    pn_sampler_fork_child(a->sampler); /* fresh store, new thread */
+    for (int i = 0; i < a->ndrivers; i++)
+        pn_driver_fork_child(a->drivers[i]);
     if (start_flusher(a, NULL) != 0)
         pn_log(PN_LOG_ERROR, "after fork: cannot restart the flusher; profiles of this "
                "process will not be exported");
 }
-
-static void register_atfork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 /* ------------------------------------------------------------- public */
 
@@ -215,10 +241,12 @@ static void agent_free(pn_agent *a)
 {
     if (!a)
         return;
-    pn_sampler_free(a->sampler);
+    for (int i = 0; i < a->ndrivers; i++)
+        pn_driver_stop(a->drivers[i]);
     if (a->queue)
         pn_queue_stop(a->queue, 0);
-    pn_store_free(a->store);
+    for (int i = 0; i < a->ndrivers; i++)
+        pn_driver_free(a->drivers[i]);
     pn_config_free(&a->cfg);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
@@ -252,12 +280,11 @@ static int make_exporters(pn_agent *a, pn_exporter **ex, size_t *n, pn_error *e)
     return 0;
 }
 
-pn_agent *pn_agent_start(const pn_config *c, const pn_agent_hooks *h, pn_error *e)
+pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
 {
-    if (!h || !h->walker)
-        return pn_fail(e, PN_EINVAL, "agent needs a walker"), NULL;
     if (pn_config_validate(c, e) != 0)
         return NULL;
+    pn_fork_register();
     pn_agent *expected = NULL;
     pn_agent *a = calloc(1, sizeof *a);
     if (!a)
@@ -272,53 +299,55 @@ pn_agent *pn_agent_start(const pn_config *c, const pn_agent_hooks *h, pn_error *
         free(a);
         return pn_fail(e, PN_ENOMEM, "out of memory starting the agent"), NULL;
     }
-    a->hooks = *h;
     pn_log_set_level(c->log_level);
-
-    pn_store_limits lim;
-    pn_store_limits_default(&lim);
-    lim.max_stacks = c->max_stacks;
-    lim.max_depth = c->max_depth;
-    lim.nvalues = 2;
-    pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
-                          c->fault_guard};
-
-    pn_encode_opts_default(&a->enc);
-    a->profile_type = c->oncpu ? "cpu" : "wall";
-    a->enc.sample_types[0] = (pn_value_type){a->profile_type, "nanoseconds"};
-    a->enc.sample_types[1] = (pn_value_type){"samples", "count"};
-    a->enc.period_type = a->enc.sample_types[0];
-    a->enc.period = (int64_t)llround(1e9 / c->sample_rate);
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
     a->pid_label = (pn_label){"pid", a->pid_value};
-    a->enc.extra_labels = c->report_pid ? &a->pid_label : NULL;
-    a->enc.n_extra = c->report_pid ? 1 : 0;
 
     pn_exporter *ex[2];
     size_t nex = 0;
     pn_queue_opts qo;
     memset(&qo, 0, sizeof qo);
-    if (!(a->store = pn_store_new(&lim, e)) ||
-        !(a->sampler = pn_sampler_new(a->store, &so, h->walker, h->walker_ctx, e)) ||
-        make_exporters(a, ex, &nex, e) != 0 ||
-        !(a->queue = pn_queue_new(&qo, ex, nex, e))) {
+    if (make_exporters(a, ex, &nex, e) != 0 || !(a->queue = pn_queue_new(&qo, ex, nex, e))) {
         for (size_t i = 0; a->queue == NULL && i < nex; i++)
             ex[i]->destroy(ex[i]);
         agent_free(a);
         atomic_store(&current, NULL);
         return NULL;
     }
-    pthread_once(&atfork_once, register_atfork);
-    if (pn_sampler_start(a->sampler, e) != 0 || start_flusher(a, e) != 0) {
+    if (start_flusher(a, e) != 0) {
         agent_free(a);
         atomic_store(&current, NULL);
         return NULL;
     }
     pn_log(PN_LOG_INFO, "profiling \"%s\" at %g Hz (%s), exporting every %g s to %s%s%s",
-           c->application_name, c->sample_rate, a->profile_type, c->upload_interval,
+           c->application_name, c->sample_rate, c->oncpu ? "cpu" : "wall", c->upload_interval,
            c->server_address ? c->server_address : "",
            c->server_address && c->output_dir ? " and " : "", c->output_dir ? c->output_dir : "");
     return a;
+}
+
+pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e)
+{
+    if (!a)
+        return pn_fail(e, PN_EINVAL, "add_driver: no agent"), NULL;
+    pn_driver *d = pn_driver_new(o, &a->cfg, e);
+    if (!d)
+        return NULL;
+    pthread_mutex_lock(&a->mu);
+    int full = a->ndrivers == MAX_DRIVERS, stopping = a->stopping;
+    if (!full && !stopping)
+        a->drivers[a->ndrivers++] = d;
+    pthread_mutex_unlock(&a->mu);
+    if (full || stopping) {
+        pn_driver_free(d);
+        return pn_fail(e, full ? PN_ELIMIT : PN_ESTATE, full ? "at most %d drivers per agent"
+                       : "the agent is stopping", MAX_DRIVERS), NULL;
+    }
+    /* Started once it is in the array, so the fork path always sees the
+     * threads that exist. A failed start leaves an idle driver (no thread). */
+    if (pn_driver_start(d, e) != 0)
+        return NULL;
+    return d;
 }
 
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e)
@@ -349,15 +378,18 @@ void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
     if (!a)
         return;
     int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(a->cfg.stop_timeout * 1e9);
-    pn_sampler_stop(a->sampler);
     pthread_mutex_lock(&a->mu);
     a->stopping = 1;
+    pthread_mutex_unlock(&a->mu);
+    for (int i = 0; i < a->ndrivers; i++)
+        pn_driver_stop(a->drivers[i]);
+    pthread_mutex_lock(&a->mu);
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
     if (a->flusher_running)
         pthread_join(a->flusher, NULL);
     a->flusher_running = 0;
-    flush_period(a); /* the final, partial period */
+    flush_period(a, deadline); /* the final, partial period */
     double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
     pn_queue_stats qs;
     pn_queue_stop_stats(a->queue, left > 0 ? left : 0, &qs);
@@ -373,7 +405,21 @@ void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
 void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out)
 {
     memset(out, 0, sizeof *out);
-    pn_sampler_get_stats(a->sampler, &out->sampler);
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < a->ndrivers; i++) {
+        if (!a->drivers[i]->sampler)
+            continue;
+        pn_sampler_stats ss;
+        pn_sampler_get_stats(a->drivers[i]->sampler, &ss);
+        out->sampler.ticks += ss.ticks;
+        out->sampler.missed_ticks += ss.missed_ticks;
+        out->sampler.samples += ss.samples;
+        out->sampler.idle_skipped += ss.idle_skipped;
+        out->sampler.syscall_ticks += ss.syscall_ticks;
+        out->sampler.sampler_cpu_ns += ss.sampler_cpu_ns;
+    }
+    pthread_mutex_unlock(&a->mu);
+    out->late_samples = atomic_load(&a->late);
     if (a->queue)
         pn_queue_get_stats(a->queue, &out->queue);
     out->periods = atomic_load(&a->periods);

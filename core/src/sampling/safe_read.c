@@ -10,19 +10,13 @@
 #include "sampling/sampler.h"
 
 /* Our pid, so a read costs one syscall rather than two (glibc no longer
- * caches getpid). Written at load time and in a forked child, read by any
- * thread. The fork handler is registered from a constructor, before any
- * other handler of ours, so a child's restarted sampler never reads with
- * the parent's pid. */
+ * caches getpid). Written at load time and by the fork path in a child
+ * before it restarts any sampler, read by any thread. */
 static _Atomic pid_t self_pid;
 
-static void refresh_pid(void) { atomic_store(&self_pid, getpid()); }
+void pn_safe_read_after_fork(void) { atomic_store(&self_pid, getpid()); }
 
-__attribute__((constructor)) static void safe_read_init(void)
-{
-    refresh_pid();
-    pthread_atfork(NULL, NULL, refresh_pid);
-}
+__attribute__((constructor)) static void safe_read_init(void) { pn_safe_read_after_fork(); }
 
 /* On a thread that armed the fault guard (the sampler), a guarded plain
  * copy. Elsewhere, process_vm_readv on our own pid: it returns EFAULT for

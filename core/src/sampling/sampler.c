@@ -135,6 +135,8 @@ const pn_sampler_opts *pn_tick_opts(const pn_tick *t) { return &t->s->o; }
 
 int64_t pn_tick_wall_ns(const pn_tick *t) { return t->wall_ns; }
 
+int64_t pn_sampler_interval_ns(const pn_sampler *s) { return s->interval_ns; }
+
 int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid)
 {
     int64_t now = pn_thread_cpu_ns(tid);
@@ -172,8 +174,9 @@ int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
     return 1;
 }
 
-void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
-                    int64_t value_ns, const char *thread_name)
+void pn_tick_sample_labels(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                           int64_t value_ns, const char *thread_name,
+                           const pn_labelset *labels)
 {
     pn_sampler *s = t->s;
     uint32_t tname = PN_STR_EMPTY;
@@ -181,15 +184,22 @@ void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t dep
         tname = pn_symbols_string(pn_period_symbols(t->period), thread_name,
                                   strlen(thread_name));
     int64_t values[PN_MAX_VALUES] = {value_ns, 1, 0, 0};
-    const pn_labelset *ls = t->labels_tid == tid ? t->labels : pn_labels_of_thread(tid);
-    pn_period_add(t->period, frames, depth, ls,
+    pn_period_add(t->period, frames, depth, labels,
                   s->o.report_thread_id ? (uint64_t)tid : 0, tname, values);
     atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
 }
 
+void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                    int64_t value_ns, const char *thread_name)
+{
+    const pn_labelset *ls = t->labels_tid == tid ? t->labels : pn_labels_of_thread(tid);
+    pn_tick_sample_labels(t, tid, frames, depth, value_ns, thread_name, ls);
+}
+
 static void tick(pn_sampler *s, int64_t wall_ns)
 {
-    pn_tick t = {s, pn_store_write_begin(s->store), wall_ns, 0, NULL};
+    pn_store_write_begin(s->store);
+    pn_tick t = {s, pn_store_active(s->store), wall_ns, 0, NULL};
     /* Every tick: the application may have replaced our fault handler. */
     if (!pn_fault_guard_arm(s->o.fault_guard))
         atomic_fetch_add_explicit(&s->syscall_ticks, 1, memory_order_relaxed);
@@ -309,11 +319,8 @@ void pn_sampler_fork_child(pn_sampler *s)
 {
     if (!s || !s->running)
         return;
-    /* The sampler thread did not survive fork(): forget it, start over. If
-     * it was not parked in time it may have died inside a tick; close that
-     * tick so nobody waits for it to end. */
-    if (pn_epoch_now() & 1)
-        pn_epoch_exit();
+    /* The sampler thread did not survive fork(): forget it, start over (the
+     * fork path cleared the grace announcements of threads that are gone). */
     s->running = 0;
     atomic_store(&s->ticks, 0);
     atomic_store(&s->missed, 0);

@@ -20,6 +20,14 @@ int pn_fault_guard_install(pn_error *e);
 int pn_fault_guard_arm(int on);
 int pn_fault_guard_armed(void);
 int pn_fault_guard_copy(void *dst, const void *src, size_t n);
+/* Fork path: thread names' lock (held across fork), and in the child the
+ * cached pid safe reads use. */
+void pn_thread_names_fork_prepare(void);
+void pn_thread_names_fork_release(void);
+/* Register the fork path with pthread_atfork, once per process (fork.c).
+ * Any thread. */
+void pn_fork_register(void);
+void pn_safe_read_after_fork(void);
 
 /* --------------------------------------------------------------- sampler */
 
@@ -32,7 +40,8 @@ int pn_sampler_start(pn_sampler *s, pn_error *e);
 void pn_sampler_stop(pn_sampler *s);
 void pn_sampler_free(pn_sampler *s);
 void pn_sampler_get_stats(const pn_sampler *s, pn_sampler_stats *out);
-/* Fork support (called by the agent's pthread_atfork handlers; exposed for
+int64_t pn_sampler_interval_ns(const pn_sampler *s);
+/* Fork support (called from the fork path, pipeline/fork.c; exposed for
  * tests). prepare parks the thread between ticks; parent resumes it; child
  * forgets the dead thread, resets its state and starts a new one. */
 void pn_sampler_fork_prepare(pn_sampler *s);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pyroscope_native.h"
+#include "sampling/sampler.h"
 
 #define NAME_SLOTS 8192u /* a power of two; threads named at once */
 
@@ -28,11 +29,11 @@ typedef struct {
 static name_slot names[NAME_SLOTS];
 static _Atomic uint32_t names_probe; /* longest probe distance ever used */
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
-static void fork_prepare(void) { pthread_mutex_lock(&names_lock); }
-static void fork_release(void) { pthread_mutex_unlock(&names_lock); }
-static void register_fork(void) { pthread_atfork(fork_prepare, fork_release, fork_release); }
+/* Fork path (pipeline/fork.c): held across fork() so the child never
+ * inherits it held by a thread that is not there. */
+void pn_thread_names_fork_prepare(void) { pthread_mutex_lock(&names_lock); }
+void pn_thread_names_fork_release(void) { pthread_mutex_unlock(&names_lock); }
 
 static uint32_t home(pid_t tid) { return ((uint32_t)tid * 2654435761u) & (NAME_SLOTS - 1); }
 
@@ -57,7 +58,7 @@ int pn_thread_name_set(pid_t tid, const char *name, pn_error *e)
 {
     if (tid <= 0)
         return pn_fail(e, PN_EINVAL, "thread name: %d is not a thread id", (int)tid);
-    pthread_once(&names_once, register_fork);
+    pn_fork_register();
     int clear = name == NULL || name[0] == '\0';
     pthread_mutex_lock(&names_lock);
     uint32_t h = home(tid), probe = atomic_load(&names_probe);

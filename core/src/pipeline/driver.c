@@ -1,0 +1,449 @@
+/* Drivers: the three ways samples reach the pipeline (walker, batch,
+ * signal rendezvous), each with its own store and grace period, all
+ * recording through pn_record (pyroscope_native.h says who may call what).
+ *
+ * Rendezvous slots: one per joined thread, preallocated with its capture
+ * buffer. A slot's state moves FREE -> REQUESTED (sampler thread, before it
+ * signals the thread) -> CAPTURING (the thread's signal handler) ->
+ * CAPTURED (the handler) -> FREE (the consumer, after recording). The
+ * sampler takes back a request nobody answered within wait_ns (REQUESTED ->
+ * FREE), so a handler that runs later finds nothing to do. Every change is
+ * one atomic operation; nothing here locks, and the handler side only
+ * loads and stores.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pipeline/driver.h"
+#include "sampling/sampler.h"
+#include "support/clock.h"
+
+enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_CAPTURING, SLOT_CAPTURED };
+
+struct pn_capture {
+    _Atomic int state;
+    /* The joined thread; 0: slot unused. Claimed by the joining thread
+     * with a CAS, cleared when it leaves. */
+    _Atomic pid_t tid;
+    pn_driver *d;
+    /* Sampler-thread-owned. */
+    int64_t cpu_last;           /* -1: no reading yet */
+    int64_t carry;              /* CPU not yet charged to a sample */
+    /* Written by the sampler before REQUESTED, read after CAPTURED. */
+    int64_t time_ns, value_ns;
+    /* Written by the handler before CAPTURED. */
+    const pn_labelset *labels;
+    size_t len;
+    uint8_t *buf;
+};
+
+/* The calling thread's slot, for its signal handler: initial-exec TLS, so
+ * reading it in a handler never allocates (one rendezvous driver per
+ * thread). */
+static __thread pn_capture *tl_capture __attribute__((tls_model("initial-exec")));
+static pthread_key_t leave_key;
+static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
+
+static void count(_Atomic uint64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+
+/* ------------------------------------------------------------ recording */
+
+void pn_record_begin(pn_driver *d) { pn_store_write_begin(d->store); }
+
+void pn_record_end(pn_driver *d) { pn_store_write_end(d->store); }
+
+pn_period *pn_record_period(pn_driver *d, int64_t time_ns)
+{
+    return pn_store_route(d->store, time_ns);
+}
+
+void pn_record(pn_driver *d, pn_period *p, const pn_sample *s)
+{
+    if (!p || !s)
+        return;
+    uint32_t tname = PN_STR_EMPTY;
+    if (d->report_thread_name && s->thread_name && s->thread_name[0])
+        tname = pn_symbols_string(pn_period_symbols(p), s->thread_name,
+                                  strlen(s->thread_name));
+    pn_period_add(p, s->frames, s->depth, s->labels, d->report_thread_id ? s->tid : 0, tname,
+                  s->values);
+    count(&d->recorded);
+}
+
+uint64_t pn_grace_generation(void) { return pn_grace_now(); }
+
+void pn_driver_hold(pn_driver *d, uint64_t generation)
+{
+    pn_grace_hold(d->capture_reader, generation);
+}
+
+void pn_driver_watermark(pn_driver *d, int64_t time_ns)
+{
+    atomic_store(&d->watermark, time_ns);
+}
+
+/* ----------------------------------------------------------- rendezvous */
+
+static void leave_at_exit(void *arg)
+{
+    pn_capture *c = arg;
+    if (c && tl_capture == c)
+        pn_rendezvous_leave(c->d);
+}
+
+static void make_leave_key(void) { pthread_key_create(&leave_key, leave_at_exit); }
+
+int pn_rendezvous_join(pn_driver *d, pn_error *e)
+{
+    if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
+        return pn_fail(e, PN_EINVAL, "rendezvous_join: not a rendezvous driver");
+    if (tl_capture)
+        return tl_capture->d == d ? 0 : pn_fail(e, PN_ESTATE,
+                                                "this thread joined another rendezvous driver");
+    pthread_once(&leave_once, make_leave_key);
+    pid_t tid = pn_gettid();
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        pid_t none = 0;
+        if (atomic_load(&c->tid) == 0 && atomic_compare_exchange_strong(&c->tid, &none, tid)) {
+            tl_capture = c;
+            pthread_setspecific(leave_key, c);
+            return 0;
+        }
+    }
+    return pn_fail(e, PN_ELIMIT, "more than %u threads joined the %s driver", d->nslots,
+                   d->profile_type);
+}
+
+void pn_rendezvous_leave(pn_driver *d)
+{
+    pn_capture *c = tl_capture;
+    if (!c || c->d != d)
+        return;
+    /* Our own handler cannot run a capture while we are here, so a request
+     * still pending is one nobody will answer: give it back. */
+    int st = atomic_exchange(&c->state, SLOT_FREE);
+    if (st == SLOT_REQUESTED || st == SLOT_CAPTURED)
+        count(&d->discarded);
+    tl_capture = NULL;
+    pthread_setspecific(leave_key, NULL);
+    atomic_store(&c->tid, 0);
+}
+
+pn_capture *pn_capture_begin(pn_driver *d)
+{
+    pn_capture *c = tl_capture;
+    int want = SLOT_REQUESTED;
+    if (!c || c->d != d || !atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
+        if (d)
+            count(&d->discarded);
+        return NULL;
+    }
+    return c;
+}
+
+void *pn_capture_buffer(pn_capture *c, size_t *size)
+{
+    *size = c->d->capture_bytes;
+    return c->buf;
+}
+
+void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
+{
+    c->labels = labels;
+    c->len = used <= c->d->capture_bytes ? used : c->d->capture_bytes;
+    atomic_store(&c->state, SLOT_CAPTURED);
+}
+
+void pn_capture_abandon(pn_capture *c)
+{
+    count(&c->d->discarded);
+    atomic_store(&c->state, SLOT_FREE);
+}
+
+size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
+{
+    size_t n = 0;
+    pn_record_begin(d);
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        if (atomic_load(&c->state) != SLOT_CAPTURED)
+            continue;
+        pn_capture_view v = {c->buf, c->len, c->labels, (uint64_t)atomic_load(&c->tid),
+                             c->time_ns, c->value_ns};
+        fn(ud, d, &v);
+        count(&d->captured);
+        atomic_store(&c->state, SLOT_FREE);
+        n++;
+    }
+    pn_record_end(d);
+    return n;
+}
+
+static int pending(const pn_driver *d, int include_captured)
+{
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        int st = atomic_load(&((pn_driver *)d)->slots[i].state);
+        if (st == SLOT_REQUESTED || st == SLOT_CAPTURING ||
+            (include_captured && st == SLOT_CAPTURED))
+            return 1;
+    }
+    return 0;
+}
+
+/* The rendezvous driver's tick, on its sampler thread: pick the joined
+ * threads that used CPU, signal them, wait a bounded time for captures. */
+static void rendezvous_tick(void *ctx, pn_tick *t)
+{
+    pn_driver *d = ctx;
+    /* Labels loaded by handlers from here on are covered; captures still
+     * waiting for the consumer keep the older hold. */
+    if (!pending(d, 1))
+        pn_grace_hold(d->capture_reader, pn_grace_now());
+    int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
+    int oncpu = pn_tick_opts(t)->oncpu;
+    pid_t pid = getpid();
+    uint32_t asked = 0;
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        pid_t tid = atomic_load(&c->tid);
+        if (tid == 0) {
+            c->cpu_last = -1;
+            c->carry = 0;
+            continue;
+        }
+        int64_t cpu = pn_thread_cpu_ns(tid);
+        if (cpu < 0) {
+            count(&d->exited);
+            continue;
+        }
+        if (c->cpu_last < 0 || cpu < c->cpu_last) {
+            /* First reading (or a reused tid): what ran before belongs to
+             * no sample of ours. */
+            c->cpu_last = cpu;
+            c->carry = 0;
+            continue;
+        }
+        c->carry += cpu - c->cpu_last;
+        c->cpu_last = cpu;
+        int64_t value;
+        if (oncpu) {
+            if (c->carry < d->min_cpu_ns) {
+                if (c->carry > 0)
+                    count(&d->below_min_cpu);
+                continue;
+            }
+            value = c->carry;
+        } else {
+            value = pn_tick_wall_ns(t);
+        }
+        if (atomic_load(&c->state) != SLOT_FREE) {
+            count(&d->busy);
+            continue;
+        }
+        c->time_ns = now;
+        c->value_ns = value;
+        atomic_store(&c->state, SLOT_REQUESTED);
+        if (syscall(SYS_tgkill, pid, tid, d->signo) != 0) {
+            int expected = SLOT_REQUESTED;
+            atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE);
+            count(&d->exited);
+            continue;
+        }
+        c->carry = 0;
+        count(&d->requested);
+        asked++;
+    }
+    if (!asked)
+        return;
+    int64_t deadline = now + d->wait_ns;
+    struct timespec step = {0, 20 * 1000};
+    while (pending(d, 0) && pn_clock_ns(CLOCK_MONOTONIC) < deadline)
+        nanosleep(&step, NULL);
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        int expected = SLOT_REQUESTED;
+        if (atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE)) {
+            /* Never answered (signal blocked, thread stopped): its CPU is
+             * charged to its next capture. */
+            c->carry += c->value_ns;
+            count(&d->timeouts);
+        }
+    }
+    if (d->o.notify)
+        d->o.notify(d->o.ctx);
+}
+
+/* --------------------------------------------------------------- driver */
+
+static int copy_types(pn_driver *d, const pn_driver_opts *o, const pn_config *c, pn_error *e)
+{
+    const char *type = o->profile_type ? o->profile_type : (c->oncpu ? "cpu" : "wall");
+    if (!type[0] || strlen(type) >= sizeof d->profile_type)
+        return pn_fail(e, PN_EINVAL, "driver profile_type must be 1..%zu bytes",
+                       sizeof d->profile_type - 1);
+    strcpy(d->profile_type, type);
+    if (o->nvalues == 0) {
+        d->nvalues = 2;
+        d->types[0] = (pn_value_type){d->profile_type, "nanoseconds"};
+        d->types[1] = (pn_value_type){"samples", "count"};
+    } else {
+        if (o->nvalues < 1 || o->nvalues > PN_MAX_VALUES)
+            return pn_fail(e, PN_EINVAL, "driver nvalues must be 1..%d, got %d", PN_MAX_VALUES,
+                           o->nvalues);
+        d->nvalues = o->nvalues;
+        for (int i = 0; i < o->nvalues; i++) {
+            if (!o->sample_types[i].type || !o->sample_types[i].unit)
+                return pn_fail(e, PN_EINVAL, "driver sample_types[%d] needs a type and a unit",
+                               i);
+            d->types[i] = o->sample_types[i];
+        }
+    }
+    d->period_type = o->period_type.type && o->period_type.unit ? o->period_type : d->types[0];
+    d->period = o->period > 0 ? o->period : (int64_t)(1e9 / c->sample_rate + 0.5);
+    return 0;
+}
+
+static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interval, pn_error *e)
+{
+    d->signo = o->signo ? o->signo : SIGPROF;
+    if (d->signo <= 0 || d->signo >= NSIG || d->signo == SIGSEGV || d->signo == SIGBUS ||
+        d->signo == SIGKILL || d->signo == SIGSTOP)
+        return pn_fail(e, PN_EINVAL, "rendezvous driver: signal %d cannot be used", d->signo);
+    d->capture_bytes = o->capture_bytes ? o->capture_bytes : 8192;
+    d->nslots = o->max_threads ? o->max_threads : 1024;
+    if (d->nslots > 65536 || d->capture_bytes > (16u << 20))
+        return pn_fail(e, PN_EINVAL, "rendezvous driver: max_threads (%u) or capture_bytes "
+                       "(%zu) too large", d->nslots, d->capture_bytes);
+    d->min_cpu_ns = o->min_cpu_ns > 0 ? o->min_cpu_ns : interval / 10;
+    d->wait_ns = o->wait_ns > 0 ? o->wait_ns : (interval / 2 < 10000000 ? interval / 2 : 10000000);
+    d->slots = calloc(d->nslots, sizeof *d->slots);
+    /* Page-backed: a slot's buffer costs RAM once a capture wrote it. */
+    d->buffers_bytes = (size_t)d->nslots * d->capture_bytes;
+    d->buffers = pn_pages_new(d->buffers_bytes);
+    if (!d->slots || !d->buffers)
+        return pn_fail(e, PN_ENOMEM, "rendezvous driver: out of memory for %u slots",
+                       d->nslots);
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        d->slots[i].d = d;
+        d->slots[i].cpu_last = -1;
+        d->slots[i].buf = d->buffers + (size_t)i * d->capture_bytes;
+    }
+    return 0;
+}
+
+void pn_driver_free(pn_driver *d)
+{
+    if (!d)
+        return;
+    pn_sampler_free(d->sampler);
+    pn_store_free(d->store);
+    pn_grace_reader_free(d->capture_reader);
+    free(d->slots);
+    pn_pages_free(d->buffers, d->buffers_bytes);
+    free(d);
+}
+
+pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *e)
+{
+    if (!o || o->kind < PN_DRIVER_WALKER || o->kind > PN_DRIVER_RENDEZVOUS)
+        return pn_fail(e, PN_EINVAL, "driver kind must be walker, batch or rendezvous"), NULL;
+    if (o->kind == PN_DRIVER_WALKER && !o->walker)
+        return pn_fail(e, PN_EINVAL, "a walker driver needs a walker"), NULL;
+    pn_driver *d = calloc(1, sizeof *d);
+    if (!d)
+        return pn_fail(e, PN_ENOMEM, "out of memory creating a driver"), NULL;
+    d->o = *o;
+    d->report_thread_id = c->report_thread_id;
+    d->report_thread_name = c->report_thread_name;
+    d->max_delay_ns = o->max_delay_ns > 0 ? o->max_delay_ns : 2000000000LL;
+    atomic_store(&d->watermark, 0);
+    pn_store_limits lim;
+    pn_store_limits_default(&lim);
+    lim.max_stacks = c->max_stacks;
+    lim.max_depth = c->max_depth;
+    pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
+                          c->fault_guard};
+    int64_t interval = (int64_t)(1e9 / c->sample_rate);
+    if (copy_types(d, o, c, e) != 0)
+        goto fail;
+    lim.nvalues = d->nvalues;
+    if (!(d->store = pn_store_new(&lim, e)) || !(d->capture_reader = pn_grace_reader_new(e)))
+        goto fail;
+    if (o->kind == PN_DRIVER_WALKER &&
+        !(d->sampler = pn_sampler_new(d->store, &so, o->walker, o->ctx, e)))
+        goto fail;
+    if (o->kind == PN_DRIVER_RENDEZVOUS &&
+        (init_rendezvous(d, o, interval, e) != 0 ||
+         !(d->sampler = pn_sampler_new(d->store, &so, rendezvous_tick, d, e))))
+        goto fail;
+    return d;
+fail:
+    pn_driver_free(d);
+    return NULL;
+}
+
+int pn_driver_start(pn_driver *d, pn_error *e)
+{
+    return d->sampler ? pn_sampler_start(d->sampler, e) : 0;
+}
+
+void pn_driver_stop(pn_driver *d)
+{
+    pn_sampler_stop(d->sampler);
+    /* Nothing of ours signals its threads any more: release their slots'
+     * hold on label sets. */
+    if (d->capture_reader)
+        pn_grace_exit(d->capture_reader);
+}
+
+void pn_driver_get_stats(pn_driver *d, pn_driver_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = d->o.kind;
+    out->profile_type = d->profile_type;
+    out->recorded = atomic_load(&d->recorded);
+    if (d->sampler) {
+        pn_sampler_stats ss;
+        pn_sampler_get_stats(d->sampler, &ss);
+        out->recorded += ss.samples;
+    }
+    out->late = pn_store_late(d->store);
+    out->requested = atomic_load(&d->requested);
+    out->captured = atomic_load(&d->captured);
+    out->timeouts = atomic_load(&d->timeouts);
+    out->discarded = atomic_load(&d->discarded);
+    out->busy = atomic_load(&d->busy);
+    out->exited = atomic_load(&d->exited);
+    out->below_min_cpu = atomic_load(&d->below_min_cpu);
+}
+
+void pn_driver_fork_child(pn_driver *d)
+{
+    if (d->o.after_fork_child)
+        d->o.after_fork_child(d->o.ctx);
+    /* Only the forking thread lives: every other joined thread is gone. */
+    for (uint32_t i = 0; d->slots && i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        if (c != tl_capture)
+            atomic_store(&c->tid, 0);
+        atomic_store(&c->state, SLOT_FREE);
+        c->cpu_last = -1;
+        c->carry = 0;
+    }
+    if (tl_capture && tl_capture->d == d)
+        atomic_store(&tl_capture->tid, pn_gettid());
+    atomic_store(&d->watermark, 0);
+    atomic_store(&d->recorded, 0);
+    if (d->sampler)
+        pn_sampler_fork_child(d->sampler); /* fresh store, new thread */
+    else
+        pn_store_reset(d->store, pn_clock_ns(CLOCK_REALTIME));
+}

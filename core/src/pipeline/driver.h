@@ -1,0 +1,50 @@
+/* Drivers as the agent owns them (driver.c). Core and tests only. */
+#ifndef PN_DRIVER_H
+#define PN_DRIVER_H
+
+#include <stdatomic.h>
+
+#include "pyroscope_native.h"
+#include "aggregation/grace.h"
+#include "aggregation/store.h"
+#include "sampling/sampler.h"
+
+struct pn_driver {
+    /* Set at creation, read-only afterwards. */
+    pn_driver_opts o;
+    char profile_type[32];
+    int nvalues;
+    pn_value_type types[PN_MAX_VALUES];
+    pn_value_type period_type;
+    int64_t period;
+    int report_thread_id, report_thread_name;
+    int64_t max_delay_ns;
+    pn_store *store;
+    pn_sampler *sampler;        /* walker and rendezvous drivers */
+    /* Rendezvous: label sets held by captures not yet consumed. */
+    pn_grace_reader *capture_reader;
+    struct pn_capture *slots;
+    uint32_t nslots;
+    size_t capture_bytes, buffers_bytes;
+    uint8_t *buffers;
+    int signo;
+    int64_t min_cpu_ns, wait_ns;
+
+    /* Batch: written by the binding, read by the flusher. */
+    _Atomic int64_t watermark;
+
+    /* Counters: written by the recording side, read by anyone. */
+    _Atomic uint64_t recorded, requested, captured, timeouts, discarded, busy, exited,
+        below_min_cpu;
+};
+
+pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *e);
+int pn_driver_start(pn_driver *d, pn_error *e);
+/* Stop its sampler thread, if any. Idempotent. */
+void pn_driver_stop(pn_driver *d);
+void pn_driver_free(pn_driver *d);
+/* In a forked child, from the fork path: forget threads that are gone,
+ * empty the store, restart the sampler thread. */
+void pn_driver_fork_child(pn_driver *d);
+
+#endif
