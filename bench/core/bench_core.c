@@ -8,6 +8,7 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
+#include "aggregation/profile.h"
 #include "encoding/pprof.h"
 
 #define REPS 7          /* repetitions per measurement; the median is shown */
@@ -169,7 +171,8 @@ static void bench_store(const frame_pool *fp, uint32_t depth, double *ns_out,
     *distinct_out = 0;
     /* Two untimed warm-up rounds first: they fault in both periods' pages. */
     for (int rep = -2; rep < REPS; rep++) {
-        pn_period *p = pn_store_write_begin(st);
+        pn_store_write_begin(st);
+        pn_period *p = pn_store_active(st);
         pool_intern(fp, pn_period_symbols(p), ids);
         if (rep == -2) {
             memcpy(first_ids, ids, sizeof ids);
@@ -321,7 +324,8 @@ static void bench_encode(const frame_pool *fp, uint32_t unique, uint32_t depth)
             die("pn_labelset_merge", &e);
     }
 
-    pn_period *p = pn_store_write_begin(st);
+    pn_store_write_begin(st);
+    pn_period *p = pn_store_active(st);
     pn_frame_id ids[POOL_FRAMES];
     pool_intern(fp, pn_period_symbols(p), ids);
     rng r = {0xd1b54a32d192ed03ull ^ unique};
@@ -345,14 +349,39 @@ static void bench_encode(const frame_pool *fp, uint32_t unique, uint32_t depth)
         exit(1);
     }
 
+    /* The flusher copies the sealed period into a profile (what the queue
+     * carries); the exporter thread encodes that. Both timed, apart. */
+    static const pn_value_type types[2] = {{"cpu", "nanoseconds"}, {"samples", "count"}};
+    pn_profile_meta meta = {.app_name = "bench", .profile_type = "cpu", .sample_rate = 100,
+                            .nvalues = 2, .sample_types = types,
+                            .period_type = {"cpu", "nanoseconds"}, .period = 10000000};
+    double copy_ms[ENCODE_REPS];
+    pn_profile *prof = NULL;
+    for (int rep = 0; rep < ENCODE_REPS; rep++) {
+        pn_profile_free(prof);
+        int64_t t0 = mono_ns();
+        prof = pn_profile_from_period(old, &meta, &e);
+        int64_t t1 = mono_ns();
+        if (!prof)
+            die("pn_profile_from_period", &e);
+        copy_ms[rep] = (double)(t1 - t0) / 1e6;
+    }
+    /* The period can be recycled as soon as it is copied. */
+    pn_store_recycle(st, old);
+    if (prof->nsamples != unique + 1) {
+        fprintf(stderr, "bench_core: profile holds %u samples, wanted %u + [overflow]\n",
+                prof->nsamples, unique);
+        exit(1);
+    }
+
     pn_encode_opts o;
-    pn_encode_opts_default(&o);
+    pn_encode_opts_from_profile(&o, prof);
     double ms[ENCODE_REPS];
     encode_sink k = {0};
     for (int rep = 0; rep < ENCODE_REPS; rep++) {
         memset(&k, 0, sizeof k);
         int64_t t0 = mono_ns();
-        int n = pn_pprof_encode(old, &o, count_profile, &k, &e);
+        int n = pn_pprof_encode(prof, &o, count_profile, &k, &e);
         int64_t t1 = mono_ns();
         if (n < 0)
             die("pn_pprof_encode", &e);
@@ -367,14 +396,14 @@ static void bench_encode(const frame_pool *fp, uint32_t unique, uint32_t depth)
     /* Raw size from one more, untimed, pass. */
     memset(&k, 0, sizeof k);
     k.measure_raw = 1;
-    if (pn_pprof_encode(old, &o, count_profile, &k, &e) < 0)
+    if (pn_pprof_encode(prof, &o, count_profile, &k, &e) < 0)
         die("pn_pprof_encode (gunzip pass)", k.e.code ? &k.e : &e);
-    double med = median(ms, ENCODE_REPS);
-    printf("    %-8u %9zu %12zu %12zu %6.1fx %10.2f %12.0f\n", unique, profiles, k.raw_bytes,
-           gz_bytes, gz_bytes ? (double)k.raw_bytes / (double)gz_bytes : 0, med,
-           med * 1e6 / unique);
+    double med = median(ms, ENCODE_REPS), copy_med = median(copy_ms, ENCODE_REPS);
+    printf("    %-8u %9zu %12zu %12zu %6.1fx %10.2f %12.0f %10.2f\n", unique, profiles,
+           k.raw_bytes, gz_bytes, gz_bytes ? (double)k.raw_bytes / (double)gz_bytes : 0, med,
+           med * 1e6 / unique, copy_med);
 
-    pn_store_recycle(st, old);
+    pn_profile_free(prof);
     free(stack);
     for (int i = 0; i < 4; i++)
         pn_labelset_unref(sets[i]);
@@ -388,10 +417,11 @@ static void run_encode(const frame_pool *fp)
     const uint32_t *sz = quick ? quick_sizes : sizes;
     size_t n = quick ? 2 : 3;
     printf("(c) pprof: pn_pprof_encode (encode + gzip, split at 16000 samples / 4 MiB) of "
-           "one period, unique stacks of depth 30, 4 label sets, median of %d\n",
+           "one period's profile, unique stacks of depth 30, 4 label sets, median of %d;\n"
+           "    copy ms: pn_profile_from_period of that period (the flusher's copy; not part of ms)\n",
            ENCODE_REPS);
-    printf("    %-8s %9s %12s %12s %7s %10s %12s\n", "stacks", "profiles", "raw bytes",
-           "gzip bytes", "ratio", "ms", "ns/sample");
+    printf("    %-8s %9s %12s %12s %7s %10s %12s %10s\n", "stacks", "profiles", "raw bytes",
+           "gzip bytes", "ratio", "ms", "ns/sample", "copy ms");
     for (size_t i = 0; i < n; i++)
         bench_encode(fp, sz[i], 30);
     printf("\n");
@@ -472,6 +502,188 @@ static void run_labels(void)
     printf("\n");
 }
 
+/* ------------------------------------------------------- (e) label churn */
+
+/* A unique label set per "request" (request ids, span ids) is the normal
+ * case. Two threads push and pop one at a paced total rate while a real
+ * agent samples them at 100 Hz (wall mode, so every tick reads their
+ * slots) and exports every second into a folder: what each push+pop pair
+ * costs at worst, and what the churn adds to RSS. */
+#define CHURN_THREADS 2
+
+typedef struct {
+    pid_t tid;
+    _Atomic int ready;
+    uint64_t pairs, over_1ms;
+    int64_t max_ns;
+    double rate;        /* pairs per second for this thread */
+    double seconds;
+    int failed;
+    pn_error e;
+} churn_thread;
+
+static churn_thread churners[CHURN_THREADS];
+
+static void churn_walker(void *ctx, pn_tick *t)
+{
+    (void)ctx;
+    pn_symbols *sym = pn_tick_symbols(t);
+    pn_frame_id f[2] = {pn_symbols_frame3(sym, "handle_request", 14, "app.py", 6, 10),
+                        pn_symbols_frame3(sym, "main", 4, "app.py", 6, 1)};
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        int64_t v;
+        if (atomic_load(&churners[i].ready) && pn_tick_begin_thread(t, churners[i].tid, &v))
+            pn_tick_sample(t, churners[i].tid, f, 2, v, NULL);
+    }
+}
+
+static void *churn_main(void *arg)
+{
+    churn_thread *c = arg;
+    c->tid = pn_gettid();
+    atomic_store(&c->ready, 1);
+    char id[40];
+    pn_label kv = {"request_id", id};
+    int64_t start = mono_ns(), end = start + (int64_t)(c->seconds * 1e9);
+    for (uint64_t i = 0;; i++) {
+        if ((i & 255) == 0) {
+            int64_t now = mono_ns();
+            if (now >= end)
+                break;
+            /* Pace: sleep until pair i is due. */
+            int64_t due = start + (int64_t)((double)i / c->rate * 1e9);
+            if (due > now) {
+                struct timespec ts = {(due - now) / 1000000000, (due - now) % 1000000000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        snprintf(id, sizeof id, "%016llx%04x", (unsigned long long)i, (unsigned)c->tid & 0xffff);
+        int64_t t0 = mono_ns();
+        if (pn_labels_push(&kv, 1, &c->e) != 0 || pn_labels_pop(&c->e) != 0) {
+            c->failed = 1;
+            break;
+        }
+        int64_t d = mono_ns() - t0;
+        if (d > c->max_ns)
+            c->max_ns = d;
+        c->over_1ms += d > 1000000;
+        c->pairs++;
+    }
+    return NULL;
+}
+
+/* kB of a field of /proc/self/status or smaps_rollup ("VmRSS:", "Pss:"). */
+static long proc_kib(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0) {
+            v = strtol(line + kl, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+typedef struct {
+    double rate, max_ms, rss_mib, pss_mib;
+    uint64_t over_1ms, samples;
+    size_t retired_peak;
+} churn_result;
+
+/* One churn run, with an agent sampling the churning threads or without
+ * one (the baseline: what the machine's scheduling alone costs). */
+static void churn_once(int with_agent, double seconds, double total_rate, churn_result *out)
+{
+    char dir[] = "/tmp/bench_core_churn.XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "bench_core: mkdtemp failed\n");
+        exit(1);
+    }
+    pn_config c;
+    pn_config_init(&c);
+    pn_error e;
+    if (pn_config_set(&c, "application_name", "bench.churn", &e) ||
+        pn_config_set(&c, "output_dir", dir, &e) || pn_config_set(&c, "oncpu", "false", &e) ||
+        pn_config_set(&c, "upload_interval", "1", &e))
+        die("churn config", &e);
+    long rss0 = proc_kib("/proc/self/status", "VmRSS:");
+    long pss0 = proc_kib("/proc/self/smaps_rollup", "Pss:");
+    pn_agent *a = NULL;
+    pn_driver_opts d = {.kind = PN_DRIVER_WALKER, .walker = churn_walker};
+    if (with_agent && (!(a = pn_agent_start(&c, &e)) || !pn_agent_add_driver(a, &d, &e)))
+        die("churn agent", &e);
+    pthread_t th[CHURN_THREADS];
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        churners[i] = (churn_thread){.rate = total_rate / CHURN_THREADS, .seconds = seconds};
+        if (pthread_create(&th[i], NULL, churn_main, &churners[i]) != 0) {
+            fprintf(stderr, "bench_core: cannot start a churn thread\n");
+            exit(1);
+        }
+    }
+    long rss_peak = rss0, pss_peak = pss0;
+    size_t retired_peak = 0;
+    int64_t end = mono_ns() + (int64_t)(seconds * 1e9) + 200000000;
+    while (mono_ns() < end) {
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+        long r = proc_kib("/proc/self/status", "VmRSS:");
+        long p = proc_kib("/proc/self/smaps_rollup", "Pss:");
+        size_t ret = pn_labelset_retired();
+        rss_peak = r > rss_peak ? r : rss_peak;
+        pss_peak = p > pss_peak ? p : pss_peak;
+        retired_peak = ret > retired_peak ? ret : retired_peak;
+    }
+    uint64_t pairs = 0, over = 0;
+    int64_t max_ns = 0;
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        if (churners[i].failed)
+            die("churn push/pop", &churners[i].e);
+        pairs += churners[i].pairs;
+        over += churners[i].over_1ms;
+        max_ns = churners[i].max_ns > max_ns ? churners[i].max_ns : max_ns;
+    }
+    pn_agent_stats st = {0};
+    if (a)
+        pn_agent_stop_stats(a, &st);
+    pn_config_free(&c);
+    char cmd[sizeof dir + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "bench_core: could not remove %s\n", dir);
+    *out = (churn_result){pairs / seconds, max_ns / 1e6, (rss_peak - rss0) / 1024.0,
+                          (pss_peak - pss0) / 1024.0, over, st.sampler.samples, retired_peak};
+}
+
+static void run_churn(void)
+{
+    const double seconds = quick ? 1.5 : 12, total_rate = 150000;
+    churn_result none, agent;
+    churn_once(0, seconds, total_rate, &none);
+    churn_once(1, seconds, total_rate, &agent);
+    printf("(e) label churn: %d threads push+pop a unique label set each time, paced to "
+           "%.0f/s in all, %.1f s; without a profiler, then with an agent sampling them at "
+           "100 Hz (wall) and exporting every 1 s\n", CHURN_THREADS, total_rate, seconds);
+    printf("    %-46s %12s %12s\n", "", "no agent", "agent");
+    printf("    %-46s %12.0f %12.0f\n", "unique label sets per second", none.rate, agent.rate);
+    printf("    %-46s %12.3f %12.3f\n", "slowest push+pop pair (ms)", none.max_ms, agent.max_ms);
+    printf("    %-46s %12llu %12llu\n", "pairs slower than 1 ms",
+           (unsigned long long)none.over_1ms, (unsigned long long)agent.over_1ms);
+    printf("    %-46s %12.1f %12.1f\n", "peak RSS added (MiB)", none.rss_mib, agent.rss_mib);
+    printf("    %-46s %12.1f %12.1f\n", "peak PSS added (MiB)", none.pss_mib, agent.pss_mib);
+    printf("    %-46s %12zu %12zu\n", "most retired sets waiting to be freed",
+           none.retired_peak, agent.retired_peak);
+    printf("    %-46s %12llu %12llu\n", "samples taken", (unsigned long long)none.samples,
+           (unsigned long long)agent.samples);
+    printf("\n");
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -498,11 +710,12 @@ int main(int argc, char **argv)
     run_symbols(fp);
     run_encode(fp);
     run_labels();
+    run_churn();
     free(fp);
 
     /* Everything this run created is unreferenced now: free it, and say
      * so if anything is still alive (that would be a leak in the core). */
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
     size_t live = pn_labelset_live();
     if (live != 0)
         printf("warning: %zu label sets still alive after the run\n", live);

@@ -239,7 +239,9 @@ void pn_record_end(pn_driver *d);
  * recorded (0: none). */
 uint64_t pn_grace_generation(void);
 void pn_driver_hold(pn_driver *d, uint64_t generation);
-/* Batch drivers: every sample taken before CLOCK_MONOTONIC `time_ns` has
+/* (For rendezvous drivers the sampler thread keeps the hold itself, from
+ * the generation of each request.)
+ * Batch drivers: every sample taken before CLOCK_MONOTONIC `time_ns` has
  * been recorded (INT64_MAX: no more samples). A cut period is sealed once
  * the watermark passes its end, or max_delay after the cut. Any thread. */
 void pn_driver_watermark(pn_driver *d, int64_t time_ns);
@@ -478,6 +480,7 @@ typedef struct {
     uint64_t samples_dropped;   /* folded into [overflow] or symbol drops */
     uint64_t encode_errors;
     uint64_t late_samples;      /* batch samples too late for any open period */
+    uint64_t samples_recorded;  /* by every driver (walker ticks included) */
 } pn_agent_stats;
 
 /* Validates the config and starts the pipeline: the flusher and exporter

@@ -580,10 +580,17 @@ int main(int argc, char **argv)
     struct timespec started;
     clock_gettime(CLOCK_REALTIME, &started);
 
-    pn_agent_hooks hooks = {.walker = walk, .walker_ctx = &app};
-    pn_agent *agent = pn_agent_start(&cfg, &hooks, &e);
+    pn_agent *agent = pn_agent_start(&cfg, &e);
     if (!agent) {
         fprintf(stderr, "demo: cannot start the profiler: %s\n", e.msg);
+        pn_config_free(&cfg);
+        return 1;
+    }
+    /* The walker driver: the core's sampler thread calls walk() each tick. */
+    if (!pn_agent_add_driver(agent, &(pn_driver_opts){.kind = PN_DRIVER_WALKER, .walker = walk,
+                                                      .ctx = &app}, &e)) {
+        fprintf(stderr, "demo: cannot start the sampler: %s\n", e.msg);
+        pn_agent_stop(agent);
         pn_config_free(&cfg);
         return 1;
     }

@@ -170,7 +170,33 @@ static void base_config(pn_config *c, const char *dir)
     pn_config_set(c, "report_pid", "true", NULL);
 }
 
-static const pn_agent_hooks hooks = {walker, NULL, NULL};
+/* Start an agent and give it one walker driver (the old one-call start).
+ * NULL (and e filled) when either step fails; a started agent whose
+ * driver could not be added is stopped again. */
+static pn_agent *start_agent_fork(const pn_config *c, pn_walker_fn fn, void *ctx,
+                                  void (*after_fork_child)(void *), pn_error *e)
+{
+    pn_agent *a = pn_agent_start(c, e);
+    if (!a)
+        return NULL;
+    pn_driver_opts o = {.kind = PN_DRIVER_WALKER, .walker = fn, .ctx = ctx,
+                        .after_fork_child = after_fork_child};
+    if (!pn_agent_add_driver(a, &o, e)) {
+        pn_error keep;
+        if (e)
+            keep = *e;
+        pn_agent_stop(a);
+        if (e)
+            *e = keep;
+        return NULL;
+    }
+    return a;
+}
+
+static pn_agent *start_agent(const pn_config *c, pn_walker_fn fn, void *ctx, pn_error *e)
+{
+    return start_agent_fork(c, fn, ctx, NULL, e);
+}
 
 static void test_folder_end_to_end(void)
 {
@@ -180,7 +206,7 @@ static void test_folder_end_to_end(void)
     base_config(&c, dir);
     pn_error e;
     pthread_t t = start_worker();
-    pn_agent *a = pn_agent_start(&c, &hooks, &e);
+    pn_agent *a = start_agent(&c, walker, NULL, &e);
     CHECK(a != NULL);
     if (!a) {
         fprintf(stderr, "  start: %s\n", e.msg);
@@ -230,7 +256,7 @@ static void test_folder_end_to_end(void)
     pn_report_free(r);
     rm_rf(dir);
     pn_config_free(&c);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
 }
 
 static void test_http_upload(void)
@@ -247,7 +273,7 @@ static void test_http_upload(void)
     pn_config_set(&c, "tenant_id", "tenant-7", NULL);
     pthread_t t = start_worker();
     pn_error e;
-    pn_agent *a = pn_agent_start(&c, &hooks, &e);
+    pn_agent *a = start_agent(&c, walker, NULL, &e);
     CHECK(a != NULL);
     if (a) {
         struct timespec d = {0, 500 * 1000000};
@@ -270,7 +296,7 @@ static void test_http_upload(void)
     }
     test_server_stop(srv);
     pn_config_free(&c);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
 }
 
 static void test_stop_bounded_with_hanging_server(void)
@@ -285,7 +311,7 @@ static void test_stop_bounded_with_hanging_server(void)
     pn_config_set(&c, "stop_timeout", "1", NULL);
     pn_config_set(&c, "log_level", "off", NULL);
     pthread_t t = start_worker();
-    pn_agent *a = pn_agent_start(&c, &hooks, NULL);
+    pn_agent *a = start_agent(&c, walker, NULL, NULL);
     CHECK(a != NULL);
     struct timespec d = {0, 700 * 1000000};
     nanosleep(&d, NULL);
@@ -298,7 +324,7 @@ static void test_stop_bounded_with_hanging_server(void)
     test_server_stop(srv);
     pn_config_free(&c);
     pn_log_set_level(PN_LOG_WARN);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
 }
 
 static void test_one_agent_and_bad_config(void)
@@ -308,25 +334,36 @@ static void test_one_agent_and_bad_config(void)
     pn_config c;
     base_config(&c, dir);
     pn_error e;
-    pn_agent *a = pn_agent_start(&c, &hooks, &e);
+    pn_agent *a = start_agent(&c, walker, NULL, &e);
     CHECK(a != NULL);
-    CHECK(pn_agent_start(&c, &hooks, &e) == NULL);
+    CHECK(start_agent(&c, walker, NULL, &e) == NULL);
     CHECK_EQ_INT(e.code, PN_ESTATE);
     pn_agent_stop(a);
     /* After stop a new agent may start. */
-    a = pn_agent_start(&c, &hooks, &e);
+    a = start_agent(&c, walker, NULL, &e);
     CHECK(a != NULL);
     pn_agent_stop(a);
 
     pn_config bad;
     pn_config_init(&bad);
-    CHECK(pn_agent_start(&bad, &hooks, &e) == NULL);
+    CHECK(pn_agent_start(&bad, &e) == NULL);
     CHECK(strstr(e.msg, "application_name") != NULL);
     pn_config_set(&bad, "application_name", "x", NULL);
-    CHECK(pn_agent_start(&bad, &hooks, &e) == NULL);
+    CHECK(pn_agent_start(&bad, &e) == NULL);
     CHECK(strstr(e.msg, "output_dir") != NULL);
-    pn_agent_hooks none = {NULL, NULL, NULL};
-    CHECK(pn_agent_start(&c, &none, &e) == NULL);
+    /* A walker driver needs a walker; the failed add leaves the agent
+     * running and usable. */
+    a = pn_agent_start(&c, &e);
+    CHECK(a != NULL);
+    if (a) {
+        CHECK(pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_WALKER}, &e) == NULL);
+        CHECK_EQ_INT(e.code, PN_EINVAL);
+        CHECK(pn_agent_add_driver(a, &(pn_driver_opts){.kind = 0, .walker = walker}, &e) ==
+              NULL);
+        CHECK(pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_WALKER,
+                                                       .walker = walker}, &e) != NULL);
+        pn_agent_stop(a);
+    }
     pn_config_free(&bad);
     pn_config_free(&c);
     rm_rf(dir);
@@ -345,9 +382,8 @@ static void test_fork_child_profiles_itself(void)
     make_tmpdir(dir, sizeof dir);
     pn_config c;
     base_config(&c, dir);
-    pn_agent_hooks h = {walker, NULL, after_fork};
     pn_error e;
-    pn_agent *a = pn_agent_start(&c, &h, &e);
+    pn_agent *a = start_agent_fork(&c, walker, NULL, after_fork, &e);
     CHECK(a != NULL);
     if (!a) {
         pn_config_free(&c);

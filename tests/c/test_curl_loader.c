@@ -9,6 +9,7 @@
 #include "check.h"
 #include "export/curl_loader.h"
 #include "http_server.h"
+#include "queue_helper.h"
 #include "pyroscope_native.h"
 #include "export/exporter.h"
 
@@ -55,7 +56,7 @@ static void test_missing_libcurl(void)
         pn_queue *q = pn_queue_new(&qo, &x, 1, &e);
         CHECK(q != NULL);
         if (q) {
-            pn_queue_push(q, new_upload());
+            pn_queue_push(q, qh_profile("app", "cpu", 1700000000, 1700000010, 1));
             CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
             pn_queue_stats st;
             pn_queue_stop_stats(q, 1, &st);

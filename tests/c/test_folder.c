@@ -15,6 +15,8 @@
 #include "check.h"
 #include "pyroscope_native.h"
 #include "export/exporter.h"
+#include "pprof_decode.h"
+#include "queue_helper.h"
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -267,6 +269,67 @@ static void test_abort_and_bad_arguments(void)
     rm_rf(dir);
 }
 
+/* Samples in the gzip'ed pprof file dir/name; -1 when unreadable. */
+static long pprof_file_samples(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    static uint8_t buf[4 << 20];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    pn_pb_profile *pb = pn_pprof_decode(buf, len, NULL);
+    if (!pb)
+        return -1;
+    long n = pn_pprof_check(pb, 1) == 0 ? (long)pb->n_sample : -2;
+    pn_pprof_free(pb);
+    return n;
+}
+
+/* Through the queue: the folder exporter has no encode of its own, so it
+ * writes the default gzip'ed pprof, one file per part when the profile is
+ * split (16 000 samples per part). */
+static void test_queue_writes_pprof_parts(void)
+{
+    char dir[] = "/tmp/pn_folder_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    pn_error e;
+    pn_exporter *x = pn_folder_exporter_new(dir, &e);
+    CHECK(x != NULL);
+    if (!x) {
+        rm_rf(dir);
+        return;
+    }
+    CHECK(x->encode == NULL);
+    pn_queue *q = pn_queue_new(NULL, &x, 1, &e);
+    CHECK(q != NULL);
+    if (!q) {
+        x->destroy(x);
+        rm_rf(dir);
+        return;
+    }
+    pn_queue_push(q, qh_profile("my app", "wall", 100, 110, 3));
+    pn_queue_push(q, qh_profile("big", "cpu", 200, 210, 16001));
+    CHECK_EQ_INT(pn_queue_flush(q, 30), 0);
+    pn_queue_stats st;
+    pn_queue_stop_stats(q, 1, &st);
+    CHECK_EQ_INT(st.uploads_ok, 2);
+    CHECK_EQ_INT(st.uploads_failed, 0);
+    char names[1024];
+    list_dir(dir, names, sizeof names);
+    CHECK_STR(names, "big-cpu-200-210.1.pb.gz|big-cpu-200-210.pb.gz|my_app-wall-100-110.pb.gz");
+    CHECK_EQ_INT(pprof_file_samples(dir, "my_app-wall-100-110.pb.gz"), 3);
+    long a = pprof_file_samples(dir, "big-cpu-200-210.pb.gz");
+    long b = pprof_file_samples(dir, "big-cpu-200-210.1.pb.gz");
+    CHECK(a > 0 && a <= 16000);
+    CHECK(b > 0 && b <= 16000);
+    CHECK_EQ_INT(a + b, 16001);
+    rm_rf(dir);
+}
+
 TEST_MAIN(T(test_names_content_and_dir_creation), T(test_collision_suffixes),
           T(test_directory_under_a_file), T(test_read_only_directory),
-          T(test_write_error_leaves_nothing), T(test_abort_and_bad_arguments))
+          T(test_write_error_leaves_nothing), T(test_abort_and_bad_arguments),
+          T(test_queue_writes_pprof_parts))

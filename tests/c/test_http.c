@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "http_server.h"
+#include "queue_helper.h"
 #include "pyroscope_native.h"
 #include "export/exporter.h"
 
@@ -636,18 +637,8 @@ static void test_queue_retry_and_stop(void)
         test_server_stop(srv);
         return;
     }
-    for (int i = 0; i < 3; i++) {
-        pn_upload *u = calloc(1, sizeof *u);
-        u->app_name = strdup("app");
-        u->profile_type = strdup("cpu");
-        u->data = malloc(4);
-        memcpy(u->data, "\x1f\x8b\x08\x00", 4);
-        u->len = 4;
-        u->sample_rate = 100;
-        u->from_s = 1700000000 + i;
-        u->until_s = u->from_s + 10;
-        pn_queue_push(q, u);
-    }
+    for (int i = 0; i < 3; i++)
+        pn_queue_push(q, qh_profile("app", "cpu", 1700000000 + i, 1700000010 + i, 1));
     /* 503, 502, 200 for the first; 400 for the second; the third hangs. */
     CHECK_EQ_INT(test_server_wait(srv, 5, pn_test_timing_strict() ? 10 : 60), 5);
     double t0 = pn_test_now_s();

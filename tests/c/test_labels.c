@@ -113,8 +113,9 @@ static void test_interning(void)
     pn_labelset_unref(z);
     pn_labelset_unref(y);
     pn_labelset_unref(x);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
     CHECK_EQ_INT(pn_labelset_live(), 0);
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
 }
 
 static void test_label_count_limit(void)
@@ -134,7 +135,8 @@ static void test_label_count_limit(void)
     pn_label one_more = {"extra", "v"};
     CHECK(pn_labelset_merge(ok, &one_more, 1, &e) == NULL);
     pn_labelset_unref(ok);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
 }
 
 static void test_push_pop_nesting(void)
@@ -169,8 +171,9 @@ static void test_push_pop_nesting(void)
     CHECK_STR(pn_labelset_get(pn_labels_current(), "user"), "alice");
     CHECK_EQ_INT(pn_labels_thread_remove("user", "alice", &e), 0);
     CHECK_EQ_INT(pn_labelset_count(pn_labels_current()), 0);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
     CHECK_EQ_INT(pn_labelset_live(), 0);
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
 }
 
 typedef struct {
@@ -211,37 +214,75 @@ static void test_thread_isolation(void)
     pthread_join(tb, NULL);
     CHECK(a.seen_own && b.seen_own);
     CHECK_EQ_INT(pn_labelset_count(pn_labels_of_thread(a.tid)), 0);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
     CHECK_EQ_INT(pn_labelset_live(), 0);
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
     pthread_barrier_destroy(&bar);
 }
 
-static void test_reclaim_waits_for_period(void)
+/* A recording thread loads a set inside its grace section; the set may be
+ * released meanwhile (it leaves the intern table at once) but is freed
+ * only after the reader has left. */
+static void test_reclaim_waits_for_reader(void)
 {
     pn_error e;
+    pn_grace_reader *r = pn_grace_reader_new(&e);
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
     pn_label kv = {"span_id", "00000000000000ab"};
     CHECK_EQ_INT(pn_labels_push(&kv, 1, &e), 0);
-    const pn_labelset *ls = pn_labels_current();
-    pn_labelset_mark_used(ls, 7); /* a period with seq 7 holds a sample */
-    CHECK_EQ_INT(pn_labels_pop(&e), 0);
-    pn_labels_collect(7); /* period 7 not yet encoded: keep */
     CHECK_EQ_INT(pn_labelset_live(), 1);
+
+    /* A tick: enter, load the thread's set as a sampler would. */
+    pn_grace_enter(r);
+    const pn_labelset *ls = pn_labels_of_thread(pn_gettid());
+    CHECK(ls == pn_labels_current());
+    uint64_t id = pn_labelset_id(ls);
+    /* The application drops its last reference meanwhile. */
+    CHECK_EQ_INT(pn_labels_pop(&e), 0);
+    CHECK_EQ_INT(pn_labelset_live(), 0);    /* out of the intern table */
+    CHECK_EQ_INT(pn_labelset_retired(), 1); /* but not freed */
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_retired(), 1);
+    /* Still readable (valgrind would report a read of freed memory). */
     CHECK_STR(pn_labelset_get(ls, "span_id"), "00000000000000ab");
-    /* Revival: interning the same contents again reuses the retired set. */
+    /* The same contents again: a new set, the retired one is not revived. */
     CHECK_EQ_INT(pn_labels_push(&kv, 1, &e), 0);
-    CHECK(pn_labels_current() == ls);
-    pn_labels_collect(8);
+    CHECK(pn_labels_current() != ls);
+    CHECK(pn_labelset_id(pn_labels_current()) != id);
     CHECK_EQ_INT(pn_labelset_live(), 1);
+    CHECK_EQ_INT(pn_labels_pop(&e), 0); /* retired under the reader too */
+    CHECK_EQ_INT(pn_labelset_retired(), 2);
+    CHECK_STR(pn_labelset_get(ls, "span_id"), "00000000000000ab");
+    pn_grace_exit(r);
+
+    /* Freed incrementally: the next release frees passed sets on its way. */
+    pn_label other = {"k", "v"};
+    CHECK_EQ_INT(pn_labels_push(&other, 1, &e), 0);
     CHECK_EQ_INT(pn_labels_pop(&e), 0);
-    /* A tick in progress pins retired sets until it ends. */
-    pn_epoch_enter();
-    CHECK_EQ_INT(pn_labels_push(&kv, 1, &e), 0);
-    CHECK_EQ_INT(pn_labels_pop(&e), 0);
-    pn_labels_collect(8);
-    CHECK_EQ_INT(pn_labelset_live(), 1);
-    pn_epoch_exit();
-    pn_labels_collect(8);
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
     CHECK_EQ_INT(pn_labelset_live(), 0);
+
+    /* A deferred capture: hold an older generation read when it loaded
+     * its pointers; sets retired after that stay until it lets go. */
+    uint64_t gen = pn_grace_now();
+    CHECK_EQ_INT(pn_labels_push(&kv, 1, &e), 0);
+    const pn_labelset *held = pn_labels_current();
+    pn_grace_hold(r, gen);
+    CHECK_EQ_INT(pn_labels_pop(&e), 0);
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_retired(), 1);
+    CHECK_STR(pn_labelset_get(held, "span_id"), "00000000000000ab");
+    /* A reader entering now does not cover it: only the hold does. */
+    pn_grace_exit(r);
+    pn_grace_enter(r);
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
+    pn_grace_exit(r);
+    pn_grace_reader_free(r);
 }
 
 /* Many threads churning labels while a reader samples their slots. */
@@ -269,8 +310,12 @@ static void test_concurrent_churn(void)
         while (churn_tids[k] == 0)
             sched_yield();
     long seen = 0;
-    for (int round = 0; round < 2000 || (seen == 0 && round < 2000000); round++) {
-        pn_epoch_enter();
+    pn_grace_reader *r = pn_grace_reader_new(NULL);
+    CHECK(r != NULL);
+    if (!r)
+        churn_stop = 1;
+    for (int round = 0; r && (round < 2000 || (seen == 0 && round < 2000000)); round++) {
+        pn_grace_enter(r);
         /* Read the churners' slots as the sampler would: every set seen
          * must be whole (one "n" label with a value we wrote). */
         for (int k = 0; k < 4; k++) {
@@ -281,8 +326,8 @@ static void test_concurrent_churn(void)
                 seen++;
             }
         }
-        pn_epoch_exit();
-        pn_labels_collect(UINT64_MAX);
+        pn_grace_exit(r);
+        pn_labels_reclaim();
         if (seen == 0)
             sched_yield();
     }
@@ -290,10 +335,11 @@ static void test_concurrent_churn(void)
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
     CHECK(seen > 0);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
     CHECK_EQ_INT(pn_labelset_live(), 0);
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
 }
 
 TEST_MAIN(T(test_name_rules), T(test_value_rules), T(test_interning),
           T(test_label_count_limit), T(test_push_pop_nesting), T(test_thread_isolation),
-          T(test_reclaim_waits_for_period), T(test_concurrent_churn))
+          T(test_reclaim_waits_for_reader), T(test_concurrent_churn))

@@ -14,8 +14,11 @@
 
 #include "check.h"
 #include "http_server.h"
+#include "pprof_decode.h"
+#include "queue_helper.h"
 #include "pyroscope_native.h"
 #include "export/exporter.h"
+#include "aggregation/profile.h"
 
 /* ---------------------------------------------------------- log capture */
 
@@ -69,27 +72,13 @@ static void dump_log(void)
     pthread_mutex_unlock(&log_mu);
 }
 
-/* ------------------------------------------------------------- uploads */
-
-static pn_upload *make_upload(const char *app, int64_t from, size_t len)
-{
-    pn_upload *u = calloc(1, sizeof *u);
-    u->app_name = strdup(app);
-    u->profile_type = strdup("cpu");
-    u->from_s = from;
-    u->until_s = from + 10;
-    u->sample_rate = 100;
-    u->data = malloc(len);
-    memset(u->data, 'z', len);
-    u->len = len;
-    return u;
-}
-
 /* -------------------------------------------------------- fake exporter */
 
 /* Records what it is sent. Uploads of `gate_app` (all, when NULL) wait
  * until gate_fd becomes readable or the queue aborts. It keeps no locks, so
- * the fork test cannot inherit one held. */
+ * the fork test cannot inherit one held. Its encode is qh_payload_encode
+ * (the payloads the test put into the profile) unless the test clears it
+ * to get the default pprof parts. */
 typedef struct {
     pn_exporter base;
     int gate_fd;                /* -1: no gate */
@@ -97,9 +86,18 @@ typedef struct {
     int delay_ms;
     pn_send_result result;      /* set by the test before pushing */
     pn_exporter *delegate;      /* forwards to it when set (owned) */
+    int mark;                   /* flip the first data byte after recording */
     atomic_int in_send;
     atomic_int calls;
-    char seen[32][32];          /* app names, written before calls is bumped */
+    /* Per call (up to 32), written before calls is bumped. */
+    char seen[32][32];          /* app names */
+    char payload[32][32];       /* data, as a string (cut) */
+    size_t len[32];
+    uint32_t part[32];
+    int64_t from_s[32], until_s[32];
+    const pn_upload *ptr[32];
+    uint8_t *first;             /* copy of the first call's data */
+    size_t first_len;
     atomic_int destroyed;
 } fake;
 
@@ -121,8 +119,24 @@ static pn_send_result fake_send(pn_exporter *self, const pn_upload *u, int64_t d
     if (f->delay_ms)
         usleep((useconds_t)f->delay_ms * 1000);
     int n = atomic_load(&f->calls);
-    if (n < 32)
+    if (n < 32) {
         snprintf(f->seen[n], sizeof f->seen[n], "%s", u->app_name);
+        snprintf(f->payload[n], sizeof f->payload[n], "%.*s",
+                 (int)(u->len < 31 ? u->len : 31), (const char *)u->data);
+        f->len[n] = u->len;
+        f->part[n] = u->part;
+        f->from_s[n] = u->from_s;
+        f->until_s[n] = u->until_s;
+        f->ptr[n] = u;
+    }
+    if (n == 0 && (f->first = malloc(u->len ? u->len : 1)) != NULL) {
+        memcpy(f->first, u->data, u->len);
+        f->first_len = u->len;
+    }
+    /* The payload's bytes are the queue's (malloc'ed, not const): a mark
+     * here shows whether the next exporter is sent this very buffer. */
+    if (f->mark && u->len)
+        u->data[0] ^= 0xff;
     atomic_store(&f->calls, n + 1);
     pn_send_result r = f->result;
     if (f->delegate)
@@ -138,6 +152,8 @@ static void fake_destroy(pn_exporter *self)
     fake *f = (fake *)self;
     if (f->delegate)
         f->delegate->destroy(f->delegate);
+    free(f->first);
+    f->first = NULL;
     atomic_fetch_add(&f->destroyed, 1);
 }
 
@@ -145,6 +161,7 @@ static void fake_init(fake *f, const char *name)
 {
     memset(f, 0, sizeof *f);
     f->base.name = name;
+    f->base.encode = qh_payload_encode;
     f->base.send = fake_send;
     f->base.destroy = fake_destroy;
     f->gate_fd = -1;
@@ -188,7 +205,14 @@ static void test_retry_then_success(void)
     pn_queue_opts qo = {.backoff_initial_s = 0.01, .backoff_max_s = 0.05};
     pn_queue *q = http_queue(srv, &qo);
     if (q) {
-        pn_queue_push(q, make_upload("app", 1700000000, 100));
+        /* The http exporter has no encode of its own: it is sent the
+         * default gzip'ed pprof parts. */
+        pn_profile *p = qh_profile("app", "cpu", 1700000000, 1700000010, 3);
+        CHECK(p != NULL);
+        size_t nparts = 0, want_bytes = p ? qh_pprof_bytes(p, &nparts) : 0;
+        CHECK_EQ_INT(nparts, 1);
+        CHECK(want_bytes > 0 && want_bytes != (size_t)-1);
+        pn_queue_push(q, p);
         CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
         pn_queue_stats st;
         pn_queue_get_stats(q, &st);
@@ -196,7 +220,7 @@ static void test_retry_then_success(void)
         CHECK_EQ_INT(st.retries, 2);
         CHECK_EQ_INT(st.uploads_failed, 0);
         CHECK_EQ_INT(st.uploads_dropped, 0);
-        CHECK_EQ_INT(st.bytes_sent, 100);
+        CHECK_EQ_INT(st.bytes_sent, want_bytes);
         CHECK_EQ_INT(test_server_count(srv), 3);
         CHECK(logged(PN_LOG_INFO, "attempt 1 of 4", "503"));
         pn_queue_stop(q, 1);
@@ -215,7 +239,7 @@ static void test_give_up_on_client_error(void)
     pn_queue_opts qo = {.backoff_initial_s = 0.01, .backoff_max_s = 0.05};
     pn_queue *q = http_queue(srv, &qo);
     if (q) {
-        pn_queue_push(q, make_upload("app", 1700000000, 10));
+        pn_queue_push(q, qh_profile("app", "cpu", 1700000000, 1700000010, 1));
         CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
         pn_queue_stats st;
         pn_queue_get_stats(q, &st);
@@ -241,7 +265,7 @@ static void test_give_up_after_max_attempts(void)
     pn_queue_opts qo = {.max_attempts = 3, .backoff_initial_s = 0.01, .backoff_max_s = 0.02};
     pn_queue *q = http_queue(srv, &qo);
     if (q) {
-        pn_queue_push(q, make_upload("app", 1700000000, 10));
+        pn_queue_push(q, qh_profile("app", "cpu", 1700000000, 1700000010, 1));
         CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
         pn_queue_stats st;
         pn_queue_get_stats(q, &st);
@@ -268,11 +292,11 @@ static void test_full_queue_drops_oldest(void)
     pn_queue *q = pn_queue_new(&qo, xs, 1, &e);
     CHECK(q != NULL);
     if (q) {
-        pn_queue_push(q, make_upload("A", 1, 10));
+        pn_queue_push(q, qh_sized_profile("A", 1, 10));
         CHECK(wait_int(&f.in_send, 1, 2)); /* A is in flight, the queue empty */
-        pn_queue_push(q, make_upload("B", 2, 10));
-        pn_queue_push(q, make_upload("C", 3, 10));
-        pn_queue_push(q, make_upload("D", 4, 10));
+        pn_queue_push(q, qh_sized_profile("B", 2, 10));
+        pn_queue_push(q, qh_sized_profile("C", 3, 10));
+        pn_queue_push(q, qh_sized_profile("D", 4, 10));
         pn_queue_stats st;
         pn_queue_get_stats(q, &st);
         CHECK_EQ_INT(st.uploads_dropped, 1);
@@ -283,6 +307,11 @@ static void test_full_queue_drops_oldest(void)
         CHECK_STR(f.seen[0], "A");
         CHECK_STR(f.seen[1], "C");
         CHECK_STR(f.seen[2], "D");
+        /* What the exporter's encode made of each profile. */
+        CHECK_STR(f.payload[1], "zzzzzzzzzz");
+        CHECK_EQ_INT(f.from_s[1], 3);
+        CHECK_EQ_INT(f.until_s[1], 13);
+        CHECK_EQ_INT(f.part[1], 0);
         pn_queue_get_stats(q, &st);
         CHECK_EQ_INT(st.uploads_ok, 3);
         CHECK_EQ_INT(st.uploads_dropped, 1);
@@ -309,7 +338,7 @@ static void test_flush_waits_for_completion(void)
     CHECK_EQ_INT(pn_queue_flush(q, 0), 0); /* nothing queued */
     double t0 = pn_test_now_s();
     for (int i = 0; i < 3; i++)
-        pn_queue_push(q, make_upload("app", i, 10));
+        pn_queue_push(q, qh_sized_profile("app", i, 10));
     CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
     CHECK(pn_test_now_s() - t0 >= 0.25);
     /* Done means sent, including the last one in flight, and counted. */
@@ -333,8 +362,8 @@ static void test_flush_times_out(void)
     pn_queue *q = pn_queue_new(NULL, xs, 1, &e);
     CHECK(q != NULL);
     if (q) {
-        pn_queue_push(q, make_upload("A", 1, 10));
-        pn_queue_push(q, make_upload("B", 2, 10));
+        pn_queue_push(q, qh_sized_profile("A", 1, 10));
+        pn_queue_push(q, qh_sized_profile("B", 2, 10));
         double t0 = pn_test_now_s();
         CHECK_EQ_INT(pn_queue_flush(q, 0.2), -1);
         double took = pn_test_now_s() - t0;
@@ -360,7 +389,7 @@ static void test_flush_cuts_backoff(void)
     pn_queue_opts qo = {.backoff_initial_s = 5, .backoff_max_s = 5};
     pn_queue *q = http_queue(srv, &qo);
     if (q) {
-        pn_queue_push(q, make_upload("app", 1700000000, 10));
+        pn_queue_push(q, qh_profile("app", "cpu", 1700000000, 1700000010, 1));
         CHECK_EQ_INT(test_server_wait(srv, 1, 2), 1);
         double t0 = pn_test_now_s();
         CHECK_EQ_INT(pn_queue_flush(q, 3), 0);
@@ -386,7 +415,7 @@ static void test_stop_bounded_when_server_hangs(void)
     pn_queue *q = http_queue(srv, NULL); /* default 10 s request timeout */
     if (q) {
         for (int i = 0; i < 3; i++)
-            pn_queue_push(q, make_upload("app", 1700000000 + 10 * i, 10));
+            pn_queue_push(q, qh_profile("app", "cpu", 1700000000 + 10 * i, 1700000010 + 10 * i, 1));
         CHECK_EQ_INT(test_server_wait(srv, 1, 2), 1);
         double t0 = pn_test_now_s();
         pn_queue_stop(q, 0.5);
@@ -429,7 +458,7 @@ static void test_stop_while_another_thread_flushes(void)
     pn_queue *q = pn_queue_new(NULL, xs, 1, &e);
     CHECK(q != NULL);
     if (q) {
-        pn_queue_push(q, make_upload("A", 1, 10));
+        pn_queue_push(q, qh_sized_profile("A", 1, 10));
         flush_call c = {q, 0, 0};
         pthread_t t;
         CHECK_EQ_INT(pthread_create(&t, NULL, flush_thread, &c), 0);
@@ -461,10 +490,10 @@ static void test_counting_with_two_exporters(void)
     CHECK(q != NULL);
     if (!q)
         return;
-    pn_queue_push(q, make_upload("first", 1, 10));
+    pn_queue_push(q, qh_sized_profile("first", 1, 10));
     CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
     refuse.result = PN_SEND_OK; /* read by the exporter thread after the push */
-    pn_queue_push(q, make_upload("second", 2, 20));
+    pn_queue_push(q, qh_sized_profile("second", 2, 20));
     CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
     pn_queue_stats st;
     pn_queue_get_stats(q, &st);
@@ -475,6 +504,116 @@ static void test_counting_with_two_exporters(void)
     pn_queue_stop(q, 1);
     CHECK_EQ_INT(atomic_load(&ok.destroyed), 1);
     CHECK_EQ_INT(atomic_load(&refuse.destroyed), 1);
+}
+
+/* Exporters without an encode of their own share the default pprof parts,
+ * encoded once per profile (the very same buffers reach each of them),
+ * while an exporter with its own encode gets exactly its own parts. */
+static void test_default_encoding_shared_own_encoding_separate(void)
+{
+    log_start();
+    fake a, own, b;
+    fake_init(&a, "pprof-a");
+    fake_init(&own, "own");
+    fake_init(&b, "pprof-b");
+    a.base.encode = NULL;
+    b.base.encode = NULL;
+    a.mark = 1; /* b sees the mark only if it is sent a's buffer */
+    pn_exporter *xs[] = {&a.base, &own.base, &b.base};
+    pn_error e;
+    pn_queue *q = pn_queue_new(NULL, xs, 3, &e);
+    CHECK(q != NULL);
+    if (!q)
+        return;
+    pn_profile *p = qh_profile("shared", "cpu", 1700000000, 1700000010, 5);
+    CHECK(p != NULL);
+    if (!p) {
+        pn_queue_stop(q, 1);
+        return;
+    }
+    CHECK_EQ_INT(qh_profile_add_label(p, "qh.payload", "own-0"), 0);
+    CHECK_EQ_INT(qh_profile_add_label(p, "qh.payload", "own-part-1"), 0);
+    size_t npprof = 0, pprof_bytes = qh_pprof_bytes(p, &npprof);
+    CHECK_EQ_INT(npprof, 1);
+    int encodes_before = __atomic_load_n(&qh_payload_encodes, __ATOMIC_SEQ_CST);
+    pn_queue_push(q, p);
+    CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
+
+    CHECK_EQ_INT(atomic_load(&a.calls), 1);
+    CHECK_EQ_INT(atomic_load(&b.calls), 1);
+    /* One encoding: the same part, whose buffer a marked before b read it. */
+    CHECK(a.ptr[0] == b.ptr[0]);
+    CHECK_EQ_INT(a.len[0], pprof_bytes);
+    CHECK_EQ_INT(b.len[0], pprof_bytes);
+    CHECK(a.first && b.first && a.first_len == b.first_len && a.first_len > 1);
+    if (a.first && b.first && a.first_len == b.first_len && a.first_len > 1) {
+        CHECK_EQ_INT(b.first[0], a.first[0] ^ 0xff);
+        CHECK(memcmp(a.first + 1, b.first + 1, a.first_len - 1) == 0);
+        /* ... and it is the profile as pprof. */
+        pn_pb_profile *pb = pn_pprof_decode(a.first, a.first_len, NULL);
+        CHECK(pb != NULL);
+        if (pb) {
+            CHECK_EQ_INT(pb->n_sample, 5);
+            CHECK_EQ_INT(pn_pprof_check(pb, 1), 0);
+            pn_pprof_free(pb);
+        }
+    }
+    CHECK_STR(a.seen[0], "shared");
+    CHECK_EQ_INT(a.from_s[0], 1700000000);
+    CHECK_EQ_INT(a.until_s[0], 1700000010);
+
+    /* The exporter with its own encode: called once, both its parts, in
+     * order, and no pprof. */
+    CHECK_EQ_INT(__atomic_load_n(&qh_payload_encodes, __ATOMIC_SEQ_CST) - encodes_before, 1);
+    CHECK_EQ_INT(atomic_load(&own.calls), 2);
+    CHECK_STR(own.payload[0], "own-0");
+    CHECK_STR(own.payload[1], "own-part-1");
+    CHECK_EQ_INT(own.part[0], 0);
+    CHECK_EQ_INT(own.part[1], 1);
+    CHECK_STR(own.seen[1], "shared");
+    CHECK_EQ_INT(own.from_s[1], 1700000000);
+
+    pn_queue_stats st;
+    pn_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.uploads_ok, 1); /* one profile, however many exporters and parts */
+    CHECK_EQ_INT(st.uploads_failed, 0);
+    CHECK_EQ_INT(st.bytes_sent, 2 * pprof_bytes + 5 + 10);
+    pn_queue_stop(q, 1);
+    CHECK_EQ_INT(atomic_load(&a.destroyed), 1);
+    CHECK_EQ_INT(atomic_load(&own.destroyed), 1);
+    CHECK_EQ_INT(atomic_load(&b.destroyed), 1);
+}
+
+/* An exporter whose encode fails does not get the profile, which counts as
+ * failed; the other exporters still get it. */
+static void test_encode_failure(void)
+{
+    log_start();
+    fake bad, good;
+    fake_init(&bad, "picky");
+    fake_init(&good, "pprof");
+    good.base.encode = NULL;
+    pn_exporter *xs[] = {&bad.base, &good.base};
+    pn_error e;
+    pn_queue *q = pn_queue_new(NULL, xs, 2, &e);
+    CHECK(q != NULL);
+    if (!q)
+        return;
+    pn_profile *p = qh_profile("enc", "cpu", 1700000000, 1700000010, 2);
+    CHECK(p != NULL);
+    if (p)
+        CHECK_EQ_INT(qh_profile_add_label(p, "qh.encode_fail", "no format for this"), 0);
+    pn_queue_push(q, p);
+    CHECK_EQ_INT(pn_queue_flush(q, 5), 0);
+    CHECK_EQ_INT(atomic_load(&bad.calls), 0);
+    CHECK_EQ_INT(atomic_load(&good.calls), 1);
+    pn_queue_stats st;
+    pn_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.uploads_failed, 1);
+    CHECK_EQ_INT(st.uploads_ok, 0);
+    CHECK_EQ_INT(st.bytes_sent, good.len[0]);
+    CHECK(logged(PN_LOG_ERROR, "for picky failed", "no format for this"));
+    pn_queue_stop(q, 1);
 }
 
 static void test_bad_options(void)
@@ -516,6 +655,25 @@ static int has_file(const char *dir, const char *name)
     return access(path, F_OK) == 0;
 }
 
+/* Samples of the gzip'ed pprof file dir/name; -1 when unreadable. */
+static long file_samples(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return -1;
+    static uint8_t buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    pn_pb_profile *pb = pn_pprof_decode(buf, len, NULL);
+    if (!pb)
+        return -1;
+    long n = (long)pb->n_sample;
+    pn_pprof_free(pb);
+    return n;
+}
+
 /* The child of a fork gets its own exporter thread, drops what the parent
  * had queued (the parent sends those), and can push and flush. */
 static void test_fork_child(void)
@@ -528,6 +686,7 @@ static void test_fork_child(void)
     pn_error e;
     fake f;
     fake_init(&f, "folder");
+    f.base.encode = NULL; /* the default pprof parts, written by the folder exporter */
     f.gate_fd = gate[0];
     f.gate_app = "hold";
     f.delegate = pn_folder_exporter_new(dir, &e);
@@ -537,9 +696,9 @@ static void test_fork_child(void)
     CHECK(q != NULL);
     if (!q || !f.delegate)
         return;
-    pn_queue_push(q, make_upload("hold", 100, 10));
+    pn_queue_push(q, qh_profile("hold", "cpu", 100, 110, 2));
     CHECK(wait_int(&f.in_send, 1, 2));
-    pn_queue_push(q, make_upload("queued", 100, 10));
+    pn_queue_push(q, qh_profile("queued", "cpu", 100, 110, 2));
 
     fflush(NULL);
     pn_queue_fork_prepare(q);
@@ -551,7 +710,7 @@ static void test_fork_child(void)
         pn_queue_get_stats(q, &st);
         if (st.uploads_ok || st.uploads_failed || st.uploads_dropped)
             bad |= 1;
-        pn_queue_push(q, make_upload("child", 200, 10));
+        pn_queue_push(q, qh_profile("child", "cpu", 200, 210, 2));
         if (pn_queue_flush(q, 5) != 0)
             bad |= 2;
         pn_queue_get_stats(q, &st);
@@ -579,6 +738,7 @@ static void test_fork_child(void)
     CHECK(has_file(dir, "hold-cpu-100-110.pb.gz"));
     CHECK(has_file(dir, "queued-cpu-100-110.pb.gz"));
     CHECK(has_file(dir, "child-cpu-200-210.pb.gz"));
+    CHECK_EQ_INT(file_samples(dir, "hold-cpu-100-110.pb.gz"), 2);
     pn_queue_stop(q, 1);
     CHECK_EQ_INT(atomic_load(&f.destroyed), 1);
     close(gate[0]);
@@ -593,4 +753,5 @@ TEST_MAIN(T(test_retry_then_success), T(test_give_up_on_client_error),
           T(test_flush_waits_for_completion), T(test_flush_times_out), T(test_flush_cuts_backoff),
           T(test_stop_bounded_when_server_hangs), T(test_stop_while_another_thread_flushes),
           T(test_counting_with_two_exporters),
+          T(test_default_encoding_shared_own_encoding_separate), T(test_encode_failure),
           T(test_bad_options), T(test_fork_child))

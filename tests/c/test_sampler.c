@@ -80,6 +80,18 @@ static pn_store *new_store(void)
     return pn_store_new(&l, NULL);
 }
 
+/* The sample carries a label named `key` (its pairs are string ids of the
+ * period's symbols). */
+static int has_label_key(const pn_period *p, const pn_sample_view *v, const char *key)
+{
+    for (uint32_t i = 0; i < v->nlabels; i++) {
+        const char *k = pn_symbols_str(pn_period_symbols_const(p), v->label_pairs[2 * i], NULL);
+        if (k && strcmp(k, key) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 static int64_t total_for(const pn_period *p, const char *leaf, int value, const char *label)
 {
     int64_t sum = 0;
@@ -90,7 +102,7 @@ static int64_t total_for(const pn_period *p, const char *leaf, int value, const 
         pn_symbols_frame_get(pn_period_symbols_const(p), v.frames[0], &n, &f, &line);
         if (strcmp(pn_symbols_str(pn_period_symbols_const(p), n, NULL), leaf) != 0)
             continue;
-        if (label && !pn_labelset_get(v.labels, label))
+        if (label && !has_label_key(p, &v, label))
             continue;
         sum += v.values[value];
     }
@@ -118,7 +130,9 @@ static void test_rate_accuracy(void)
     printf("  ticks %llu + missed %llu over %.3f s (expected %.0f)\n",
            (unsigned long long)stats.ticks, (unsigned long long)stats.missed_ticks, elapsed,
            expect);
-    CHECK(got >= expect * 0.95 && got <= expect * 1.05);
+    /* elapsed also covers starting and joining the thread, which under
+     * valgrind takes a good part of a second: only the upper bound there. */
+    CHECK(got >= expect * (pn_test_timing_strict() ? 0.95 : 0.5) && got <= expect * 1.05);
     if (pn_test_timing_strict())
         CHECK(stats.ticks >= expect * 0.80); /* and most of them really ran */
     CHECK_EQ_INT(atomic_load(&walks), (long long)stats.ticks);
@@ -171,7 +185,7 @@ static void test_oncpu_vs_wall(void)
         pthread_join(b, NULL);
         pn_sampler_free(s);
         pn_store_free(st);
-        pn_labels_collect(UINT64_MAX);
+        pn_labels_reclaim();
     }
 }
 
@@ -240,7 +254,7 @@ static void test_fork_child_samples(void)
         int ok = cs.ticks >= (uint64_t)need && child >= need && parent_spin == 0;
         pn_sampler_free(s);
         pn_store_free(st);
-        pn_labels_collect(UINT64_MAX);
+        pn_labels_reclaim();
         _exit(ok ? 0 : 1);
     }
     pn_sampler_fork_parent(s);
@@ -262,7 +276,7 @@ static void test_fork_child_samples(void)
     pthread_join(a, NULL);
     pn_sampler_free(s);
     pn_store_free(st);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
 }
 
 TEST_MAIN(T(test_rate_accuracy), T(test_oncpu_vs_wall), T(test_stop_is_prompt_at_low_rate),

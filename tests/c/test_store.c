@@ -35,10 +35,27 @@ static int64_t leaf_total(const pn_period *p, const char *name)
     return sum;
 }
 
+/* String sid of p's symbols (label keys and values are copied there), as
+ * a NUL-terminated copy valid until the next call. */
+static const char *pair_str(const pn_period *p, uint32_t sid)
+{
+    static char buf[256];
+    size_t len = 0;
+    const char *str = pn_symbols_str(pn_period_symbols_const(p), sid, &len);
+    if (!str)
+        return "(null)";
+    if (len >= sizeof buf)
+        len = sizeof buf - 1;
+    memcpy(buf, str, len);
+    buf[len] = '\0';
+    return buf;
+}
+
 static void test_aggregate(void)
 {
     pn_store *s = small_store(100, 16);
-    pn_period *p = pn_store_write_begin(s);
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
     pn_symbols *sym = pn_period_symbols(p);
     pn_frame_id st[3] = {pn_symbols_frame3(sym, "leaf", 4, "a.c", 3, 3),
                          pn_symbols_frame3(sym, "mid", 3, "a.c", 3, 2),
@@ -61,13 +78,18 @@ static void test_aggregate(void)
     for (size_t i = 0; i < pn_period_sample_count(old); i++) {
         pn_sample_view sv;
         pn_period_sample(old, i, &sv);
-        if (sv.depth == 3 && sv.labels == pn_labelset_empty() && sv.tid == 0) {
+        if (sv.depth == 3 && sv.label_set == 0 && sv.tid == 0) {
+            CHECK_EQ_INT(sv.nlabels, 0);
             found_plain = 1;
             CHECK_EQ_INT(sv.values[0], 50);
             CHECK_EQ_INT(sv.values[1], 5);
             CHECK(memcmp(sv.frames, st, sizeof st) == 0);
-        } else if (sv.labels == ls) {
+        } else if (sv.label_set != 0) {
             found_label = 1;
+            CHECK_EQ_INT(sv.nlabels, 1);
+            CHECK_STR(pair_str(old, sv.label_pairs[0]), "k");
+            CHECK_STR(pair_str(old, sv.label_pairs[1]), "v");
+            CHECK_EQ_INT(sv.tid, 0);
             CHECK_EQ_INT(sv.values[1], 1);
         } else if (sv.tid == 42) {
             found_tid = 1;
@@ -82,7 +104,8 @@ static void test_aggregate(void)
     pn_labelset_unref(ls);
 
     /* The new active period is empty and has a later sequence number. */
-    pn_period *p2 = pn_store_write_begin(s);
+    pn_store_write_begin(s);
+    pn_period *p2 = pn_store_active(s);
     CHECK(p2 != old);
     CHECK(pn_period_seq(p2) > pn_period_seq(old));
     CHECK_EQ_INT(pn_period_start_ns(p2), 12345);
@@ -90,13 +113,16 @@ static void test_aggregate(void)
     pn_period *old2 = pn_store_swap(s, 2);
     CHECK_EQ_INT(pn_period_sample_count(old2), 1); /* just the overflow bucket */
     pn_store_free(s);
-    pn_labels_collect(UINT64_MAX);
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_live(), 0);
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
 }
 
 static void test_overflow_counted(void)
 {
     pn_store *s = small_store(10, 16);
-    pn_period *p = pn_store_write_begin(s);
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
     pn_symbols *sym = pn_period_symbols(p);
     int64_t v[2] = {1, 1};
     char name[16];
@@ -130,7 +156,8 @@ static void test_sample_table_overflow(void)
     l.max_stacks = 100;
     l.max_samples = 5;
     pn_store *s = pn_store_new(&l, NULL);
-    pn_period *p = pn_store_write_begin(s);
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
     pn_frame_id f = pn_symbols_frame3(pn_period_symbols(p), "f", 1, "x", 1, 1);
     int64_t v[2] = {1, 1};
     for (uint64_t tid = 1; tid <= 20; tid++)
@@ -148,7 +175,8 @@ static void test_sample_table_overflow(void)
 static void test_deep_stack_cut(void)
 {
     pn_store *s = small_store(100, 8);
-    pn_period *p = pn_store_write_begin(s);
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
     pn_symbols *sym = pn_period_symbols(p);
     pn_frame_id deep[50];
     char name[16];
@@ -196,7 +224,8 @@ static void test_empty_stack_and_bad_limits(void)
     CHECK(strstr(e.msg, "max_depth") != NULL);
 
     pn_store *s = small_store(10, 8);
-    pn_period *p = pn_store_write_begin(s);
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
     int64_t v[2] = {3, 1};
     pn_period_add(p, NULL, 0, NULL, 0, PN_STR_EMPTY, v);
     pn_store_write_end(s);
@@ -210,7 +239,8 @@ static void test_many_periods_reuse(void)
     /* Swapping repeatedly recycles both buffers and keeps contents apart. */
     pn_store *s = small_store(1000, 16);
     for (int round = 0; round < 50; round++) {
-        pn_period *p = pn_store_write_begin(s);
+        pn_store_write_begin(s);
+        pn_period *p = pn_store_active(s);
         pn_symbols *sym = pn_period_symbols(p);
         char name[16];
         snprintf(name, sizeof name, "r%d", round);
@@ -237,7 +267,8 @@ static void test_growth_keeps_aggregates(void)
     enum { STACKS = 6000 };
     pn_store *s = small_store(STACKS, 16);
     for (int round = 0; round < 4; round++) {
-        pn_period *p = pn_store_write_begin(s);
+        pn_store_write_begin(s);
+        pn_period *p = pn_store_active(s);
         pn_symbols *sym = pn_period_symbols(p);
         pn_frame_id main_f = pn_symbols_frame3(sym, "main", 4, "m.py", 4, 1);
         char name[24];
@@ -297,7 +328,8 @@ static void test_resident_follows_use(void)
         return;
     size_t empty = pn_store_resident_bytes(s);
     CHECK(empty <= 256 * 1024);
-    pn_period *p = pn_store_write_begin(s);
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
     pn_symbols *sym = pn_period_symbols(p);
     pn_frame_id f[20];
     char name[24];
@@ -324,6 +356,152 @@ static void test_resident_follows_use(void)
     pn_store_free(s);
 }
 
+/* Samples go to the period their CLOCK_MONOTONIC timestamp belongs to: a
+ * cut period keeps taking samples older than the cut until it is sealed;
+ * after the seal they are counted as late, never added anywhere. */
+static void test_route_by_timestamp(void)
+{
+    pn_store *s = small_store(100, 16);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    int64_t v[2] = {1, 1};
+    pn_store_write_begin(s);
+    pn_period *a = pn_store_active(s);
+    int64_t t0 = pn_period_start_mono(a);
+    CHECK(t0 > 0);
+    CHECK(pn_store_route(s, 0) == a);
+    CHECK(pn_store_route(s, t0 + 10) == a);
+    pn_frame_id fb = pn_symbols_frame3(pn_period_symbols(a), "before", 6, "x", 1, 1);
+    pn_period_add(a, &fb, 1, NULL, 0, PN_STR_EMPTY, v);
+    pn_store_write_end(s);
+
+    /* Cut at T: a fresh period starts there; a still takes older samples. */
+    int64_t T = t0 + 1000000;
+    pn_period *old = pn_store_cut(s, pn_period_start_ns(a) + 1000000, T);
+    CHECK(old == a);
+    pn_period *fresh = pn_store_active(s);
+    CHECK(fresh != a);
+    CHECK_EQ_INT(pn_period_start_mono(fresh), T);
+    CHECK_EQ_INT(pn_period_end_mono(old), T);
+    CHECK(pn_period_seq(fresh) > pn_period_seq(old));
+
+    pn_store_write_begin(s);
+    pn_period *late_dst = pn_store_route(s, T - 1);
+    CHECK(late_dst == old);
+    if (late_dst) {
+        pn_frame_id f = pn_symbols_frame3(pn_period_symbols(late_dst), "late", 4, "x", 1, 1);
+        pn_period_add(late_dst, &f, 1, NULL, 0, PN_STR_EMPTY, v);
+    }
+    pn_period *new_dst = pn_store_route(s, T);
+    CHECK(new_dst == fresh);
+    if (new_dst) {
+        pn_frame_id f = pn_symbols_frame3(pn_period_symbols(new_dst), "new", 3, "x", 1, 1);
+        pn_period_add(new_dst, &f, 1, NULL, 0, PN_STR_EMPTY, v);
+    }
+    CHECK(pn_store_route(s, 0) == fresh);
+    pn_store_write_end(s);
+    CHECK_EQ_INT(pn_store_late(s), 0);
+
+    pn_store_seal(s, old);
+    CHECK_EQ_INT(leaf_total(old, "before"), 1);
+    CHECK_EQ_INT(leaf_total(old, "late"), 1);
+    CHECK_EQ_INT(leaf_total(old, "new"), 0);
+    CHECK_EQ_INT(leaf_total(fresh, "new"), 1);
+    CHECK_EQ_INT(leaf_total(fresh, "late"), 0);
+
+    /* Sealed: a sample older than T has nowhere to go. */
+    pn_store_write_begin(s);
+    CHECK(pn_store_route(s, T - 1) == NULL);
+    CHECK_EQ_INT(pn_store_late(s), 1);
+    CHECK(pn_store_route(s, T) == fresh);
+    CHECK_EQ_INT(pn_store_late(s), 1);
+    pn_store_write_end(s);
+    pn_period_stats st;
+    pn_period_get_stats(old, &st);
+    CHECK_EQ_INT(st.samples_added, 2);
+    pn_store_recycle(s, old);
+
+    /* The next cut routes the same way from the new boundary. */
+    int64_t T2 = T + 1000000;
+    pn_period *old2 = pn_store_cut(s, pn_period_start_ns(fresh) + 1000000, T2);
+    CHECK(old2 == fresh);
+    pn_store_write_begin(s);
+    CHECK(pn_store_route(s, T2 - 1) == fresh);
+    CHECK(pn_store_route(s, T2) == pn_store_active(s));
+    CHECK(pn_store_route(s, T - 1) == NULL); /* older than both */
+    CHECK_EQ_INT(pn_store_late(s), 2);
+    pn_store_write_end(s);
+    pn_store_seal(s, old2);
+    pn_store_free(s);
+}
+
+/* A period copies a label set's pairs: after the set's last reference is
+ * gone and it has been freed, the period still reports its labels. */
+static void test_label_pairs_survive_reclaim(void)
+{
+    pn_store *s = small_store(100, 16);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    pn_error e;
+    pn_label kv[2] = {{"span_id", "00f067aa0ba902b7"}, {"endpoint", "/checkout"}};
+    const pn_labelset *ls = pn_labelset_merge(NULL, kv, 2, &e);
+    CHECK(ls != NULL);
+    if (!ls) {
+        pn_store_free(s);
+        return;
+    }
+    size_t live = pn_labelset_live();
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
+    pn_frame_id f = pn_symbols_frame3(pn_period_symbols(p), "f", 1, "x", 1, 1);
+    int64_t v[2] = {5, 1};
+    pn_period_add(p, &f, 1, ls, 7, PN_STR_EMPTY, v);
+    pn_period_add(p, &f, 1, ls, 7, PN_STR_EMPTY, v);
+    pn_store_write_end(s);
+
+    pn_labelset_unref(ls); /* the last reference: out of the table */
+    CHECK_EQ_INT(pn_labelset_live(), live - 1);
+    pn_labels_reclaim(); /* no reader holds it: freed */
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
+    /* Same-sized set, likely in the freed block: must not show up. */
+    pn_label other[2] = {{"span_id", "ffffffffffffffff"}, {"endpoint", "/xxxxxxxx"}};
+    const pn_labelset *ls2 = pn_labelset_merge(NULL, other, 2, &e);
+    CHECK(ls2 != NULL);
+
+    pn_period *old = pn_store_swap(s, 1);
+    int found = 0;
+    for (size_t i = 0; i < pn_period_sample_count(old); i++) {
+        pn_sample_view sv;
+        pn_period_sample(old, i, &sv);
+        if (sv.tid != 7)
+            continue;
+        found++;
+        CHECK(sv.label_set != 0);
+        CHECK_EQ_INT(sv.values[1], 2);
+        CHECK_EQ_INT(sv.nlabels, 2);
+        if (sv.nlabels != 2)
+            continue;
+        /* Sorted by key. */
+        CHECK_STR(pair_str(old, sv.label_pairs[0]), "endpoint");
+        CHECK_STR(pair_str(old, sv.label_pairs[1]), "/checkout");
+        CHECK_STR(pair_str(old, sv.label_pairs[2]), "span_id");
+        CHECK_STR(pair_str(old, sv.label_pairs[3]), "00f067aa0ba902b7");
+        uint32_t n = 0;
+        const uint32_t *pairs = pn_period_label_set(old, sv.label_set, &n);
+        CHECK_EQ_INT(n, 2);
+        CHECK(pairs == sv.label_pairs);
+    }
+    CHECK_EQ_INT(found, 1);
+    CHECK_EQ_INT(pn_period_label_set_count(old), 2); /* the empty set + ours */
+    pn_labelset_unref(ls2);
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_retired(), 0);
+    pn_store_free(s);
+}
+
 TEST_MAIN(T(test_aggregate), T(test_overflow_counted), T(test_sample_table_overflow),
           T(test_deep_stack_cut), T(test_empty_stack_and_bad_limits), T(test_many_periods_reuse),
-          T(test_growth_keeps_aggregates), T(test_resident_follows_use))
+          T(test_growth_keeps_aggregates), T(test_resident_follows_use),
+          T(test_route_by_timestamp), T(test_label_pairs_survive_reclaim))

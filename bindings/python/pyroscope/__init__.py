@@ -396,8 +396,11 @@ def _after_fork_in_child():
     _threads.after_fork()
 
 
-# The core's one fork path, in the interpreter's own hooks (it also runs from
-# pthread_atfork for forks made from C; whichever comes first does the work).
-os.register_at_fork(before=_native.fork_prepare, after_in_parent=_native.fork_parent,
-                    after_in_child=_after_fork_in_child)
+# The core's one fork path runs inside fork() itself (pthread_atfork), where
+# this thread holds the GIL throughout: no other thread can be inside a
+# labels call then. Taking the core's locks earlier, in a `before` hook,
+# would let another thread take the GIL and then wait for one of those
+# locks. The child hook below repeats the path's entry point (a no-op once
+# done) and re-creates the Python-level lock.
+os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_native.at_exit)

@@ -48,8 +48,10 @@ static pn_labelset *retired_head, *retired_tail; /* oldest first */
 static size_t nretired;
 
 /* Sets freed per release at most; more than one, so the FIFO drains faster
- * than releases fill it. */
+ * than releases fill it, and more while a backlog built up behind a
+ * recording section that was descheduled. */
 #define RECLAIM_STEP 4
+#define RECLAIM_STEP_BACKLOG 32
 
 /* ------------------------------------------------------------ validation */
 
@@ -408,7 +410,7 @@ void pn_labelset_unref(const pn_labelset *cls)
         retired_tail = ls;
         nretired++;
     }
-    pn_labelset *done = take_passed(RECLAIM_STEP);
+    pn_labelset *done = take_passed(nretired > 1024 ? RECLAIM_STEP_BACKLOG : RECLAIM_STEP);
     pthread_mutex_unlock(&intern_lock);
     free_chain(done);
 }

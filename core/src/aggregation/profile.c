@@ -156,6 +156,9 @@ static int copy_tables(pn_profile *p, const pn_period *per)
 
 pn_profile *pn_profile_from_period(const pn_period *per, const pn_profile_meta *m, pn_error *e)
 {
+    if (m->nvalues != pn_period_nvalues(per) || (m->n_extra && !m->extra_labels))
+        return pn_fail(e, PN_EINVAL, "profile: %d sample types for a period of %d values",
+                       m->nvalues, pn_period_nvalues(per)), NULL;
     pn_profile *p = calloc(1, sizeof *p);
     if (!p || copy_meta(p, m) != 0 || copy_symbols(p, pn_period_symbols_const(per)) != 0 ||
         copy_tables(p, per) != 0) {

@@ -187,6 +187,11 @@ static uint32_t intern_lset(pn_period *p, const pn_labelset *ls)
         pn_label l = pn_labelset_at(ls, i);
         out[2 * i] = pn_symbols_string(p->sym, l.key, strlen(l.key));
         out[2 * i + 1] = pn_symbols_string(p->sym, l.value, strlen(l.value));
+        /* Keys and values are never empty: "" means the strings are full. */
+        if (out[2 * i] == PN_STR_EMPTY || out[2 * i + 1] == PN_STR_EMPTY) {
+            p->stats.labels_dropped++;
+            return 0;
+        }
     }
     if (pn_index_need_room(&p->lset_index, p->nlsets) &&
         pn_index_grow(&p->lset_index, p->nlsets, p->lsets, sizeof *p->lsets,

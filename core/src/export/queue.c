@@ -71,6 +71,10 @@ struct pn_queue {
                                  * thread, recorded here for flush and so a
                                  * forked child can free it */
     uint64_t inflight_seq;
+    /* Its encoded parts while they are sent (owned by the exporter thread,
+     * recorded here so a forked child can free them too). */
+    pn_upload **inflight_parts[2];
+    size_t inflight_nparts[2];
     uint64_t flush_gen;         /* bumped by each flush to end a backoff sleep */
     int flushers;               /* threads inside pn_queue_flush; stop waits
                                  * for them to leave before freeing */
@@ -170,7 +174,7 @@ static int collect_part(void *ud, const uint8_t *gz, size_t len, size_t nsamples
 
 static void free_parts(pn_upload **parts, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; parts && i < n; i++)
         pn_upload_free(parts[i]);
     free(parts);
 }
@@ -326,9 +330,17 @@ static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
                 continue;
             }
             parts = own;
+            pthread_mutex_lock(&q->mu);
+            q->inflight_parts[1] = own;
+            q->inflight_nparts[1] = nparts;
+            pthread_mutex_unlock(&q->mu);
         } else {
             if (pprof_state == 0) {
                 pprof_state = pn_pprof_uploads(p, &pprof, &npprof, &err) < 0 ? -1 : 1;
+                pthread_mutex_lock(&q->mu);
+                q->inflight_parts[0] = pprof;
+                q->inflight_nparts[0] = npprof;
+                pthread_mutex_unlock(&q->mu);
                 if (pprof_state < 0)
                     pn_log(PN_LOG_ERROR, "encoding %s as pprof failed, not sent: %s", what,
                            err.msg);
@@ -347,9 +359,18 @@ static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
             else if (r == OUT_FAILED)
                 failed = 1;
         }
-        if (own)
+        if (own) {
+            pthread_mutex_lock(&q->mu);
+            q->inflight_parts[1] = NULL;
+            q->inflight_nparts[1] = 0;
+            pthread_mutex_unlock(&q->mu);
             free_parts(own, nparts);
+        }
     }
+    pthread_mutex_lock(&q->mu);
+    q->inflight_parts[0] = NULL;
+    q->inflight_nparts[0] = 0;
+    pthread_mutex_unlock(&q->mu);
     free_parts(pprof, npprof);
     if (oc == OUT_DROPPED)
         return oc;
@@ -651,6 +672,11 @@ void pn_queue_fork_child(pn_queue *q)
         pn_profile_free(q->ring[(q->head + i) % q->opts.queue_capacity].p);
     pn_profile_free(q->inflight);
     q->inflight = NULL;
+    for (int i = 0; i < 2; i++) {
+        free_parts(q->inflight_parts[i], q->inflight_nparts[i]);
+        q->inflight_parts[i] = NULL;
+        q->inflight_nparts[i] = 0;
+    }
     q->head = q->count = 0;
     q->flush_gen = 0;
     q->flushers = 0;

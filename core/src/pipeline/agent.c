@@ -407,6 +407,9 @@ void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out)
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&a->mu);
     for (int i = 0; i < a->ndrivers; i++) {
+        pn_driver_stats ds;
+        pn_driver_get_stats(a->drivers[i], &ds);
+        out->samples_recorded += ds.recorded;
         if (!a->drivers[i]->sampler)
             continue;
         pn_sampler_stats ss;

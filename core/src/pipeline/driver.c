@@ -25,7 +25,7 @@
 #include "sampling/sampler.h"
 #include "support/clock.h"
 
-enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_CAPTURING, SLOT_CAPTURED };
+enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_CAPTURING, SLOT_CAPTURED, SLOT_CONSUMING };
 
 struct pn_capture {
     _Atomic int state;
@@ -36,8 +36,11 @@ struct pn_capture {
     /* Sampler-thread-owned. */
     int64_t cpu_last;           /* -1: no reading yet */
     int64_t carry;              /* CPU not yet charged to a sample */
-    /* Written by the sampler before REQUESTED, read after CAPTURED. */
+    /* Written by the sampler before REQUESTED, read after CAPTURED. gen:
+     * the grace generation at the request, older than any label set the
+     * handler can load for it. */
     int64_t time_ns, value_ns;
+    uint64_t gen;
     /* Written by the handler before CAPTURED. */
     const pn_labelset *labels;
     size_t len;
@@ -127,6 +130,10 @@ void pn_rendezvous_leave(pn_driver *d)
     pn_capture *c = tl_capture;
     if (!c || c->d != d)
         return;
+    /* A consumer reading our capture finishes first (it only records). */
+    struct timespec step = {0, 50 * 1000};
+    while (atomic_load(&c->state) == SLOT_CONSUMING)
+        nanosleep(&step, NULL);
     /* Our own handler cannot run a capture while we are here, so a request
      * still pending is one nobody will answer: give it back. */
     int st = atomic_exchange(&c->state, SLOT_FREE);
@@ -174,7 +181,8 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
     pn_record_begin(d);
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
-        if (atomic_load(&c->state) != SLOT_CAPTURED)
+        int want = SLOT_CAPTURED;
+        if (!atomic_compare_exchange_strong(&c->state, &want, SLOT_CONSUMING))
             continue;
         pn_capture_view v = {c->buf, c->len, c->labels, (uint64_t)atomic_load(&c->tid),
                              c->time_ns, c->value_ns};
@@ -187,15 +195,28 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
     return n;
 }
 
-static int pending(const pn_driver *d, int include_captured)
+static int pending(const pn_driver *d)
 {
     for (uint32_t i = 0; i < d->nslots; i++) {
         int st = atomic_load(&((pn_driver *)d)->slots[i].state);
-        if (st == SLOT_REQUESTED || st == SLOT_CAPTURING ||
-            (include_captured && st == SLOT_CAPTURED))
+        if (st == SLOT_REQUESTED || st == SLOT_CAPTURING)
             return 1;
     }
     return 0;
+}
+
+/* The oldest generation a capture not yet consumed may hold label sets of
+ * (the generation now when there is none). */
+static uint64_t oldest_capture(const pn_driver *d)
+{
+    uint64_t oldest = pn_grace_now();
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        const pn_capture *c = &d->slots[i];
+        int st = atomic_load(&((pn_capture *)c)->state);
+        if (st != SLOT_FREE && c->gen < oldest)
+            oldest = c->gen;
+    }
+    return oldest;
 }
 
 /* The rendezvous driver's tick, on its sampler thread: pick the joined
@@ -203,10 +224,9 @@ static int pending(const pn_driver *d, int include_captured)
 static void rendezvous_tick(void *ctx, pn_tick *t)
 {
     pn_driver *d = ctx;
-    /* Labels loaded by handlers from here on are covered; captures still
-     * waiting for the consumer keep the older hold. */
-    if (!pending(d, 1))
-        pn_grace_hold(d->capture_reader, pn_grace_now());
+    /* Hold what captures not yet consumed may point to, and no more: the
+     * hold moves on as the consumer catches up. */
+    pn_grace_hold(d->capture_reader, oldest_capture(d));
     int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
     int oncpu = pn_tick_opts(t)->oncpu;
     pid_t pid = getpid();
@@ -250,6 +270,8 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         }
         c->time_ns = now;
         c->value_ns = value;
+        /* Not older than the hold taken above, so the hold covers it. */
+        c->gen = pn_grace_now();
         atomic_store(&c->state, SLOT_REQUESTED);
         if (syscall(SYS_tgkill, pid, tid, d->signo) != 0) {
             int expected = SLOT_REQUESTED;
@@ -265,7 +287,7 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         return;
     int64_t deadline = now + d->wait_ns;
     struct timespec step = {0, 20 * 1000};
-    while (pending(d, 0) && pn_clock_ns(CLOCK_MONOTONIC) < deadline)
+    while (pending(d) && pn_clock_ns(CLOCK_MONOTONIC) < deadline)
         nanosleep(&step, NULL);
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
