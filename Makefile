@@ -3,6 +3,7 @@
 #   make demo-c     the same with the C example
 #   make test       install what is missing, build, run every test suite
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-release  core tests built as Release (-O3): -Werror must hold there too
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
 #   make test-python    Python-side tests for CPython 3.11-3.13 (part of `make test`)
 #   make bench      benchmarks (never part of `make test`)
@@ -12,6 +13,7 @@ SHELL := /bin/bash
 JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+RELEASE_BUILD ?= build-release
 DEMO_DIR ?= pyroscope-profiles
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
@@ -19,7 +21,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev \
 	libcurl4-openssl-dev zlib1g-dev valgrind
 
-.PHONY: all deps build test test-c test-valgrind test-python test-asan proto bench demo demo-c clean
+.PHONY: all deps build test test-c test-valgrind test-python test-asan test-release proto bench demo demo-c clean
 
 all: build
 
@@ -97,6 +99,12 @@ test-asan: deps
 	cd $(ASAN_BUILD) && PN_TEST_SLOW=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j$(JOBS)
 
+# -O3 finds warnings (and so -Werror failures) that -O2 does not.
+test-release: deps
+	cmake -S . -B $(RELEASE_BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(RELEASE_BUILD) -j$(JOBS)
+	cd $(RELEASE_BUILD) && ctest --output-on-failure -j$(JOBS)
+
 proto: deps
 	protoc-c --c_out=core/gen --proto_path=proto proto/profile.proto
 
@@ -133,4 +141,4 @@ demo-c: build
 	$(BUILD)/demo --seconds 5 --output-dir $(DEMO_DIR)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(RELEASE_BUILD)

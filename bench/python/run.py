@@ -55,7 +55,7 @@ PPROF_READER = os.path.join(ROOT, "bindings", "python", "tests", "package", "ppr
 PYROSCOPE_IO_VERSION = "1.4.0"
 PY_SPY_VERSION = "0.4.3"
 SETUPTOOLS_VERSION = "75.6.0"  # as the test venvs: has bdist_wheel built in
-SECTIONS = ("overhead", "sampler", "encode", "memory", "accuracy")
+SECTIONS = ("overhead", "sampler", "encode", "memory", "accuracy", "churn")
 RATE = 100  # Hz, every comparison
 # Overhead rounds that spread wider than this (max - min of the per-round
 # ratios, in points) get no yes/no verdict: the machine was too busy.
@@ -598,6 +598,51 @@ def section_memory(envs, server, tmp, quick, rounds):
     return out
 
 
+# ------------------------------------------------------------ 6. churn
+
+CHURN_VARIANTS = ("none", "native", "pyroscope-io")
+
+
+def section_churn(envs, server, tmp, quick, rounds):
+    """A unique label set per request, from two threads, one variant at a
+    time (stalls are timings, so variants must not share the CPU)."""
+    seconds = 4 if quick else 12
+    runs = {v: [] for v in CHURN_VARIANTS}
+    for r in range(rounds):
+        for v in CHURN_VARIANTS:
+            args = ["churn", "--profiler", v, "--app", f"bench.churn.{v}.r{r}", "--rate",
+                    str(RATE), "--seconds", str(seconds), "--upload-interval", "2"]
+            if v != "none":
+                args += ["--server", server.url]
+            c = Child(envs.python_for(v), args, timeout=seconds + 120)
+            try:
+                c.event("ready")
+                c.send("go")
+                res = c.event("result")
+                res["hwm_final_kib"] = c.event("final")["hwm_kib"]
+                c.wait()
+            finally:
+                c.kill()
+            runs[v].append(res)
+        log(f"churn round {r + 1}/{rounds}: " + ", ".join(
+            f"{v} {runs[v][-1]['sets_per_s']:.0f}/s max {runs[v][-1]['max_ms']:.2f} ms "
+            f"hwm {runs[v][-1]['hwm_run_kib'] / 1024:.1f} MiB" for v in CHURN_VARIANTS))
+    out = {"seconds": seconds, "rounds": rounds, "variants": {}}
+    for v in CHURN_VARIANTS:
+        added = [(x["hwm_run_kib"] - b["hwm_run_kib"]) / 1024
+                 for x, b in zip(runs[v], runs["none"])]
+        out["variants"][v] = {
+            "sets_per_s": median([x["sets_per_s"] for x in runs[v]]),
+            "max_ms": median([x["max_ms"] for x in runs[v]]),
+            "max_ms_per_round": [x["max_ms"] for x in runs[v]],
+            "p9999_ms": median([x["p9999_ms"] for x in runs[v]]),
+            "over_1ms": median([x["over_1ms"] for x in runs[v]]),
+            "median_added_mib": median(added),
+            "added_mib_per_round": added,
+        }
+    return out
+
+
 # ------------------------------------------------------------ 5. accuracy
 
 ACC_PROFILERS = ("native", "pyroscope-io", "py-spy")
@@ -776,6 +821,17 @@ def evaluate_targets(res):
         v = me["variants"]["native"]["median_added_mib"]
         add(f"peak RSS added over a {me['seconds']} s run (MiB)", v, "<= 10 MiB",
             v is not None and v <= 10.0)
+    ch = res.get("churn")
+    if ch:
+        ours, base = ch["variants"]["native"], ch["variants"]["none"]
+        add("label churn: peak RSS added with a unique label set per request (MiB)",
+            ours["median_added_mib"], "<= 16 MiB", ours["median_added_mib"] <= 16.0,
+            f"{fmt(ours['sets_per_s'], '.0f')} sets/s over two threads")
+        add("label churn: slowest tag_wrapper enter+exit (ms)", ours["max_ms"], "<= 1 ms",
+            ours["max_ms"] <= 1.0 or ("within noise" if ours["max_ms"] <= base["max_ms"]
+                                      else False),
+            f"the same loop with no profiler: {fmt(base['max_ms'])} ms (GIL hand-offs and "
+            "scheduling alone)")
     ac = res.get("accuracy")
     if ac:
         pr = ac["profilers"]
@@ -889,6 +945,20 @@ def report(res):
             out.append(f"  note: {me['rounds']} rounds (fewer than 5) to keep `make bench` "
                        "within 10 minutes")
 
+    ch = res.get("churn")
+    if ch:
+        out.append("")
+        out.append(f"6. Label churn: tag_wrapper({{'request_id': uuid4().hex}}) in a loop on two "
+                   f"threads for {ch['seconds']} s, exporting every 2 s, {ch['rounds']} rounds "
+                   "one variant at a time (medians)")
+        rows = []
+        for v in CHURN_VARIANTS:
+            d = ch["variants"][v]
+            rows.append([LABEL[v], fmt(d["sets_per_s"], ".0f"), fmt(d["max_ms"], ".2f"),
+                         fmt(d["p9999_ms"], ".3f"), fmt(d["over_1ms"], ".0f"),
+                         fmt(d["median_added_mib"], "+.1f")])
+        out.append(table(rows, ["variant", "sets/s", "slowest ms", "p99.99 ms", "> 1 ms",
+                                "peak RSS added MiB"]))
     ac = res.get("accuracy")
     if ac:
         out.append("")
@@ -993,6 +1063,8 @@ def main():
                 res[name] = section_memory(envs, server, tmp, args.quick, mem_rounds)
             elif name == "accuracy":
                 res[name] = section_accuracy(envs, server, tmp, args.quick, acc_rounds)
+            elif name == "churn":
+                res[name] = section_churn(envs, server, tmp, args.quick, mem_rounds)
             res["meta"]["section_s"][name] = time.monotonic() - t0
     finally:
         server.close()

@@ -62,7 +62,9 @@ class Profiler:
         self.mod = pyroscope
         kw = dict(application_name=self.args.app, sample_rate=self.args.rate)
         if self.args.upload_interval:
-            kw["upload_interval"] = self.args.upload_interval
+            # pyroscope-io takes whole seconds only.
+            ui = self.args.upload_interval
+            kw["upload_interval"] = int(ui) if float(ui).is_integer() else ui
         if self.kind == "native":
             # Only this project knows output_dir; the server is optional then.
             if self.args.output_dir:
@@ -334,8 +336,53 @@ def wait_for_go():
         sys.exit("workloads: expected 'go' on stdin, got %r" % line)
 
 
+# ---------------------------------------------------------- 6. label churn
+
+def churn_thread(prof, end, out):
+    """tag_wrapper with a unique request id per pass, as a service labels
+    requests; each enter+exit timed on its own (uuid4 outside the timing)."""
+    import contextlib
+    import uuid
+    wrap = prof.mod.tag_wrapper if prof.mod is not None else (lambda tags: contextlib.nullcontext())
+    times = []
+    n = 0
+    clock = time.perf_counter_ns
+    while clock() < end:
+        tags = {"request_id": uuid.uuid4().hex}
+        t0 = clock()
+        with wrap(tags):
+            t1 = clock()
+        t2 = clock()
+        times.append((t1 - t0) + (t2 - t1))
+        n += 1
+    out.append((n, times))
+
+
+def workload_churn(args, prof):
+    """Unique label sets from two threads for `seconds`: sets per second,
+    the slowest tag_wrapper enter+exit, and peak RSS (VmHWM) added. The
+    no-profiler variant runs the same loop around a null context, so its
+    slowest pass is what the GIL and the scheduler alone cost."""
+    hwm_start = proc_status_kib("VmHWM")
+    prof_ready(prof)
+    wait_for_go()
+    end = time.perf_counter_ns() + int(args.seconds * 1e9)
+    out = []
+    threads = [threading.Thread(target=churn_thread, args=(prof, end, out)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    times = sorted(x for _, ts in out for x in ts)
+    n = sum(k for k, _ in out)
+    emit("result", sets=n, sets_per_s=n / args.seconds, max_ms=times[-1] / 1e6,
+         p9999_ms=times[min(len(times) - 1, int(len(times) * 0.9999))] / 1e6,
+         over_1ms=sum(1 for x in times if x > 1_000_000), hwm_start_kib=hwm_start,
+         hwm_run_kib=proc_status_kib("VmHWM"), stats=prof.stats())
+
+
 WORKLOADS = {"cpu": workload_cpu, "threaded": workload_threaded, "memory": workload_memory,
-             "accuracy": workload_accuracy}
+             "accuracy": workload_accuracy, "churn": workload_churn}
 
 
 def main():
