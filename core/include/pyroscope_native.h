@@ -1,9 +1,13 @@
 /*
  * pyroscope-native core: the runtime-agnostic half of the profiler.
  *
- * Everything here is plain C11 with no Python/Node/Ruby headers. A binding
- * supplies a walker (which knows its runtime's frames) and gets sampling,
- * aggregation, pprof encoding, uploads and reports from the core.
+ * Everything here is plain C11 with no Python/Node/Ruby headers: the API a
+ * binding uses. A binding starts an agent (the pipeline: stores, flusher,
+ * upload queue, exporters) and adds drivers that feed it samples (a walker
+ * the core's sampler thread calls, batches of timestamped samples, or
+ * captures made in a signal handler on the sampled thread); the core does
+ * aggregation, encoding and uploads. Reports live in pyroscope_report.h;
+ * core internals in the headers under core/src.
  *
  * Conventions: public symbols start with pn_. A function that can fail
  * returns 0 on success and -1 on failure, filling the caller's pn_error.

@@ -542,24 +542,9 @@ static PyObject *m_config_names(PyObject *self, PyObject *unused)
     return t;
 }
 
-/* os.register_at_fork hooks: the core's one fork path (pn_fork_*). The
- * GIL stays held: no thread of ours needs it while the path runs. */
-static PyObject *m_fork_prepare(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    pn_fork_prepare();
-    Py_RETURN_NONE;
-}
-
-static PyObject *m_fork_parent(PyObject *self, PyObject *unused)
-{
-    (void)self;
-    (void)unused;
-    pn_fork_parent();
-    Py_RETURN_NONE;
-}
-
+/* os.register_at_fork(after_in_child=...): the core's fork path entry
+ * point. The path already ran inside fork() (pthread_atfork), so this is a
+ * no-op then; it is the hook a child reaches in any case. */
 static PyObject *m_fork_child(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -569,8 +554,6 @@ static PyObject *m_fork_child(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef methods[] = {
-    {"fork_prepare", m_fork_prepare, METH_NOARGS, "fork path: before fork (os.register_at_fork)"},
-    {"fork_parent", m_fork_parent, METH_NOARGS, "fork path: after fork, in the parent"},
     {"fork_child", m_fork_child, METH_NOARGS, "fork path: after fork, in the child"},
     {"start", (PyCFunction)(void (*)(void))m_start, METH_VARARGS | METH_KEYWORDS,
      "start(env, settings, gil_only=True, line_mode=0): start (or restart) the agent"},
