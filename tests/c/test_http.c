@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -690,6 +691,63 @@ static void test_keep_alive(void)
     test_server_stop(srv);
 }
 
+/* A forked child gets the exporter with the parent's open connection: it
+ * sends on a connection of its own, and the parent's still works. Over
+ * TLS, where closing a connection writes to it. */
+static void test_fork(void)
+{
+    test_server *srv = test_server_start_tls();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    test_server_keep_alive(srv, 1);
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app",
+                      .ca_file = test_server_ca_file(srv)};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (x) {
+        uint8_t data[100];
+        fill_payload(data, sizeof data);
+        pn_upload u = upload_of(data, sizeof data);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
+        fflush(NULL);
+        int res[2];
+        CHECK_EQ_INT(pipe(res), 0);
+        pid_t child = fork();
+        if (child == 0) {
+            char ok = x->send(x, &u, pn_test_deadline_ns(10), NULL, &e) == PN_SEND_OK ? 'y' : 'n';
+            x->destroy(x);
+            if (write(res[1], &ok, 1) != 1)
+                _exit(1);
+            /* The parent's test server and threads are copies here that
+             * cannot be freed: leave by exec, which no exit-time leak
+             * check (valgrind, LSan) follows. */
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(0);
+        }
+        CHECK(child > 0);
+        close(res[1]);
+        char ok = 'n';
+        CHECK(read(res[0], &ok, 1) == 1 && ok == 'y');
+        close(res[0]);
+        if (child > 0)
+            CHECK(waitpid(child, NULL, 0) == child);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
+        CHECK_EQ_INT(test_server_count(srv), 3);
+        const test_request *r0 = test_server_request(srv, 0), *r1 = test_server_request(srv, 1),
+                           *r2 = test_server_request(srv, 2);
+        CHECK(r0 && r1 && r2);
+        if (r0 && r1 && r2) {
+            CHECK_EQ_INT(r1->conn, 1);
+            CHECK_EQ_INT(r2->conn, 0);
+            check_multipart(r2, data, sizeof data);
+        }
+        x->destroy(x);
+    }
+    test_server_stop(srv);
+}
+
 /* Environment variables unset for a test and put back after it. */
 static void env_clear(const char *const *names, size_t n, char **saved)
 {
@@ -988,5 +1046,5 @@ TEST_MAIN(T(test_url_format), T(test_bad_options_rejected), T(test_request_shape
           T(test_no_answer_until_deadline), T(test_deadline_already_passed), T(test_closed_port),
           T(test_abort_from_other_thread), T(test_header_override), T(test_address_credentials),
           T(test_large_profile), T(test_https_large_profile),
-          T(test_queue_retry_and_stop), T(test_keep_alive), T(test_https_trust), T(test_proxies),
+          T(test_queue_retry_and_stop), T(test_keep_alive), T(test_fork), T(test_https_trust), T(test_proxies),
           T(test_hostile_servers), T(test_hostile_stop))

@@ -15,6 +15,7 @@
  * progress callback only about once a second, and pn_queue_stop must not
  * wait that long for the abort flag to be seen.
  */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ typedef struct {
     char *ca_file, *ca_dir;     /* trusted certificates; NULL: libcurl's default */
 
     /* Exporter thread only. The handles are made by the first send in
-     * each process (see take_handles). */
+     * each process (see take_handles); free_handles has h->cu set. */
     CURLM *multi;
     CURL *easy;
     pid_t owner;                /* the process the handles belong to */
@@ -306,8 +307,8 @@ int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url, pn
 
 /* ------------------------------------------------------------ sockets */
 
-/* libcurl's sockets are tracked so that a forked child can close its
- * copies of them without asking libcurl (see take_handles). */
+/* libcurl's sockets are tracked so that a forked child can take its
+ * copies of them away from libcurl (see drop_inherited_handles). */
 static int sock_opened(void *ud, curl_socket_t fd, curlsocktype purpose)
 {
     (void)purpose;
@@ -430,22 +431,44 @@ static int set_fixed_options(http_exporter *h, CURL *c)
     return ok ? 0 : -1;
 }
 
-/* The handles of this process, made on first use. A forked child inherits
- * the parent's handles mid-use, with its open connections: a TLS close
- * there would write to (and read from) the parent's socket. So the child
- * closes its own copies of those sockets, leaves the handles alone (their
- * memory, some KiB once per fork, is not worth the risk) and makes its
- * own. */
-static int take_handles(http_exporter *h, pn_error *e)
+static void free_handles(http_exporter *h)
 {
-    pid_t pid = getpid();
-    if (h->easy && h->owner != pid) {
-        for (size_t i = 0; i < h->nsocks; i++)
+    if (h->easy)
+        h->cu->easy_cleanup(h->easy);
+    /* Closing the cached connections calls sock_closed: h is still whole. */
+    if (h->multi)
+        h->cu->multi_cleanup(h->multi);
+    h->easy = NULL;
+    h->multi = NULL;
+}
+
+/* In a forked child, the handles came from the parent with its open
+ * connections: the child's copies of those sockets are swapped for
+ * /dev/null before libcurl frees the handles, so a TLS close (or anything
+ * else libcurl does on the way out) never touches the parent's
+ * connection. Without /dev/null the handles are left as they are (some
+ * KiB, once per fork) after closing the copies. */
+static void drop_inherited_handles(http_exporter *h)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (size_t i = 0; i < h->nsocks; i++)
+        if (null < 0 || dup3(null, h->socks[i], O_CLOEXEC) < 0)
             close(h->socks[i]);
+    if (null < 0) {
         h->nsocks = 0;
         h->easy = NULL;
         h->multi = NULL;
+        return;
     }
+    close(null);
+    free_handles(h);
+}
+
+/* The handles of this process, made on first use. */
+static int take_handles(http_exporter *h, pn_error *e)
+{
+    if (h->easy && h->owner != getpid())
+        drop_inherited_handles(h);
     if (h->easy)
         return 0;
     const pn_curl_api *cu = h->cu;
@@ -460,7 +483,7 @@ static int take_handles(http_exporter *h, pn_error *e)
     }
     h->multi = m;
     h->easy = c;
-    h->owner = pid;
+    h->owner = getpid();
     return 0;
 }
 
@@ -683,15 +706,10 @@ static void http_destroy(pn_exporter *self)
     http_exporter *h = (http_exporter *)self;
     if (!h)
         return;
-    if (h->easy && h->owner != getpid()) {
-        /* Inherited from the parent: see take_handles. */
-        for (size_t i = 0; i < h->nsocks; i++)
-            close(h->socks[i]);
-    } else if (h->easy) {
-        /* Closing the cached connection calls sock_closed: h is still whole. */
-        h->cu->easy_cleanup(h->easy);
-        h->cu->multi_cleanup(h->multi);
-    }
+    if (h->easy && h->owner != getpid())
+        drop_inherited_handles(h);
+    else
+        free_handles(h);
     if (h->cu)
         h->cu->slist_free_all(h->headers);
     free(h->socks);
