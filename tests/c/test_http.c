@@ -691,6 +691,36 @@ static void test_keep_alive(void)
     test_server_stop(srv);
 }
 
+/* Forks; the child sends u with x and leaves. 1 when its upload worked. */
+static int send_in_child(pn_exporter *x, const pn_upload *u)
+{
+    fflush(NULL);
+    int res[2];
+    if (pipe(res) != 0)
+        return 0;
+    pid_t child = fork();
+    if (child == 0) {
+        pn_error e;
+        char ok = x->send(x, u, pn_test_deadline_ns(10), NULL, &e) == PN_SEND_OK ? 'y' : 'n';
+        x->destroy(x);
+        if (write(res[1], &ok, 1) != 1)
+            _exit(1);
+        /* The parent's test server and threads are copies here that
+         * cannot be freed: leave by exec, which no exit-time leak check
+         * (valgrind, LSan) follows. */
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(0);
+    }
+    close(res[1]);
+    char ok = 'n';
+    if (child < 0 || read(res[0], &ok, 1) != 1)
+        ok = 'n';
+    close(res[0]);
+    if (child > 0 && waitpid(child, NULL, 0) != child)
+        ok = 'n';
+    return ok == 'y';
+}
+
 /* A forked child gets the exporter with the parent's open connection: it
  * sends on a connection of its own, and the parent's still works. Over
  * TLS, where closing a connection writes to it. */
@@ -711,28 +741,7 @@ static void test_fork(void)
         fill_payload(data, sizeof data);
         pn_upload u = upload_of(data, sizeof data);
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
-        fflush(NULL);
-        int res[2];
-        CHECK_EQ_INT(pipe(res), 0);
-        pid_t child = fork();
-        if (child == 0) {
-            char ok = x->send(x, &u, pn_test_deadline_ns(10), NULL, &e) == PN_SEND_OK ? 'y' : 'n';
-            x->destroy(x);
-            if (write(res[1], &ok, 1) != 1)
-                _exit(1);
-            /* The parent's test server and threads are copies here that
-             * cannot be freed: leave by exec, which no exit-time leak
-             * check (valgrind, LSan) follows. */
-            execl("/bin/true", "true", (char *)NULL);
-            _exit(0);
-        }
-        CHECK(child > 0);
-        close(res[1]);
-        char ok = 'n';
-        CHECK(read(res[0], &ok, 1) == 1 && ok == 'y');
-        close(res[0]);
-        if (child > 0)
-            CHECK(waitpid(child, NULL, 0) == child);
+        CHECK(send_in_child(x, &u));
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
         CHECK_EQ_INT(test_server_count(srv), 3);
         const test_request *r0 = test_server_request(srv, 0), *r1 = test_server_request(srv, 1),
@@ -743,6 +752,54 @@ static void test_fork(void)
             CHECK_EQ_INT(r2->conn, 0);
             check_multipart(r2, data, sizeof data);
         }
+        x->destroy(x);
+    }
+    test_server_stop(srv);
+}
+
+typedef struct {
+    pn_exporter *x;
+    const pn_upload *u;
+    volatile int abort;
+    pn_send_result r;
+} bg_send;
+
+static void *send_in_background(void *arg)
+{
+    bg_send *b = arg;
+    pn_error e;
+    b->r = b->x->send(b->x, b->u, pn_test_deadline_ns(60), &b->abort, &e);
+    return NULL;
+}
+
+/* A fork while the exporter thread waits in an upload: the child cannot
+ * free what libcurl was doing (a thread of it may be missing), so it
+ * leaves it and still uploads on a connection of its own. */
+static void test_fork_during_upload(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    test_server_reply(srv, TEST_SERVER_HANG, NULL, 0);
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", .timeout_s = 3600};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (x) {
+        uint8_t data[100];
+        fill_payload(data, sizeof data);
+        pn_upload u = upload_of(data, sizeof data);
+        bg_send b = {.x = x, .u = &u};
+        pthread_t t;
+        CHECK_EQ_INT(pthread_create(&t, NULL, send_in_background, &b), 0);
+        CHECK_EQ_INT(test_server_wait(srv, 1, 60), 1);
+        CHECK(send_in_child(x, &u));
+        __atomic_store_n(&b.abort, 1, __ATOMIC_RELEASE);
+        pthread_join(t, NULL);
+        CHECK_EQ_INT(b.r, PN_SEND_RETRY);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
+        CHECK_EQ_INT(test_server_count(srv), 3);
         x->destroy(x);
     }
     test_server_stop(srv);
@@ -1046,5 +1103,5 @@ TEST_MAIN(T(test_url_format), T(test_bad_options_rejected), T(test_request_shape
           T(test_no_answer_until_deadline), T(test_deadline_already_passed), T(test_closed_port),
           T(test_abort_from_other_thread), T(test_header_override), T(test_address_credentials),
           T(test_large_profile), T(test_https_large_profile),
-          T(test_queue_retry_and_stop), T(test_keep_alive), T(test_fork), T(test_https_trust), T(test_proxies),
+          T(test_queue_retry_and_stop), T(test_keep_alive), T(test_fork), T(test_fork_during_upload), T(test_https_trust), T(test_proxies),
           T(test_hostile_servers), T(test_hostile_stop))

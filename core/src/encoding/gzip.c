@@ -12,7 +12,7 @@
 #define WBITS_DETECT (15 + 32)
 /* 15 bits of window; +16 asks zlib to write the gzip wrapper. */
 #define WBITS_GZIP (15 + 16)
-/* Chosen by measurement (docs/benchmarks.md, bench_core part (e)). */
+/* Chosen by measurement (docs/benchmarks.md, bench_core part (f)). */
 #define GZIP_LEVEL 3
 /* zlib counts in uInt; feed big buffers in pieces no larger than this. */
 #define ZCHUNK ((size_t)1 << 30)

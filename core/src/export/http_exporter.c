@@ -49,10 +49,11 @@ typedef struct {
     char *ca_file, *ca_dir;     /* trusted certificates; NULL: libcurl's default */
 
     /* Exporter thread only. The handles are made by the first send in
-     * each process (see take_handles); free_handles has h->cu set. */
+     * each process (see take_handles). */
     CURLM *multi;
     CURL *easy;
     pid_t owner;                /* the process the handles belong to */
+    int in_flight;              /* easy is in multi: an upload is under way */
     int *socks;                 /* sockets libcurl opened and has not closed */
     size_t nsocks, socks_cap;
     char curl_err[CURL_ERROR_SIZE];
@@ -443,14 +444,16 @@ static void free_handles(http_exporter *h)
 }
 
 /* In a forked child, the handles came from the parent with its open
- * connections: the child's copies of those sockets are swapped for
- * /dev/null before libcurl frees the handles, so a TLS close (or anything
- * else libcurl does on the way out) never touches the parent's
- * connection. Without /dev/null the handles are left as they are (some
- * KiB, once per fork) after closing the copies. */
+ * connections. When the fork came between two uploads, the child's copies
+ * of those sockets are swapped for /dev/null and libcurl frees the
+ * handles: whatever it does on the way out (a TLS close) never reaches the
+ * parent's connection. When it came during an upload, libcurl may be
+ * waiting for a thread (its resolver) that the child does not have, and
+ * freeing would wait forever: the copies are closed and the handles left
+ * as they are (some KiB, once per such fork). */
 static void drop_inherited_handles(http_exporter *h)
 {
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int null = h->in_flight ? -1 : open("/dev/null", O_RDWR | O_CLOEXEC);
     for (size_t i = 0; i < h->nsocks; i++)
         if (null < 0 || dup3(null, h->socks[i], O_CLOEXEC) < 0)
             close(h->socks[i]);
@@ -458,6 +461,7 @@ static void drop_inherited_handles(http_exporter *h)
         h->nsocks = 0;
         h->easy = NULL;
         h->multi = NULL;
+        h->in_flight = 0;
         return;
     }
     close(null);
@@ -655,6 +659,7 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
              cu->easy_setopt(c, CURLOPT_WRITEDATA, &t) == CURLE_OK &&
              cu->easy_setopt(c, CURLOPT_XFERINFODATA, &t) == CURLE_OK;
     free(url);  /* libcurl keeps its own copy */
+    h->in_flight = 1;
     int added = ok && cu->multi_add_handle(h->multi, c) == CURLM_OK;
 
     pn_send_result r;
@@ -685,6 +690,7 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
      * upload, unless this one was cut short (then libcurl closes it). */
     if (added)
         cu->multi_remove_handle(h->multi, c);
+    h->in_flight = 0;
     cu->easy_setopt(c, CURLOPT_MIMEPOST, NULL);
     cu->mime_free(body);
     return r;
