@@ -31,7 +31,7 @@ native = Extension(
     "pyroscope._native",
     sources=sorted(glob.glob("bindings/python/src/*.c")),
     include_dirs=["core/include", "bindings/python/src"],
-    # No libcurl: it is dlopen'ed only for https:// or proxied uploads
+    # No libcurl: it is dlopen'ed when an HTTP exporter is made
     # (core/src/export/curl_loader.c); its headers are still needed to build.
     libraries=["pyroscope_core", "protobuf-c", "z", "pthread", "m"],
     extra_compile_args=CFLAGS,

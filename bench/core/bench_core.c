@@ -1,10 +1,13 @@
 /* Micro-benchmarks of the core's hot paths: store inserts (the sampler's
- * tick), symbol lookups (the walker), pprof encoding + gzip (the exporter)
- * and label push/pop (the application's tag_wrapper).
+ * tick), symbol lookups (the walker), pprof encoding + gzip (the exporter),
+ * label push/pop (the application's tag_wrapper), label churn, and gzip
+ * alone at each zlib level (how pn_gzip's level was chosen).
  *
  * Prints one table per part with the median of several repetitions; there
  * is no pass/fail. Inputs come from a fixed-seed generator so runs compare.
- * `--quick` shrinks every size (for valgrind/ASan runs, not for numbers).
+ * `--quick` shrinks every size (for valgrind/ASan runs, not for numbers);
+ * `--profile FILE` names the real profile of part (f) (default
+ * bench/core/data/shop-cpu.pb.gz, relative to the working directory).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
@@ -25,6 +29,12 @@
 
 /* Set once from argv before any benchmark runs; read-only afterwards. */
 static int quick;
+static const char *profile_path = "bench/core/data/shop-cpu.pb.gz";
+
+/* The raw (uncompressed) pprof of part (c)'s 10k-stack period, kept for
+ * part (f). Main thread only. */
+static uint8_t *raw_10k;
+static size_t raw_10k_len;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -282,6 +292,7 @@ static void run_symbols(const frame_pool *fp)
 typedef struct {
     size_t profiles, gz_bytes, raw_bytes, samples;
     int measure_raw;            /* gunzip each profile to count raw bytes */
+    int keep_raw;               /* and keep the first one in raw_10k */
     pn_error e;
 } encode_sink;
 
@@ -297,7 +308,12 @@ static int count_profile(void *ud, const uint8_t *gz, size_t len, size_t nsample
         if (pn_gunzip(gz, len, (size_t)64 << 20, &raw, &raw_len, &k->e) != 0)
             return 1;
         k->raw_bytes += raw_len;
-        free(raw);
+        if (k->keep_raw && !raw_10k) {
+            raw_10k = raw;
+            raw_10k_len = raw_len;
+        } else {
+            free(raw);
+        }
     }
     return 0;
 }
@@ -396,6 +412,7 @@ static void bench_encode(const frame_pool *fp, uint32_t unique, uint32_t depth)
     /* Raw size from one more, untimed, pass. */
     memset(&k, 0, sizeof k);
     k.measure_raw = 1;
+    k.keep_raw = unique == 10000;
     if (pn_pprof_encode(prof, &o, count_profile, &k, &e) < 0)
         die("pn_pprof_encode (gunzip pass)", k.e.code ? &k.e : &e);
     double med = median(ms, ENCODE_REPS), copy_med = median(copy_ms, ENCODE_REPS);
@@ -684,6 +701,95 @@ static void run_churn(void)
     printf("\n");
 }
 
+/* ------------------------------------------------ (f) gzip levels */
+
+/* One gzip member of in[0, len) by zlib at `level` (windowBits 31: the
+ * gzip wrapper), output buffer allocated per call as pn_gzip does. */
+static size_t zlib_gzip(const uint8_t *in, size_t len, int level)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (deflateInit2(&zs, level, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        fprintf(stderr, "bench_core: deflateInit2 failed\n");
+        exit(1);
+    }
+    uLong cap = deflateBound(&zs, (uLong)len);
+    uint8_t *out = xcalloc(cap, 1);
+    zs.next_in = (Bytef *)(uintptr_t)in;
+    zs.avail_in = (uInt)len;
+    zs.next_out = out;
+    zs.avail_out = (uInt)cap;
+    if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
+        fprintf(stderr, "bench_core: deflate did not finish\n");
+        exit(1);
+    }
+    size_t n = zs.total_out;
+    deflateEnd(&zs);
+    free(out);
+    return n;
+}
+
+/* level 0: pn_gzip as built. Median ms over reps; *bytes: output size. */
+static double time_gzip(const uint8_t *in, size_t len, int level, int reps, size_t *bytes)
+{
+    double ms[51];
+    for (int rep = 0; rep < reps; rep++) {
+        int64_t t0 = mono_ns();
+        if (level == 0) {
+            uint8_t *gz;
+            pn_error e;
+            if (pn_gzip(in, len, &gz, bytes, &e) != 0)
+                die("pn_gzip", &e);
+            free(gz);
+        } else {
+            *bytes = zlib_gzip(in, len, level);
+        }
+        ms[rep] = (double)(mono_ns() - t0) / 1e6;
+    }
+    return median(ms, (size_t)reps);
+}
+
+static void gzip_rows(const char *what, const uint8_t *in, size_t len, int reps)
+{
+    for (int level = 0; level <= 9; level++) {
+        size_t bytes = 0;
+        double ms = time_gzip(in, len, level, reps, &bytes);
+        char method[32];
+        if (level == 0)
+            snprintf(method, sizeof method, "pn_gzip");
+        else
+            snprintf(method, sizeof method, "zlib %d", level);
+        printf("    %-22s %10zu %-10s %10zu %6.2fx %9.3f\n", level ? "" : what, len, method, bytes,
+               bytes ? (double)len / (double)bytes : 0, ms);
+    }
+}
+
+static void run_gzip_levels(void)
+{
+    printf("(f) gzip alone: pn_gzip as built, then zlib deflate at levels 1-9 (gzip wrapper), "
+           "median of 15 (10k period) / 51 (real profile)\n");
+    printf("    %-22s %10s %-10s %10s %7s %9s\n", "input", "raw bytes", "method", "gzip bytes",
+           "ratio", "ms");
+    if (raw_10k)
+        gzip_rows("10k-stack period", raw_10k, raw_10k_len, quick ? 3 : 15);
+    uint8_t *gz = NULL, *raw = NULL;
+    size_t gz_len = 0, raw_len = 0;
+    FILE *f = fopen(profile_path, "rb");
+    if (f) {
+        gz = xcalloc(1 << 24, 1);
+        gz_len = fread(gz, 1, 1 << 24, f);
+        fclose(f);
+    }
+    pn_error e;
+    if (gz && pn_gunzip(gz, gz_len, (size_t)64 << 20, &raw, &raw_len, &e) == 0)
+        gzip_rows("real profile (CPython)", raw, raw_len, quick ? 3 : 51);
+    else
+        printf("    (no real profile: cannot read %s)\n", profile_path);
+    free(gz);
+    free(raw);
+    printf("\n");
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -691,8 +797,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
+        } else if (strcmp(argv[i], "--profile") == 0 && i + 1 < argc) {
+            profile_path = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--profile FILE.pb.gz]\n", argv[0]);
             return 2;
         }
     }
@@ -711,6 +819,8 @@ int main(int argc, char **argv)
     run_encode(fp);
     run_labels();
     run_churn();
+    run_gzip_levels();
+    free(raw_10k);
     free(fp);
 
     /* Everything this run created is unreferenced now: free it, and say

@@ -5,62 +5,62 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "encoding/deflate.h"
 #include "pyroscope_native.h"
 #include "encoding/pprof.h"
 
 /* 15 bits of window; +32 asks zlib to detect the gzip wrapper. */
 #define WBITS_DETECT (15 + 32)
+/* 15 bits of window; +16 asks zlib to write the gzip wrapper. */
+#define WBITS_GZIP (15 + 16)
+/* Chosen by measurement (docs/benchmarks.md, bench_core part (f)). */
+#define GZIP_LEVEL 3
 /* zlib counts in uInt; feed big buffers in pieces no larger than this. */
 #define ZCHUNK ((size_t)1 << 30)
 
-#define GZIP_HEADER 10
-#define GZIP_TRAILER 8
-
 static uInt zchunk(size_t n) { return (uInt)(n < ZCHUNK ? n : ZCHUNK); }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Compression is deflate.c's (faster than zlib's on profiles); the gzip
- * member around it is RFC 1952's minimal one: no name, no time. */
 int pn_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
             pn_error *e)
 {
     *out = NULL;
     *out_len = 0;
-    size_t bound = pn_deflate_bound(len);
-    if (bound == 0 || bound > SIZE_MAX - GZIP_HEADER - GZIP_TRAILER)
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    int rc = deflateInit2(&zs, GZIP_LEVEL, Z_DEFLATED, WBITS_GZIP, 8, Z_DEFAULT_STRATEGY);
+    if (rc != Z_OK)
+        return pn_fail(e, rc == Z_MEM_ERROR ? PN_ENOMEM : PN_EINVAL,
+                       "gzip: deflateInit2 failed (zlib code %d)", rc);
+    /* Room for the worst case, so deflate never runs out of output. */
+    size_t cap = deflateBound(&zs, len);
+    if (cap < len) {
+        deflateEnd(&zs);
         return pn_fail(e, PN_ELIMIT, "gzip: input of %zu bytes is too large", len);
-    size_t cap = GZIP_HEADER + bound + GZIP_TRAILER;
+    }
     uint8_t *buf = malloc(cap);
-    if (!buf)
+    if (!buf) {
+        deflateEnd(&zs);
         return pn_fail(e, PN_ENOMEM, "gzip: cannot allocate %zu bytes", cap);
-
-    /* magic, CM = deflate, no flags, MTIME 0, XFL 4 (fastest), OS 3 (Unix) */
-    static const uint8_t header[GZIP_HEADER] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 3};
-    memcpy(buf, header, GZIP_HEADER);
-    size_t n = 0;
-    if (pn_deflate(in, len, buf + GZIP_HEADER, &n, e) < 0) {
+    }
+    size_t in_left = len, used = 0;
+    zs.next_in = (Bytef *)(uintptr_t)in; /* zlib does not write its input */
+    zs.next_out = buf;
+    do {
+        uInt ain = zchunk(in_left), aout = zchunk(cap - used);
+        zs.avail_in = ain;
+        zs.avail_out = aout;
+        rc = deflate(&zs, ain == in_left ? Z_FINISH : Z_NO_FLUSH);
+        in_left -= ain - zs.avail_in;
+        used += aout - zs.avail_out;
+    } while (rc == Z_OK);
+    deflateEnd(&zs);
+    if (rc != Z_STREAM_END) {
         free(buf);
-        return -1;
+        return pn_fail(e, PN_EIO, "gzip: deflate failed (zlib code %d)", rc);
     }
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t done = 0; done < len;) {
-        uInt part = zchunk(len - done);
-        crc = crc32(crc, in + done, part);
-        done += part;
-    }
-    uint8_t *t = buf + GZIP_HEADER + n;
-    put_le32(t, (uint32_t)crc);
-    put_le32(t + 4, (uint32_t)len); /* ISIZE is the length mod 2^32 */
-    *out_len = GZIP_HEADER + n + GZIP_TRAILER;
-    /* The bound is the input's size; give back what compression saved. */
-    uint8_t *fit = realloc(buf, *out_len);
+    /* The bound is above the input's size; give back what compression saved. */
+    uint8_t *fit = realloc(buf, used ? used : 1);
     *out = fit ? fit : buf;
+    *out_len = used;
     return 0;
 }
 

@@ -32,8 +32,7 @@ typedef int (*pn_profile_sink)(void *ud, const uint8_t *gz, size_t len,
 int pn_pprof_encode(const pn_profile *p, const pn_encode_opts *o,
                     pn_profile_sink sink, void *ud, pn_error *e);
 
-/* gzip a buffer (deflate.c: fast, about zlib level 1's size). *out is
- * malloc'ed. */
+/* gzip a buffer (zlib; level in gzip.c). *out is malloc'ed. */
 int pn_gzip(const uint8_t *in, size_t len, uint8_t **out, size_t *out_len,
             pn_error *e);
 /* gunzip (or pass through data that is not gzip); *out is malloc'ed. */

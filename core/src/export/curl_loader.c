@@ -1,4 +1,4 @@
-/* libcurl, loaded on first use (see curl_loader.h). */
+/* libcurl, loaded when the first HTTP exporter is made (see curl_loader.h). */
 #include "export/curl_loader.h"
 
 #include <dlfcn.h>
@@ -67,6 +67,18 @@ static int fill_api(void *h, const char *soname, pn_error *e)
     SYM(multi_strerror, "curl_multi_strerror");
     SYM(slist_append, "curl_slist_append");
     SYM(slist_free_all, "curl_slist_free_all");
+    SYM(mime_init, "curl_mime_init");
+    SYM(mime_addpart, "curl_mime_addpart");
+    SYM(mime_name, "curl_mime_name");
+    SYM(mime_filename, "curl_mime_filename");
+    SYM(mime_type, "curl_mime_type");
+    SYM(mime_data_cb, "curl_mime_data_cb");
+    SYM(mime_free, "curl_mime_free");
+    SYM(url, "curl_url");
+    SYM(url_set, "curl_url_set");
+    SYM(url_cleanup, "curl_url_cleanup");
+    void *us = dlsym(h, "curl_url_strerror");
+    memcpy(&a.url_strerror, &us, sizeof us);
 
     /* Thread-safe from libcurl 7.84 on; a repeated call (the application
      * initialised libcurl itself) only counts up. It is never balanced by
@@ -114,7 +126,7 @@ const pn_curl_api *pn_curl_load(pn_error *e)
         int r = fill_api(h, names[i], &le);
         if (r == 0) {
             __atomic_store_n(&loaded, &api, __ATOMIC_RELEASE);
-            pn_log(PN_LOG_DEBUG, "loaded %s for https:// or proxied uploads", names[i]);
+            pn_log(PN_LOG_DEBUG, "loaded %s for HTTP uploads", names[i]);
             break;
         }
         /* After a failed curl_global_init some of its code has run and may
@@ -126,6 +138,8 @@ const pn_curl_api *pn_curl_load(pn_error *e)
     l = loaded;
     pthread_mutex_unlock(&load_mu);
     if (!l)
-        pn_fail(e, PN_EIO, "cannot load libcurl: %s", why);
+        pn_fail(e, PN_EIO,
+                "cannot load libcurl (libcurl.so.4), which HTTP uploads need: %s; install the libcurl4 "
+                "package (Debian, Ubuntu; libcurl elsewhere)", why);
     return l;
 }

@@ -38,7 +38,7 @@ typedef struct pn_exporter {
 } pn_exporter;
 
 typedef struct {
-    const char *server_address; /* http(s)://host[:port][/prefix] */
+    const char *server_address; /* http(s)://[user:password@]host[:port][/prefix] */
     const char *app_name;
     const pn_label *tags;       /* global tags, go into name={...} */
     size_t ntags;
@@ -50,18 +50,19 @@ typedef struct {
     size_t nheaders;
     double connect_timeout_s;   /* default 5 */
     double timeout_s;           /* whole request, default 10 */
+    /* PEM file of the certificates that https:// servers are checked
+     * against; NULL: $SSL_CERT_FILE (and $SSL_CERT_DIR) when set, else
+     * libcurl's default bundle. */
+    const char *ca_file;
 } pn_http_opts;
 
-/* http:// addresses are sent by a built-in HTTP/1.1 client; libcurl is
- * loaded (dlopen, on the exporter thread, at first need) only for https://
- * addresses and when http_proxy/HTTP_PROXY/all_proxy/ALL_PROXY is set and
- * no_proxy/NO_PROXY does not name the host. A libcurl that cannot be
- * loaded fails those uploads (PN_SEND_FAIL, message naming libcurl). */
+/* Every upload goes through libcurl, which is loaded (dlopen) here, on the
+ * first call: when it cannot be loaded this fails, naming the library and
+ * the package that provides it. Proxies come from libcurl's own reading of
+ * http_proxy, https_proxy, all_proxy and no_proxy. Redirects are not
+ * followed (a 3xx answer fails the upload). The connection is kept open
+ * between uploads. */
 pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e);
-/* For tests: non-zero sends http:// uploads through
- * libcurl too, so both transports stay tested. Any thread; read at each
- * send. */
-void pn_http_force_libcurl(int on);
 /* Builds the ingest URL for u (exposed for tests). *url is malloc'ed. */
 int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url,
                        pn_error *e);

@@ -1,53 +1,63 @@
 /* The Pyroscope HTTP exporter: POST {server}/ingest with the gzip'ed pprof
- * as the `profile` file part of a multipart/form-data body.
+ * as the `profile` file part (with a filename) of a multipart/form-data
+ * body.
  *
  * The ingest name is opts->app_name plus the global tags, sorted by key, in
  * braces: "app{env=prod,region=eu}". No `format=pprof` parameter: with it the
  * server would read the raw body, not the multipart part, as the profile.
  *
- * Transport: http:// addresses use the built-in client (http_client.c), so
- * a process that uploads over plain HTTP (or only writes folders) never maps
- * libcurl. libcurl, loaded on first use, takes https:// addresses and any
- * request a proxy variable applies to (see proxy_applies). Both get the
- * same request (URL, headers, body) and their results map to the same
- * retry decisions.
+ * Transport: libcurl, for http:// and https:// alike (loaded by
+ * curl_loader.c when the exporter is made). Proxies, no_proxy, TLS, the
+ * multipart body (curl_mime) and basic auth are libcurl's. Each exporter
+ * keeps one easy handle in one multi handle, so the connection is reused
+ * from one upload to the next. We drive the transfer in steps of at most
+ * POLL_STEP_MS: while it waits on a silent server, libcurl runs the
+ * progress callback only about once a second, and pn_queue_stop must not
+ * wait that long for the abort flag to be seen.
  */
-#include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pyroscope_native.h"
+#include "export/curl_loader.h"
 #include "export/exporter.h"
 #include "support/clock.h"
-#include "export/http_client.h"
-#include "export/multipart.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_S 5.0
 #define DEFAULT_TIMEOUT_S 10.0
 #define MAX_TIMEOUT_S 3600.0
 #define USER_AGENT "pyroscope-native"
+#define POLL_STEP_MS 50
+/* Reply body bytes kept for error messages. */
+#define REPLY_KEEP 300
+/* Reply body bytes read at most: past that the status line has decided
+ * and the rest is not worth waiting for (a hostile or broken server). */
+#define REPLY_MAX (64 * 1024)
 
 typedef struct {
     pn_exporter base;           /* first: the queue sees a pn_exporter */
-    /* Deep copy of the options; immutable after new (exporter thread reads). */
+    /* Fixed after new (deep copies; read by the exporter thread): */
     pn_http_opts o;
     char *display;              /* server address without credentials, for messages */
-    /* Fixed after new: */
-    int https;
-    char host[256];             /* for the no_proxy rule */
-    pn_label *headers;          /* every header but Content-Type, owned */
-    size_t nheaders;
+    const pn_curl_api *cu;
+    struct curl_slist *headers; /* every request's extra header lines */
+    char *ca_file, *ca_dir;     /* trusted certificates; NULL: libcurl's default */
+
+    /* Exporter thread only. The handles are made by the first send in
+     * each process (see take_handles). */
+    CURLM *multi;
+    CURL *easy;
+    pid_t owner;                /* the process the handles belong to */
+    int in_flight;              /* easy is in multi: an upload is under way */
+    int *socks;                 /* sockets libcurl opened and has not closed */
+    size_t nsocks, socks_cap;
+    char curl_err[CURL_ERROR_SIZE];
 } http_exporter;
-
-/* Set by pn_http_force_libcurl (tests, any thread); read by sends on the
- * exporter threads. Atomic loads and stores only. */
-static int force_libcurl;
-
-void pn_http_force_libcurl(int on) { __atomic_store_n(&force_libcurl, on ? 1 : 0, __ATOMIC_RELEASE); }
 
 /* ------------------------------------------------------------ strings */
 
@@ -111,46 +121,6 @@ static void sb_escaped(sbuf *b, const char *s, size_t n)
     }
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Appends s[0..n) with %XX sequences decoded (others kept as they are). */
-static void sb_unescaped(sbuf *b, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            char c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-            sb_add(b, &c, 1);
-            i += 2;
-        } else {
-            sb_add(b, &s[i], 1);
-        }
-    }
-}
-
-static void sb_base64(sbuf *b, const unsigned char *s, size_t n)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= s[i + 2];
-        char out[4] = {tab[(v >> 18) & 63], tab[(v >> 12) & 63], i + 1 < n ? tab[(v >> 6) & 63] : '=',
-                       i + 2 < n ? tab[v & 63] : '='};
-        sb_add(b, out, 4);
-    }
-}
-
 /* ------------------------------------------------------------ options */
 
 static int has_ctl(const char *s)
@@ -163,20 +133,45 @@ static int has_ctl(const char *s)
 
 static int bad_timeout(double t) { return !(t >= 0 && t <= MAX_TIMEOUT_S); }
 
-/* Headers that frame the request: the exporter and its transport set them. */
+/* Headers that frame the request: the exporter and libcurl set them. */
 static int framing_header(const char *name)
 {
     return strcasecmp(name, "Content-Type") == 0 || strcasecmp(name, "Content-Length") == 0 ||
            strcasecmp(name, "Transfer-Encoding") == 0;
 }
 
-static int check_opts(const pn_http_opts *o, pn_error *e)
+/* libcurl sends header lines as it is given them: a CR or LF in a value
+ * would end the line and let the rest inject headers (or a body). */
+static int check_header(size_t i, const char *name, const char *value, pn_error *e)
 {
-    if (!o)
-        return pn_fail(e, PN_EINVAL, "http exporter: options are NULL");
-    const char *s = o->server_address;
-    if (!s || !*s)
-        return pn_fail(e, PN_EINVAL, "server_address is empty");
+    if (!name || !*name)
+        return pn_fail(e, PN_EINVAL, "http_headers: header %zu has an empty name", i);
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        if (*c <= ' ' || *c >= 0x7f || *c == ':')
+            return pn_fail(e, PN_EINVAL,
+                           "http_headers: header %zu name '%s' must not contain ':', spaces, control or "
+                           "non-ASCII characters", i, name);
+    if (!value)
+        return pn_fail(e, PN_EINVAL, "http_headers: '%s' has no value", name);
+    for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
+        if (*c == '\r' || *c == '\n')
+            return pn_fail(e, PN_EINVAL,
+                           "http_headers: the value of '%s' contains CR or LF, which would inject headers "
+                           "into the request", name);
+        if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
+            return pn_fail(e, PN_EINVAL, "http_headers: the value of '%s' contains a control character",
+                           name);
+    }
+    if (framing_header(name))
+        return pn_fail(e, PN_EINVAL,
+                       "http_headers: '%s' cannot be set: the exporter sets it for its multipart body", name);
+    return 0;
+}
+
+/* libcurl's URL parser has the last word on the address (port range, IPv6
+ * brackets, host syntax), so what passes here is what it will send to. */
+static int check_address(const pn_curl_api *cu, const char *s, pn_error *e)
+{
     size_t skip = strncasecmp(s, "http://", 7) == 0 ? 7 : strncasecmp(s, "https://", 8) == 0 ? 8 : 0;
     if (!skip)
         return pn_fail(e, PN_EINVAL, "server_address '%s': must start with http:// or https://", s);
@@ -185,10 +180,33 @@ static int check_opts(const pn_http_opts *o, pn_error *e)
     if (strpbrk(s, "?# ") || has_ctl(s))
         return pn_fail(e, PN_EINVAL,
                        "server_address '%s': must not contain a query, fragment, space or control character", s);
-    pn_http_url u;
-    pn_error ue;
-    if (pn_http_url_parse(s, &u, &ue))
-        return pn_fail(e, PN_EINVAL, "server_address '%s': %s", s, ue.msg);
+    CURLU *u = cu->url();
+    if (!u)
+        return pn_fail(e, PN_ENOMEM, "server_address: out of memory");
+    CURLUcode rc = cu->url_set(u, CURLUPART_URL, s, 0);
+    cu->url_cleanup(u);
+    if (rc == CURLUE_OUT_OF_MEMORY)
+        return pn_fail(e, PN_ENOMEM, "server_address: out of memory");
+    if (rc != CURLUE_OK) {
+        if (cu->url_strerror)
+            return pn_fail(e, PN_EINVAL, "server_address '%s': %s", s, cu->url_strerror(rc));
+        return pn_fail(e, PN_EINVAL, "server_address '%s': libcurl cannot parse it (CURLUcode %d)", s, (int)rc);
+    }
+    return 0;
+}
+
+/* Loads libcurl when it is not yet: the address is checked by it. */
+static int check_opts(const pn_http_opts *o, pn_error *e)
+{
+    if (!o)
+        return pn_fail(e, PN_EINVAL, "http exporter: options are NULL");
+    if (!o->server_address || !*o->server_address)
+        return pn_fail(e, PN_EINVAL, "server_address is empty");
+    const pn_curl_api *cu = pn_curl_load(e);
+    if (!cu)
+        return -1;
+    if (check_address(cu, o->server_address, e))
+        return -1;
     if (!o->app_name || !*o->app_name)
         return pn_fail(e, PN_EINVAL, "application_name is empty");
     if (o->ntags && !o->tags)
@@ -204,23 +222,9 @@ static int check_opts(const pn_http_opts *o, pn_error *e)
     }
     if (o->nheaders && !o->headers)
         return pn_fail(e, PN_EINVAL, "http_headers: %zu headers but no array", o->nheaders);
-    for (size_t i = 0; i < o->nheaders; i++) {
-        const pn_label *h = &o->headers[i];
-        if (!h->key || !*h->key || strpbrk(h->key, ": \t") || has_ctl(h->key))
-            return pn_fail(e, PN_EINVAL,
-                           "http_headers: header %zu name '%s' must be non-empty, without ':', spaces or control characters",
-                           i, h->key ? h->key : "");
-        if (!h->value || has_ctl(h->value))
-            return pn_fail(e, PN_EINVAL, "http_headers: value of '%s' must not contain control characters",
-                           h->key);
-        pn_error he;
-        if (pn_http_header_check(h->key, h->value, &he))
-            return pn_fail(e, PN_EINVAL, "http_headers: %s", he.msg);
-        if (framing_header(h->key))
-            return pn_fail(e, PN_EINVAL,
-                           "http_headers: '%s' cannot be set: the exporter sets it for its multipart body",
-                           h->key);
-    }
+    for (size_t i = 0; i < o->nheaders; i++)
+        if (check_header(i, o->headers[i].key, o->headers[i].value, e))
+            return -1;
     if (o->tenant_id && has_ctl(o->tenant_id))
         return pn_fail(e, PN_EINVAL, "tenant_id must not contain control characters");
     if (bad_timeout(o->connect_timeout_s))
@@ -229,8 +233,12 @@ static int check_opts(const pn_http_opts *o, pn_error *e)
     if (bad_timeout(o->timeout_s))
         return pn_fail(e, PN_EINVAL, "timeout_s %g: must be between 0 (default) and %g", o->timeout_s,
                        MAX_TIMEOUT_S);
+    if (o->ca_file && !*o->ca_file)
+        return pn_fail(e, PN_EINVAL, "ca_file is empty");
     return 0;
 }
+
+/* ---------------------------------------------------------------- URL */
 
 static int label_cmp(const void *a, const void *b)
 {
@@ -298,90 +306,258 @@ int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url, pn
     return build_url(o, u, url, e);
 }
 
-/* -------------------------------------------------------------- proxy */
+/* ------------------------------------------------------------ sockets */
 
-static int env_set(const char *name)
+/* libcurl's sockets are tracked so that a forked child can take its
+ * copies of them away from libcurl (see drop_inherited_handles). */
+static int sock_opened(void *ud, curl_socket_t fd, curlsocktype purpose)
 {
-    const char *v = getenv(name);
-    return v && *v;
-}
-
-static int is_ip_literal(const char *host)
-{
-    unsigned char buf[16];
-    return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
-}
-
-/* Whether a no_proxy list names host: "*", or an entry equal to the host,
- * or (for names) a domain the host is in ("example.com" and ".example.com"
- * both cover "a.example.com"), case-insensitively. Entries are separated
- * by commas or spaces; IPv6 entries may be bracketed. Addresses match only
- * exactly: CIDR entries are left to libcurl (see proxy_applies). */
-static int no_proxy_covers(const char *list, const char *host)
-{
-    size_t hl = strlen(host);
-    int ip = is_ip_literal(host);
-    const char *p = list;
-    while (*p) {
-        while (*p == ',' || *p == ' ' || *p == '\t')
-            p++;
-        const char *s = p;
-        while (*p && *p != ',' && *p != ' ' && *p != '\t')
-            p++;
-        size_t n = (size_t)(p - s);
-        if (n == 1 && *s == '*')
-            return 1;
-        if (n >= 2 && s[0] == '[' && s[n - 1] == ']') {
-            s++;
-            n -= 2;
-        }
-        if (!ip && n > 0 && *s == '.') {
-            s++;
-            n--;
-        }
-        if (n == 0)
-            continue;
-        if (n == hl && strncasecmp(s, host, n) == 0)
-            return 1;
-        if (!ip && n < hl && host[hl - n - 1] == '.' && strncasecmp(host + hl - n, s, n) == 0)
-            return 1;
+    (void)purpose;
+    http_exporter *h = ud;
+    if (h->nsocks == h->socks_cap) {
+        size_t cap = h->socks_cap ? 2 * h->socks_cap : 4;
+        int *p = realloc(h->socks, cap * sizeof *p);
+        if (!p)
+            return CURL_SOCKOPT_ERROR;  /* libcurl closes it and fails the request */
+        h->socks = p;
+        h->socks_cap = cap;
     }
+    h->socks[h->nsocks++] = fd;
+    return CURL_SOCKOPT_OK;
+}
+
+static int sock_closed(void *ud, curl_socket_t fd)
+{
+    http_exporter *h = ud;
+    for (size_t i = 0; i < h->nsocks; i++)
+        if (h->socks[i] == fd) {
+            h->socks[i] = h->socks[--h->nsocks];
+            break;
+        }
+    return close(fd);
+}
+
+/* ----------------------------------------------------------- transfer */
+
+/* One upload's state, for libcurl's callbacks. */
+typedef struct {
+    const volatile int *abort;
+    int64_t deadline_ns;
+    const uint8_t *data;        /* the profile, read by the mime part */
+    size_t len, off;
+    char reply[REPLY_KEEP + 1]; /* first bytes of the reply body */
+    size_t reply_len, reply_total;
+    int cut;                    /* stopped reading a body longer than REPLY_MAX */
+} transfer;
+
+static int aborted(const transfer *t) { return t->abort && __atomic_load_n(t->abort, __ATOMIC_ACQUIRE); }
+
+static int should_stop(const transfer *t)
+{
+    return aborted(t) || pn_clock_ns(CLOCK_MONOTONIC) >= t->deadline_ns;
+}
+
+static size_t read_profile(char *dst, size_t size, size_t n, void *ud)
+{
+    transfer *t = ud;
+    size_t take = t->len - t->off;
+    if (take > size * n)
+        take = size * n;
+    memcpy(dst, t->data + t->off, take);
+    t->off += take;
+    return take;
+}
+
+/* libcurl rewinds the body when it must send it again (a reused
+ * connection that the server had closed). */
+static int seek_profile(void *ud, curl_off_t offset, int origin)
+{
+    transfer *t = ud;
+    if (origin != SEEK_SET || offset < 0 || (unsigned long long)offset > t->len)
+        return CURL_SEEKFUNC_CANTSEEK;
+    t->off = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
+static size_t on_reply(char *data, size_t size, size_t n, void *ud)
+{
+    transfer *t = ud;
+    size_t total = size * n, take = REPLY_KEEP - t->reply_len;
+    if (take > total)
+        take = total;
+    memcpy(t->reply + t->reply_len, data, take);
+    t->reply_len += take;
+    t->reply[t->reply_len] = '\0';
+    t->reply_total += total;
+    if (t->reply_total > REPLY_MAX) {
+        t->cut = 1;
+        return 0;               /* ends the transfer: CURLE_WRITE_ERROR */
+    }
+    return total;
+}
+
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return should_stop(ud);
+}
+
+/* The options every request shares. */
+static int set_fixed_options(http_exporter *h, CURL *c)
+{
+    const pn_curl_api *cu = h->cu;
+    int ok = cu->easy_setopt(c, CURLOPT_HTTPHEADER, h->headers) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_USERAGENT, USER_AGENT) == CURLE_OK &&
+             /* We live in other people's processes: no SIGALRM games. */
+             cu->easy_setopt(c, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+             /* A redirect would send the profile (and the credentials)
+              * elsewhere; a 3xx answer fails the upload instead. */
+             cu->easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_NOPROGRESS, 0L) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_ERRORBUFFER, h->curl_err) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_SOCKOPTFUNCTION, sock_opened) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_SOCKOPTDATA, h) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, sock_closed) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_CLOSESOCKETDATA, h) == CURLE_OK;
+    if (ok && h->o.basic_auth_user && *h->o.basic_auth_user)
+        ok = cu->easy_setopt(c, CURLOPT_USERNAME, h->o.basic_auth_user) == CURLE_OK;
+    if (ok && h->o.basic_auth_password && *h->o.basic_auth_password)
+        ok = cu->easy_setopt(c, CURLOPT_PASSWORD, h->o.basic_auth_password) == CURLE_OK;
+    if (ok && h->ca_file)
+        ok = cu->easy_setopt(c, CURLOPT_CAINFO, h->ca_file) == CURLE_OK;
+    if (ok && h->ca_dir)
+        ok = cu->easy_setopt(c, CURLOPT_CAPATH, h->ca_dir) == CURLE_OK;
+    return ok ? 0 : -1;
+}
+
+static void free_handles(http_exporter *h)
+{
+    if (h->easy)
+        h->cu->easy_cleanup(h->easy);
+    /* Closing the cached connections calls sock_closed: h is still whole. */
+    if (h->multi)
+        h->cu->multi_cleanup(h->multi);
+    h->easy = NULL;
+    h->multi = NULL;
+}
+
+/* In a forked child, the handles came from the parent with its open
+ * connections. When the fork came between two uploads, the child's copies
+ * of those sockets are swapped for /dev/null and libcurl frees the
+ * handles: whatever it does on the way out (a TLS close) never reaches the
+ * parent's connection. When it came during an upload, libcurl may be
+ * waiting for a thread (its resolver) that the child does not have, and
+ * freeing would wait forever: the copies are closed and the handles left
+ * as they are (some KiB, once per such fork). */
+static void drop_inherited_handles(http_exporter *h)
+{
+    int null = h->in_flight ? -1 : open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (size_t i = 0; i < h->nsocks; i++)
+        if (null < 0 || dup3(null, h->socks[i], O_CLOEXEC) < 0)
+            close(h->socks[i]);
+    if (null < 0) {
+        h->nsocks = 0;
+        h->easy = NULL;
+        h->multi = NULL;
+        h->in_flight = 0;
+        return;
+    }
+    close(null);
+    free_handles(h);
+}
+
+/* The handles of this process, made on first use. */
+static int take_handles(http_exporter *h, pn_error *e)
+{
+    if (h->easy && h->owner != getpid())
+        drop_inherited_handles(h);
+    if (h->easy)
+        return 0;
+    const pn_curl_api *cu = h->cu;
+    CURLM *m = cu->multi_init();
+    CURL *c = cu->easy_init();
+    if (!m || !c || set_fixed_options(h, c)) {
+        if (c)
+            cu->easy_cleanup(c);
+        if (m)
+            cu->multi_cleanup(m);
+        return pn_fail(e, PN_ENOMEM, "upload to %s: cannot set up a libcurl handle", h->display);
+    }
+    h->multi = m;
+    h->easy = c;
+    h->owner = getpid();
     return 0;
 }
 
-/* Whether an http:// request must go through libcurl for a proxy: one of
- * http_proxy, HTTP_PROXY, all_proxy, ALL_PROXY is set (non-empty) and
- * no_proxy (or, when that is unset or empty, NO_PROXY) does not cover the
- * host. Empty variables count as unset, as in libcurl.
- * libcurl then applies its own, fuller rules (e.g. CIDR entries; it ignores
- * upper-case HTTP_PROXY). Ours only ever sends to libcurl what libcurl might
- * proxy: anything ours exempts, libcurl's rules exempt too. */
-static int proxy_applies(const char *host)
+static long ms_until(int64_t deadline, int64_t now)
 {
-    if (!env_set("http_proxy") && !env_set("HTTP_PROXY") && !env_set("all_proxy") && !env_set("ALL_PROXY"))
-        return 0;
-    const char *np = getenv("no_proxy");
-    if (!np || !*np)
-        np = getenv("NO_PROXY");
-    return !(np && no_proxy_covers(np, host));
+    int64_t ms = (deadline - now + 999999) / 1000000;
+    return ms < 1 ? 1 : (long)ms;
 }
 
-/* --------------------------------------------------------------- send */
+static int64_t ns_of(double s) { return (int64_t)(s * 1e9 + 0.5); }
+
+/* The multipart body: one part, name "profile", with a filename (the
+ * server ignores the part without one), read from t without a copy. */
+static curl_mime *profile_body(const pn_curl_api *cu, CURL *c, transfer *t)
+{
+    curl_mime *m = cu->mime_init(c);
+    curl_mimepart *p = m ? cu->mime_addpart(m) : NULL;
+    if (!p || cu->mime_name(p, "profile") != CURLE_OK || cu->mime_filename(p, "profile.pprof") != CURLE_OK ||
+        cu->mime_type(p, "application/octet-stream") != CURLE_OK ||
+        cu->mime_data_cb(p, (curl_off_t)t->len, read_profile, seek_profile, NULL, t) != CURLE_OK) {
+        if (m)
+            cu->mime_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+typedef enum { RUN_DONE, RUN_STOPPED, RUN_MULTI_ERROR } run_end;
+
+/* Drives the transfer until it ends, the deadline passes or the abort
+ * flag is set; *cc: libcurl's result when RUN_DONE. */
+static run_end run(const pn_curl_api *cu, CURLM *m, CURL *c, const transfer *t, CURLcode *cc,
+                   CURLMcode *mc)
+{
+    int running = 1;
+    for (;;) {
+        *mc = cu->multi_perform(m, &running);
+        if (*mc != CURLM_OK)
+            return RUN_MULTI_ERROR;
+        if (!running)
+            break;
+        if (should_stop(t))
+            return RUN_STOPPED;
+        *mc = cu->multi_poll(m, NULL, 0, POLL_STEP_MS, NULL);
+        if (*mc != CURLM_OK)
+            return RUN_MULTI_ERROR;
+    }
+    *cc = CURLE_RECV_ERROR;
+    int left;
+    CURLMsg *msg;
+    while ((msg = cu->multi_info_read(m, &left)))
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == c)
+            *cc = msg->data.result;
+    return RUN_DONE;
+}
 
 /* Printable ASCII only, whitespace runs folded, so a server's HTML or binary
  * answer cannot garble the log. */
-static void reply_text(const pn_http_reply *r, char *out, size_t n)
+static void reply_text(const transfer *t, char *out, size_t n)
 {
     size_t j = 0;
     int space = 1;
-    for (size_t i = 0; i < r->body_len && j + 1 < n; i++) {
-        unsigned char c = (unsigned char)r->body[i];
-        if (c <= ' ' || c >= 0x7f) {
+    for (size_t i = 0; i < t->reply_len && j + 1 < n; i++) {
+        unsigned char ch = (unsigned char)t->reply[i];
+        if (ch <= ' ' || ch >= 0x7f) {
             if (!space)
                 out[j++] = ' ';
             space = 1;
         } else {
-            out[j++] = (char)c;
+            out[j++] = (char)ch;
             space = 0;
         }
     }
@@ -392,28 +568,58 @@ static void reply_text(const pn_http_reply *r, char *out, size_t n)
         snprintf(out, n, "(empty body)");
 }
 
-typedef struct {
-    const volatile int *abort;
-    int64_t deadline_ns;
-} stop_check;
-
-static int aborted(const stop_check *s) { return s->abort && __atomic_load_n(s->abort, __ATOMIC_ACQUIRE); }
-
-static int should_stop(void *ud)
+static pn_send_result status_result(http_exporter *h, long status, const transfer *t, pn_error *e)
 {
-    const stop_check *s = ud;
-    return aborted(s) || pn_clock_ns(CLOCK_MONOTONIC) >= s->deadline_ns;
+    if (status >= 200 && status < 300)
+        return PN_SEND_OK;
+    char text[REPLY_KEEP + 16];
+    reply_text(t, text, sizeof text);
+    pn_fail(e, PN_EHTTP, "upload to %s: HTTP %ld: %s%s", h->display, status, text,
+            status >= 300 && status < 400 ? " (redirects are not followed: give the final address)" : "");
+    return (status == 429 || (status >= 500 && status < 600)) ? PN_SEND_RETRY : PN_SEND_FAIL;
 }
 
-static int64_t ns_of(double s) { return (int64_t)(s * 1e9 + 0.5); }
+static pn_send_result curl_result(http_exporter *h, CURLcode cc, pn_error *e)
+{
+    const char *what = h->cu->easy_strerror(cc);
+    const char *detail = h->curl_err;
+    switch (cc) {
+    case CURLE_OUT_OF_MEMORY:
+        /* libcurl's answer to a reply header line over its 100 KiB limit too. */
+        pn_fail(e, PN_ENOMEM, "upload to %s failed: %s%s%s (or a reply header line longer than libcurl accepts)",
+                h->display, what, *detail ? ": " : "", detail);
+        return PN_SEND_RETRY;
+    /* Trying again will not help until the settings change. */
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        pn_fail(e, PN_EIO, "upload to %s failed: %s%s%s", h->display, what, *detail ? ": " : "", detail);
+        return PN_SEND_FAIL;
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+        pn_fail(e, PN_EIO,
+                "upload to %s failed: %s%s%s (the certificates trusted come from SSL_CERT_FILE / "
+                "SSL_CERT_DIR when set, else the system's bundle)",
+                h->display, what, *detail ? ": " : "", detail);
+        return PN_SEND_FAIL;
+    default:
+        pn_fail(e, PN_EIO, "upload to %s failed: %s%s%s", h->display, what, *detail ? ": " : "", detail);
+        return PN_SEND_RETRY;
+    }
+}
 
 static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t deadline_ns,
                                 const volatile int *abort, pn_error *e)
 {
     http_exporter *h = (http_exporter *)self;
+    const pn_curl_api *cu = h->cu;
     if (!u || (!u->data && u->len)) {
         pn_fail(e, PN_EINVAL, "upload to %s: no profile data", h->display);
         return PN_SEND_FAIL;
+    }
+    transfer t = {.abort = abort, .deadline_ns = deadline_ns, .data = u->data, .len = u->len};
+    if (aborted(&t)) {
+        pn_fail(e, PN_EIO, "upload to %s aborted: the exporter is stopping", h->display);
+        return PN_SEND_RETRY;
     }
     int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
     if ((deadline_ns - now) / 1000000 <= 0) {
@@ -424,78 +630,70 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
     char *url = NULL;
     if (build_url(&h->o, u, &url, e))
         return PN_SEND_RETRY;
-
-    pn_error ce;
-    pn_error_clear(&ce);
-    pn_multipart mp;
-    pn_label *hdrs = NULL;
-    if (pn_multipart_init(&mp, "profile", "profile.pprof", "application/octet-stream", u->data, u->len, NULL,
-                          NULL, &ce)) {
-        pn_fail(e, ce.code, "upload to %s: %s", h->display, ce.msg);
+    if (take_handles(h, e)) {
         free(url);
         return PN_SEND_RETRY;
     }
-    hdrs = malloc((h->nheaders + 1) * sizeof *hdrs);
-    if (!hdrs) {
+    CURL *c = h->easy;
+    curl_mime *body = profile_body(cu, c, &t);
+    if (!body) {
+        free(url);
         pn_fail(e, PN_ENOMEM, "upload to %s: out of memory preparing the request", h->display);
-        free(url);
         return PN_SEND_RETRY;
     }
-    if (h->nheaders)
-        memcpy(hdrs, h->headers, h->nheaders * sizeof *hdrs);
-    hdrs[h->nheaders] = (pn_label){"Content-Type", mp.content_type};
-    struct iovec body[3] = {{mp.head, mp.head_len}, {u->data, u->len}, {mp.tail, mp.tail_len}};
 
     double total_s = h->o.timeout_s > 0 ? h->o.timeout_s : DEFAULT_TIMEOUT_S;
     double conn_s = h->o.connect_timeout_s > 0 ? h->o.connect_timeout_s : DEFAULT_CONNECT_TIMEOUT_S;
     int64_t until = now + ns_of(total_s);
-    if (until > deadline_ns)
+    int deadline_first = until >= deadline_ns;  /* libcurl's timeout is the deadline */
+    if (deadline_first)
         until = deadline_ns;
     int64_t conn_until = now + ns_of(conn_s);
     if (conn_until > until)
         conn_until = until;
-    stop_check stop = {abort, deadline_ns};
-    pn_http_request rq = {.url = url, .headers = hdrs, .nheaders = h->nheaders + 1, .body = body, .nbody = 3,
-                          .connect_deadline_ns = conn_until, .deadline_ns = until, .stop = should_stop,
-                          .stop_ud = &stop};
-    pn_http_reply rp;
-    int via_curl = h->https || __atomic_load_n(&force_libcurl, __ATOMIC_ACQUIRE) || proxy_applies(h->host);
-    int rc = via_curl ? pn_curl_post(&rq, &rp, &ce) : pn_http_post(&rq, &rp, &ce);
-    free(hdrs);
-    free(url);
+    h->curl_err[0] = '\0';
+    int ok = cu->easy_setopt(c, CURLOPT_URL, url) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_MIMEPOST, body) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms_until(conn_until, now)) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_TIMEOUT_MS, ms_until(until, now)) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_WRITEDATA, &t) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_XFERINFODATA, &t) == CURLE_OK;
+    free(url);  /* libcurl keeps its own copy */
+    h->in_flight = 1;
+    int added = ok && cu->multi_add_handle(h->multi, c) == CURLM_OK;
 
-    if (rc == 0) {
-        if (rp.status >= 200 && rp.status < 300)
-            return PN_SEND_OK;
-        char text[PN_HTTP_REPLY_KEEP + 16];
-        reply_text(&rp, text, sizeof text);
-        pn_fail(e, PN_EHTTP, "upload to %s: HTTP %d: %s", h->display, rp.status, text);
-        return (rp.status == 429 || (rp.status >= 500 && rp.status < 600)) ? PN_SEND_RETRY : PN_SEND_FAIL;
-    }
-    int deadline_passed = pn_clock_ns(CLOCK_MONOTONIC) >= deadline_ns;
-    switch (rp.failure) {
-    case PN_HTTP_FAIL_STOPPED:
-    case PN_HTTP_FAIL_TIMEOUT:
-        if (aborted(&stop)) {
+    pn_send_result r;
+    CURLcode cc = CURLE_OK;
+    CURLMcode mc = CURLM_OK;
+    run_end end = added ? run(cu, h->multi, c, &t, &cc, &mc) : RUN_MULTI_ERROR;
+    if (!added) {
+        pn_fail(e, PN_ENOMEM, "upload to %s: cannot start the libcurl request", h->display);
+        r = PN_SEND_RETRY;
+    } else if (end == RUN_DONE && (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && t.cut))) {
+        long status = 0;
+        cu->easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        r = status_result(h, status, &t, e);
+    } else if (end == RUN_STOPPED || cc == CURLE_ABORTED_BY_CALLBACK ||
+               (cc == CURLE_OPERATION_TIMEDOUT && deadline_first)) {
+        if (aborted(&t))
             pn_fail(e, PN_EIO, "upload to %s aborted: the exporter is stopping", h->display);
-            return PN_SEND_RETRY;
-        }
-        if (rp.failure == PN_HTTP_FAIL_STOPPED || deadline_passed) {
+        else
             pn_fail(e, PN_EIO, "upload to %s: no answer before the send deadline", h->display);
-            return PN_SEND_RETRY;
-        }
-        pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display, ce.msg);
-        return PN_SEND_RETRY;
-    case PN_HTTP_FAIL_PERMANENT:
-        pn_fail(e, ce.code ? ce.code : PN_EIO, "upload to %s failed: %s", h->display, ce.msg);
-        return PN_SEND_FAIL;
-    case PN_HTTP_FAIL_NOMEM:
-        pn_fail(e, PN_ENOMEM, "upload to %s failed: %s", h->display, ce.msg);
-        return PN_SEND_RETRY;
-    default:
-        pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display, ce.msg);
-        return PN_SEND_RETRY;
+        r = PN_SEND_RETRY;
+    } else if (end == RUN_MULTI_ERROR) {
+        pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display, cu->multi_strerror(mc));
+        r = PN_SEND_RETRY;
+    } else {
+        r = curl_result(h, cc, e);
     }
+    /* The connection stays in the multi handle's cache for the next
+     * upload, unless this one was cut short (then libcurl closes it). */
+    if (added)
+        cu->multi_remove_handle(h->multi, c);
+    h->in_flight = 0;
+    cu->easy_setopt(c, CURLOPT_MIMEPOST, NULL);
+    cu->mime_free(body);
+    return r;
 }
 
 /* ----------------------------------------------------------- lifetime */
@@ -514,6 +712,13 @@ static void http_destroy(pn_exporter *self)
     http_exporter *h = (http_exporter *)self;
     if (!h)
         return;
+    if (h->easy && h->owner != getpid())
+        drop_inherited_handles(h);
+    else
+        free_handles(h);
+    if (h->cu)
+        h->cu->slist_free_all(h->headers);
+    free(h->socks);
     free((char *)h->o.server_address);
     free((char *)h->o.app_name);
     free((char *)h->o.spy_name);
@@ -522,7 +727,8 @@ static void http_destroy(pn_exporter *self)
     free((char *)h->o.tenant_id);
     free_labels((pn_label *)h->o.tags, h->o.ntags);
     free_labels((pn_label *)h->o.headers, h->o.nheaders);
-    free_labels(h->headers, h->nheaders);
+    free(h->ca_file);
+    free(h->ca_dir);
     free(h->display);
     free(h);
 }
@@ -573,88 +779,52 @@ static char *display_address(const char *s)
     return d;
 }
 
-/* "Basic base64(user:password)" from the options, else from the address's
- * user info (%-decoded, as libcurl does); NULL when there are no
- * credentials or memory ran out (*oom). */
-static char *basic_auth(const pn_http_opts *o, const pn_http_url *u, int *oom)
+/* Appends the header line "name: value" ("name;" for an empty value, which
+ * libcurl sends as "name:"; "name:" alone would remove the header). */
+static int add_header(http_exporter *h, const char *name, const char *value)
 {
-    sbuf plain = {0}, out = {0};
-    if ((o->basic_auth_user && *o->basic_auth_user) || (o->basic_auth_password && *o->basic_auth_password)) {
-        sb_str(&plain, o->basic_auth_user ? o->basic_auth_user : "");
-        sb_str(&plain, ":");
-        sb_str(&plain, o->basic_auth_password ? o->basic_auth_password : "");
-    } else if (u->userinfo) {
-        const char *colon = memchr(u->userinfo, ':', u->userinfo_len);
-        size_t ul = colon ? (size_t)(colon - u->userinfo) : u->userinfo_len;
-        sb_unescaped(&plain, u->userinfo, ul);
-        sb_str(&plain, ":");
-        if (colon)
-            sb_unescaped(&plain, colon + 1, u->userinfo_len - ul - 1);
-    } else {
-        return NULL;
-    }
-    sb_str(&out, "Basic ");
-    if (!plain.oom)
-        sb_base64(&out, (const unsigned char *)plain.p, plain.len);
-    if (plain.p)
-        memset(plain.p, 0, plain.len);  /* the password in clear */
-    free(plain.p);
-    if (plain.oom || out.oom) {
-        free(out.p);
-        *oom = 1;
-        return NULL;
-    }
-    return out.p;
-}
-
-/* Appends name: value (both copied) to the list, replacing an entry of the
- * same name when `replace`. */
-static void put_header(http_exporter *h, const char *name, const char *value, int replace, int *oom)
-{
-    char *k = strdup(name), *v = strdup(value);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        *oom = 1;
-        return;
-    }
-    if (replace) {
-        for (size_t i = 0; i < h->nheaders; i++) {
-            if (strcasecmp(h->headers[i].key, name) == 0) {
-                free((char *)h->headers[i].key);
-                free((char *)h->headers[i].value);
-                h->headers[i] = (pn_label){k, v};
-                return;
-            }
-        }
-    }
-    h->headers[h->nheaders++] = (pn_label){k, v};
-}
-
-/* The headers every request carries: User-Agent, Authorization, the tenant
- * and the user's own, which replace ours of the same name (as with
- * libcurl, where a custom header replaces the internal one). */
-static int build_headers(http_exporter *h, const pn_http_url *u)
-{
-    int oom = 0;
-    h->headers = calloc(h->o.nheaders + 3, sizeof *h->headers);
-    if (!h->headers)
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *line = malloc(n);
+    if (!line)
         return -1;
-    put_header(h, "User-Agent", USER_AGENT, 0, &oom);
-    char *auth = basic_auth(&h->o, u, &oom);
-    if (auth)
-        put_header(h, "Authorization", auth, 0, &oom);
-    free(auth);
-    if (h->o.tenant_id && *h->o.tenant_id)
-        put_header(h, "X-Scope-OrgID", h->o.tenant_id, 0, &oom);
-    size_t generated = h->nheaders;
-    for (size_t i = 0; i < h->o.nheaders; i++) {
-        int ours = 0;
-        for (size_t j = 0; j < generated; j++)
-            ours |= strcasecmp(h->headers[j].key, h->o.headers[i].key) == 0;
-        put_header(h, h->o.headers[i].key, h->o.headers[i].value, ours, &oom);
-    }
-    return oom ? -1 : 0;
+    if (*value)
+        snprintf(line, n, "%s: %s", name, value);
+    else
+        snprintf(line, n, "%s;", name);
+    struct curl_slist *l = h->cu->slist_append(h->headers, line);
+    free(line);
+    if (!l)
+        return -1;
+    h->headers = l;
+    return 0;
+}
+
+static int user_has_header(const pn_http_opts *o, const char *name)
+{
+    for (size_t i = 0; i < o->nheaders; i++)
+        if (strcasecmp(o->headers[i].key, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The lines every request carries besides libcurl's own: the tenant and
+ * the user's headers. A user's User-Agent or Authorization replaces
+ * libcurl's, and their X-Scope-OrgID the tenant's. */
+static int build_headers(http_exporter *h)
+{
+    /* An empty Expect: stops libcurl from waiting for "100 Continue" (up
+     * to a second) before it sends a large body. */
+    struct curl_slist *l = h->cu->slist_append(NULL, "Expect:");
+    if (!l)
+        return -1;
+    h->headers = l;
+    if (h->o.tenant_id && *h->o.tenant_id && !user_has_header(&h->o, "X-Scope-OrgID") &&
+        add_header(h, "X-Scope-OrgID", h->o.tenant_id))
+        return -1;
+    for (size_t i = 0; i < h->o.nheaders; i++)
+        if (add_header(h, h->o.headers[i].key, h->o.headers[i].value))
+            return -1;
+    return 0;
 }
 
 pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
@@ -667,6 +837,7 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
         return NULL;
     }
     int oom = 0;
+    h->cu = pn_curl_load(NULL);   /* loaded by check_opts */
     h->o = *o;
     h->o.server_address = dup_or_null(o->server_address, &oom);
     h->o.app_name = dup_or_null(o->app_name, &oom);
@@ -676,21 +847,22 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
     h->o.tenant_id = dup_or_null(o->tenant_id, &oom);
     h->o.tags = dup_labels(o->tags, o->ntags, &oom);
     h->o.headers = dup_labels(o->headers, o->nheaders, &oom);
+    h->o.ca_file = NULL;
     if (!h->o.tags)
         h->o.ntags = 0;
     if (!h->o.headers)
         h->o.nheaders = 0;
+    /* libcurl itself reads neither variable (only the curl tool does);
+     * OpenSSL's users expect them to work. */
+    const char *env_file = getenv("SSL_CERT_FILE"), *env_dir = getenv("SSL_CERT_DIR");
+    if (o->ca_file)
+        h->ca_file = (char *)dup_or_null(o->ca_file, &oom);
+    else if (env_file && *env_file)
+        h->ca_file = (char *)dup_or_null(env_file, &oom);
+    if (!o->ca_file && env_dir && *env_dir)
+        h->ca_dir = (char *)dup_or_null(env_dir, &oom);
     h->display = display_address(o->server_address);
-    pn_http_url u;
-    if (!oom && h->display && pn_http_url_parse(h->o.server_address, &u, NULL) == 0) {
-        h->https = u.https;
-        memcpy(h->host, u.host, sizeof h->host);
-        if (build_headers(h, &u))
-            oom = 1;
-    } else {
-        oom = 1;
-    }
-    if (oom || !h->display) {
+    if (oom || !h->display || build_headers(h)) {
         http_destroy(&h->base);
         pn_fail(e, PN_ENOMEM, "http exporter: out of memory copying the options");
         return NULL;

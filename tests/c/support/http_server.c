@@ -15,15 +15,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tls.h"
+
 #define MAX_HEAD (64 * 1024)
 #define MAX_BODY (64 * 1024 * 1024)
 
+typedef enum { REPLY_NORMAL, REPLY_RAW, REPLY_STREAM, REPLY_DRIP } reply_kind;
+
 typedef struct {
     int status;
-    char *body;
-    int delay_ms;
-    size_t raw_len;             /* raw: body holds these bytes, sent as they are */
-    int raw;
+    char *body;                 /* RAW, STREAM (head), DRIP: these bytes as they are */
+    int delay_ms;               /* DRIP: between bytes */
+    size_t raw_len;             /* bytes in body, for all but NORMAL */
+    reply_kind kind;
+    char *chunk;                /* STREAM: repeated after body */
+    size_t chunk_len;
 } reply;
 
 struct test_server {
@@ -33,6 +39,7 @@ struct test_server {
     int port;
     char url[64];
     pthread_t acceptor;
+    test_tls *tls;              /* NULL: plain HTTP */
 
     pthread_mutex_t mu;
     pthread_cond_t arrived;     /* a request was recorded */
@@ -42,13 +49,15 @@ struct test_server {
     reply *script;
     size_t nscript, script_next, script_cap;
     reply def;
+    int keep_alive;
     pthread_t *conns;           /* connection threads, joined by stop */
-    size_t nconns, conns_cap;
+    size_t nconns, conns_cap;   /* only the acceptor adds */
 };
 
 typedef struct {
     test_server *s;
     int fd;
+    size_t conn;
 } conn_arg;
 
 static void *xrealloc(void *p, size_t n)
@@ -87,16 +96,50 @@ static int wait_readable(test_server *s, int fd, int timeout_ms)
     }
 }
 
-static void send_all(int fd, const char *p, size_t n)
+/* Sends all of p unless the client goes away or the server stops: -1. */
+static int send_all_s(test_server *s, int fd, const char *p, size_t n)
 {
     while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
+        struct pollfd pf[2] = {{.fd = s->stop_pipe[0], .events = POLLIN}, {.fd = fd, .events = POLLOUT}};
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (pf[0].revents)
+            return -1;
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (w <= 0)
-            return;
+            return -1;
         p += w;
         n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void send_all(test_server *s, int fd, const char *p, size_t n) { (void)send_all_s(s, fd, p, n); }
+
+/* Waits ms, reading and dropping what the client sends: -1 once it has
+ * closed its side or the server stops. */
+static int pause_ms(test_server *s, int fd, int ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long long end = until.tv_sec * 1000LL + until.tv_nsec / 1000000 + ms;
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long left = end - (now.tv_sec * 1000LL + now.tv_nsec / 1000000);
+        if (left <= 0)
+            return 0;
+        int r = wait_readable(s, fd, (int)left);
+        if (r < 0)
+            return -1;
+        char sink[4096];
+        if (r == 1 && recv(fd, sink, sizeof sink, 0) <= 0)
+            return -1;
     }
 }
 
@@ -172,93 +215,143 @@ static test_request *parse_head(char *head, size_t n, size_t *content_length, in
     return r;
 }
 
-static void serve(test_server *s, int fd)
+static void free_reply(reply *r)
 {
-    char *buf = xrealloc(NULL, MAX_HEAD + 1);
-    size_t len = 0, end = 0;
-    test_request *r = NULL;
-    for (;;) {
-        char *hit = len >= 4 ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
-        if (hit) {
-            end = (size_t)(hit - buf) + 4;
-            break;
-        }
-        if (len >= MAX_HEAD || wait_readable(s, fd, -1) != 1)
-            goto out;
-        ssize_t n = recv(fd, buf + len, MAX_HEAD - len, 0);
-        if (n <= 0)
-            goto out;
-        len += (size_t)n;
-    }
-    size_t clen;
-    int expect100;
-    char *head = malloc(end + 1);
-    if (!head)
-        goto out;
-    memcpy(head, buf, end);
-    r = parse_head(head, end, &clen, &expect100);
-    if (r) {
-        memcpy(head, buf, end);
-        head[end] = '\0';
-        r->head = head;
-    } else {
-        free(head);
-    }
-    if (!r || clen > MAX_BODY)
-        goto out;
-    if (expect100)
-        send_all(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    r->body = xrealloc(NULL, clen + 1);
-    size_t have = len - end < clen ? len - end : clen;
-    memcpy(r->body, buf + end, have);
-    while (have < clen) {
-        if (wait_readable(s, fd, -1) != 1)
-            goto out;
-        ssize_t n = recv(fd, r->body + have, clen - have, 0);
-        if (n <= 0)
-            goto out;
-        have += (size_t)n;
-    }
-    r->body[clen] = '\0';
-    r->body_len = clen;
+    free(r->body);
+    free(r->chunk);
+}
 
-    pthread_mutex_lock(&s->mu);
-    reply rp = s->script_next < s->nscript ? s->script[s->script_next++] : s->def;
-    int status = rp.status, delay = rp.delay_ms, raw = rp.raw;
-    size_t body_len = raw ? rp.raw_len : strlen(rp.body ? rp.body : "");
-    char *body = xrealloc(NULL, body_len + 1);
-    memcpy(body, rp.body ? rp.body : "", body_len);
-    body[body_len] = '\0';
-    if (s->nreqs == s->reqs_cap) {
-        s->reqs_cap = s->reqs_cap ? 2 * s->reqs_cap : 16;
-        s->reqs = xrealloc(s->reqs, s->reqs_cap * sizeof *s->reqs);
+static reply copy_reply(const reply *r)
+{
+    reply c = *r;
+    size_t n = r->kind == REPLY_NORMAL ? strlen(r->body ? r->body : "") : r->raw_len;
+    c.body = xrealloc(NULL, n + 1);
+    memcpy(c.body, r->body ? r->body : "", n);
+    c.body[n] = '\0';
+    c.raw_len = n;
+    c.chunk = NULL;
+    if (r->chunk) {
+        c.chunk = xrealloc(NULL, r->chunk_len);
+        memcpy(c.chunk, r->chunk, r->chunk_len);
     }
-    s->reqs[s->nreqs++] = r;
-    r = NULL;
-    pthread_cond_broadcast(&s->arrived);
-    pthread_mutex_unlock(&s->mu);
+    return c;
+}
 
-    if (delay > 0 && wait_readable(s, -1, delay) < 0)
+/* Sends rp on fd. 1: the connection may carry another request. */
+static int send_reply(test_server *s, int fd, reply *rp, int keep_alive)
+{
+    int status = rp->status;
+    if (rp->delay_ms > 0 && rp->kind != REPLY_DRIP && wait_readable(s, -1, rp->delay_ms) < 0)
         status = TEST_SERVER_HANG; /* stopping: just close */
-    if (raw) {
-        send_all(fd, body, body_len);
+    switch (rp->kind) {
+    case REPLY_RAW:
+        send_all(s, fd, rp->body, rp->raw_len);
         shutdown(fd, SHUT_WR);
-    } else if (status == TEST_SERVER_HANG) {
+        return 0;
+    case REPLY_STREAM:
+        if (send_all_s(s, fd, rp->body, rp->raw_len) == 0)
+            while (send_all_s(s, fd, rp->chunk, rp->chunk_len) == 0)
+                ;
+        return 0;
+    case REPLY_DRIP:
+        for (size_t i = 0; i < rp->raw_len; i++)
+            if (send_all_s(s, fd, rp->body + i, 1) != 0 || pause_ms(s, fd, rp->delay_ms) != 0)
+                break;
+        return 0;
+    case REPLY_NORMAL:
+        break;
+    }
+    if (status == TEST_SERVER_HANG) {
         /* Hold the connection until the client closes it or we stop. */
         char sink[4096];
         while (wait_readable(s, fd, -1) == 1 && recv(fd, sink, sizeof sink, 0) > 0)
             ;
-    } else {
-        char hdr[256];
-        int n = snprintf(hdr, sizeof hdr,
-                         "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                         "Connection: close\r\n\r\n",
-                         status, reason(status), strlen(body));
-        send_all(fd, hdr, (size_t)n);
-        send_all(fd, body, strlen(body));
-        shutdown(fd, SHUT_WR);
+        return 0;
     }
-    free(body);
+    char hdr[256];
+    int n = snprintf(hdr, sizeof hdr, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n%s\r\n",
+                     status, reason(status), strlen(rp->body), keep_alive ? "" : "Connection: close\r\n");
+    send_all(s, fd, hdr, (size_t)n);
+    send_all(s, fd, rp->body, strlen(rp->body));
+    if (!keep_alive)
+        shutdown(fd, SHUT_WR);
+    return keep_alive;
+}
+
+/* Serves the requests that come on fd, one after another. */
+static void serve(test_server *s, int fd, size_t conn)
+{
+    char *buf = xrealloc(NULL, MAX_HEAD + 1);
+    size_t len = 0;
+    test_request *r = NULL;
+    for (;;) {
+        size_t end;
+        for (;;) {
+            char *hit = len >= 4 ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
+            if (hit) {
+                end = (size_t)(hit - buf) + 4;
+                break;
+            }
+            if (len >= MAX_HEAD || wait_readable(s, fd, -1) != 1)
+                goto out;
+            ssize_t n = recv(fd, buf + len, MAX_HEAD - len, 0);
+            if (n <= 0)
+                goto out;
+            len += (size_t)n;
+        }
+        size_t clen;
+        int expect100;
+        char *head = malloc(end + 1);
+        if (!head)
+            goto out;
+        memcpy(head, buf, end);
+        r = parse_head(head, end, &clen, &expect100);
+        if (r) {
+            memcpy(head, buf, end);
+            head[end] = '\0';
+            r->head = head;
+            r->conn = conn;
+        } else {
+            free(head);
+        }
+        if (!r || clen > MAX_BODY)
+            goto out;
+        if (expect100)
+            send_all(s, fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        r->body = xrealloc(NULL, clen + 1);
+        size_t have = len - end < clen ? len - end : clen;
+        memcpy(r->body, buf + end, have);
+        /* What follows this request in buf belongs to the next one. */
+        memmove(buf, buf + end + have, len - end - have);
+        len -= end + have;
+        while (have < clen) {
+            if (wait_readable(s, fd, -1) != 1)
+                goto out;
+            ssize_t n = recv(fd, r->body + have, clen - have, 0);
+            if (n <= 0)
+                goto out;
+            have += (size_t)n;
+        }
+        r->body[clen] = '\0';
+        r->body_len = clen;
+
+        pthread_mutex_lock(&s->mu);
+        reply rp = copy_reply(s->script_next < s->nscript ? &s->script[s->script_next++] : &s->def);
+        int keep_alive = s->keep_alive;
+        if (s->nreqs == s->reqs_cap) {
+            s->reqs_cap = s->reqs_cap ? 2 * s->reqs_cap : 16;
+            s->reqs = xrealloc(s->reqs, s->reqs_cap * sizeof *s->reqs);
+        }
+        s->reqs[s->nreqs++] = r;
+        r = NULL;
+        pthread_cond_broadcast(&s->arrived);
+        pthread_mutex_unlock(&s->mu);
+
+        int again = send_reply(s, fd, &rp, keep_alive);
+        free_reply(&rp);
+        if (!again)
+            break;
+    }
 out:
     free_request(r);
     free(buf);
@@ -268,21 +361,84 @@ static void *conn_main(void *arg)
 {
     conn_arg a = *(conn_arg *)arg;
     free(arg);
-    serve(a.s, a.fd);
+    serve(a.s, a.fd, a.conn);
     close(a.fd);
     return NULL;
+}
+
+typedef struct {
+    test_server *s;
+    int tcp, plain;
+} tls_arg;
+
+static void *tls_main(void *arg)
+{
+    tls_arg a = *(tls_arg *)arg;
+    free(arg);
+    test_tls_pump(a.s->tls, a.tcp, a.plain, a.s->stop_pipe[0]);
+    close(a.tcp);
+    close(a.plain);
+    return NULL;
+}
+
+static void add_thread(test_server *s, pthread_t t)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->nconns == s->conns_cap) {
+        s->conns_cap = s->conns_cap ? 2 * s->conns_cap : 16;
+        s->conns = xrealloc(s->conns, s->conns_cap * sizeof *s->conns);
+    }
+    s->conns[s->nconns++] = t;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A TLS connection: a pump thread between the TLS socket and one end of
+ * a socket pair, and the usual HTTP handling on the other end. */
+static int start_tls_conn(test_server *s, int fd, size_t conn)
+{
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0)
+        return -1;
+    tls_arg *ta = xrealloc(NULL, sizeof *ta);
+    *ta = (tls_arg){s, fd, sp[0]};
+    conn_arg *ca = xrealloc(NULL, sizeof *ca);
+    *ca = (conn_arg){s, sp[1], conn};
+    pthread_t t1, t2;
+    if (pthread_create(&t1, NULL, tls_main, ta) != 0) {
+        free(ta);
+        free(ca);
+        close(sp[0]);
+        close(sp[1]);
+        return -1;
+    }
+    add_thread(s, t1);
+    if (pthread_create(&t2, NULL, conn_main, ca) != 0) {
+        free(ca);
+        shutdown(sp[1], SHUT_RDWR);
+        close(sp[1]);
+        return 0; /* the pump sees the pair closed and ends */
+    }
+    add_thread(s, t2);
+    return 0;
 }
 
 static void *accept_main(void *arg)
 {
     test_server *s = arg;
+    size_t conn = 0;
     while (wait_readable(s, s->listen_fd, -1) == 1) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
+        if (s->tls) {
+            if (start_tls_conn(s, fd, conn++) != 0) {
+                fprintf(stderr, "test server: cannot start a TLS connection\n");
+                close(fd);
+            }
+            continue;
+        }
         conn_arg *a = xrealloc(NULL, sizeof *a);
-        a->s = s;
-        a->fd = fd;
+        *a = (conn_arg){s, fd, conn++};
         pthread_t t;
         if (pthread_create(&t, NULL, conn_main, a) != 0) {
             fprintf(stderr, "test server: cannot start a connection thread\n");
@@ -290,24 +446,33 @@ static void *accept_main(void *arg)
             close(fd);
             continue;
         }
-        pthread_mutex_lock(&s->mu);
-        if (s->nconns == s->conns_cap) {
-            s->conns_cap = s->conns_cap ? 2 * s->conns_cap : 16;
-            s->conns = xrealloc(s->conns, s->conns_cap * sizeof *s->conns);
-        }
-        s->conns[s->nconns++] = t;
-        pthread_mutex_unlock(&s->mu);
+        add_thread(s, t);
     }
     return NULL;
 }
 
-static test_server *start_at(const char *ip, int quiet);
+static test_server *start_at(const char *ip, int quiet, test_tls *tls);
 
-test_server *test_server_start(void) { return start_at("127.0.0.1", 0); }
+test_server *test_server_start(void) { return start_at("127.0.0.1", 0, NULL); }
 
-test_server *test_server_start_at(const char *ip) { return start_at(ip, 1); }
+test_server *test_server_start_at(const char *ip) { return start_at(ip, 1, NULL); }
 
-static test_server *start_at(const char *ip, int quiet)
+test_server *test_server_start_tls(void)
+{
+    test_tls *tls = test_tls_new();
+    if (!tls) {
+        fprintf(stderr, "test server: cannot set up TLS\n");
+        return NULL;
+    }
+    test_server *s = start_at("127.0.0.1", 0, tls);
+    if (!s)
+        test_tls_free(tls);
+    return s;
+}
+
+const char *test_server_ca_file(const test_server *s) { return s->tls ? test_tls_ca_file(s->tls) : NULL; }
+
+static test_server *start_at(const char *ip, int quiet, test_tls *tls)
 {
     /* A proxy from the environment must not swallow loopback requests. */
     setenv("no_proxy", "127.0.0.1,localhost", 1);
@@ -340,10 +505,12 @@ static test_server *start_at(const char *ip, int quiet)
         return NULL;
     }
     s->port = ntohs(v6 ? a6->sin6_port : a4->sin_port);
+    s->tls = tls;
+    const char *scheme = tls ? "https" : "http";
     if (v6)
-        snprintf(s->url, sizeof s->url, "http://[%s]:%d", ip, s->port);
+        snprintf(s->url, sizeof s->url, "%s://[%s]:%d", scheme, ip, s->port);
     else
-        snprintf(s->url, sizeof s->url, "http://%s:%d", ip, s->port);
+        snprintf(s->url, sizeof s->url, "%s://%s:%d", scheme, ip, s->port);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->arrived, NULL);
     if (pthread_create(&s->acceptor, NULL, accept_main, s) != 0) {
@@ -374,10 +541,11 @@ void test_server_stop(test_server *s)
     for (size_t i = 0; i < s->nreqs; i++)
         free_request(s->reqs[i]);
     for (size_t i = 0; i < s->nscript; i++)
-        free(s->script[i].body);
+        free_reply(&s->script[i]);
     free(s->script);
-    free(s->def.body);
+    free_reply(&s->def);
     free(s->reqs);
+    test_tls_free(s->tls);
     free(s->conns);
     pthread_cond_destroy(&s->arrived);
     pthread_mutex_destroy(&s->mu);
@@ -388,36 +556,60 @@ int test_server_port(const test_server *s) { return s->port; }
 
 const char *test_server_url(const test_server *s) { return s->url; }
 
-void test_server_reply(test_server *s, int status, const char *body, int delay_ms)
+static void queue_reply(test_server *s, reply r)
 {
     pthread_mutex_lock(&s->mu);
     if (s->nscript == s->script_cap) {
         s->script_cap = s->script_cap ? 2 * s->script_cap : 8;
         s->script = xrealloc(s->script, s->script_cap * sizeof *s->script);
     }
-    s->script[s->nscript++] = (reply){status, xstrdup(body), delay_ms, 0, 0};
+    s->script[s->nscript++] = r;
     pthread_mutex_unlock(&s->mu);
+}
+
+static char *xmemdup(const char *p, size_t n)
+{
+    char *d = xrealloc(NULL, n + 1);
+    memcpy(d, p, n);
+    d[n] = '\0';
+    return d;
+}
+
+void test_server_reply(test_server *s, int status, const char *body, int delay_ms)
+{
+    queue_reply(s, (reply){.status = status, .body = xstrdup(body), .delay_ms = delay_ms});
 }
 
 void test_server_reply_raw(test_server *s, const char *bytes, size_t len)
 {
-    char *copy = xrealloc(NULL, len + 1);
-    memcpy(copy, bytes, len);
-    copy[len] = '\0';
+    queue_reply(s, (reply){.status = 200, .body = xmemdup(bytes, len), .raw_len = len, .kind = REPLY_RAW});
+}
+
+void test_server_reply_stream(test_server *s, const char *head, size_t head_len, const char *chunk,
+                              size_t chunk_len)
+{
+    queue_reply(s, (reply){.status = 200, .body = xmemdup(head, head_len), .raw_len = head_len,
+                           .kind = REPLY_STREAM, .chunk = xmemdup(chunk, chunk_len), .chunk_len = chunk_len});
+}
+
+void test_server_reply_drip(test_server *s, const char *bytes, size_t len, int interval_ms)
+{
+    queue_reply(s, (reply){.status = 200, .body = xmemdup(bytes, len), .raw_len = len, .kind = REPLY_DRIP,
+                           .delay_ms = interval_ms});
+}
+
+void test_server_keep_alive(test_server *s, int on)
+{
     pthread_mutex_lock(&s->mu);
-    if (s->nscript == s->script_cap) {
-        s->script_cap = s->script_cap ? 2 * s->script_cap : 8;
-        s->script = xrealloc(s->script, s->script_cap * sizeof *s->script);
-    }
-    s->script[s->nscript++] = (reply){200, copy, 0, len, 1};
+    s->keep_alive = on;
     pthread_mutex_unlock(&s->mu);
 }
 
 void test_server_default_reply(test_server *s, int status, const char *body, int delay_ms)
 {
     pthread_mutex_lock(&s->mu);
-    free(s->def.body);
-    s->def = (reply){status, xstrdup(body), delay_ms, 0, 0};
+    free_reply(&s->def);
+    s->def = (reply){.status = status, .body = xstrdup(body), .delay_ms = delay_ms};
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -1,12 +1,14 @@
-/* A small HTTP/1.1 server for tests, on 127.0.0.1 with an ephemeral port.
+/* A small HTTP/1.1 server for tests, on 127.0.0.1 with an ephemeral port,
+ * plain or TLS (a self-signed certificate made at start-up).
  *
  * It records every request (method, target, headers, body) and answers each
  * one from a script: replies queued with test_server_reply() are used in
  * arrival order, then the default reply (200 "ok" unless changed). A reply
  * can be delayed, never sent at all (the connection is held open until
- * the client gives up or the server stops), or given as raw bytes (chunked,
- * without a length, cut short). One thread per connection, one request per
- * connection (it answers with "Connection: close").
+ * the client gives up or the server stops), given as raw bytes (chunked,
+ * without a length, cut short), or be hostile: bytes that never end, or
+ * that come one at a time. One thread per connection; one request per
+ * connection ("Connection: close") unless keep-alive is switched on.
  */
 #ifndef PN_TEST_HTTP_SERVER_H
 #define PN_TEST_HTTP_SERVER_H
@@ -19,6 +21,7 @@
 typedef struct test_server test_server;
 
 typedef struct {
+    size_t conn;                /* the connection it came on, numbered from 0 */
     char *head;                 /* the request line and headers, byte for byte */
     char method[16];
     char *target;               /* path and query, as sent */
@@ -33,7 +36,13 @@ test_server *test_server_start(void);
 /* The same on another loopback address, e.g. "::1" (URL
  * "http://[::1]:<port>"); NULL, quietly, when it cannot be bound there. */
 test_server *test_server_start_at(const char *ip);
-/* Closes every connection, joins every thread, frees all requests. */
+/* The same with TLS: URL "https://127.0.0.1:<port>", certificate for
+ * 127.0.0.1 and localhost, self-signed; test_server_ca_file() names the
+ * PEM file a client must trust. NULL (with a message) when it cannot start. */
+test_server *test_server_start_tls(void);
+const char *test_server_ca_file(const test_server *s);
+/* Closes every connection, joins every thread, frees all requests (and
+ * removes the certificate file). */
 void test_server_stop(test_server *s);
 int test_server_port(const test_server *s);
 /* "http://127.0.0.1:<port>" (or "http://[::1]:<port>") */
@@ -45,6 +54,15 @@ void test_server_reply(test_server *s, int status, const char *body, int delay_m
 /* Queue a reply sent byte for byte, after which the server closes the
  * connection: chunked bodies, bodies without a length, cut-off replies. */
 void test_server_reply_raw(test_server *s, const char *bytes, size_t len);
+/* Queue a reply that never ends: `head`, then `chunk` again and again as
+ * fast as the client reads, until it goes away or the server stops. */
+void test_server_reply_stream(test_server *s, const char *head, size_t head_len, const char *chunk,
+                              size_t chunk_len);
+/* Queue a reply sent one byte every interval_ms. */
+void test_server_reply_drip(test_server *s, const char *bytes, size_t len, int interval_ms);
+/* Keep connections open after a normal reply, for the client's next
+ * request (off: every reply says "Connection: close"). */
+void test_server_keep_alive(test_server *s, int on);
 /* The reply used once the queued ones are used up. */
 void test_server_default_reply(test_server *s, int status, const char *body, int delay_ms);
 
