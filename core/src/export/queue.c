@@ -76,6 +76,7 @@ struct pn_queue {
     pn_upload **inflight_parts[2];
     size_t inflight_nparts[2];
     uint64_t flush_gen;         /* bumped by each flush to end a backoff sleep */
+    uint64_t aborted_seq;       /* seq + 1 of the newest upload a stop aborted */
     int flushers;               /* threads inside pn_queue_flush; stop waits
                                  * for them to leave before freeing */
     int stopping;
@@ -406,6 +407,8 @@ static void *run(void *arg)
         else
             q->stats.uploads_dropped++;
         q->inflight = NULL;
+        if (oc == OUT_DROPPED && s.seq + 1 > q->aborted_seq)
+            q->aborted_seq = s.seq + 1;
         pn_profile_free(s.p);
         pthread_cond_broadcast(&q->idle);
         if (oc == OUT_DROPPED) {
@@ -567,7 +570,7 @@ int pn_queue_flush(pn_queue *q, double timeout_s)
         return 0;
     struct timespec until = mono_after(timeout_s);
     pthread_mutex_lock(&q->mu);
-    uint64_t target = q->next_seq;
+    uint64_t target = q->next_seq, aborted_before = q->aborted_seq;
     /* Somebody is waiting with a bounded timeout (often shutdown): an upload
      * sleeping in backoff gets its next attempt now instead. */
     q->flush_gen++;
@@ -584,6 +587,10 @@ int pn_queue_flush(pn_queue *q, double timeout_s)
             break;
         }
     }
+    /* Nothing is pending, but a stop that came while we waited may have
+     * aborted one of ours rather than let it be sent. */
+    if (rc == 0 && q->aborted_seq != aborted_before && q->aborted_seq <= target)
+        rc = -1;
     if (--q->flushers == 0 && q->stopping)
         pthread_cond_broadcast(&q->idle);
     pthread_mutex_unlock(&q->mu);
@@ -679,6 +686,7 @@ void pn_queue_fork_child(pn_queue *q)
     }
     q->head = q->count = 0;
     q->flush_gen = 0;
+    q->aborted_seq = 0;
     q->flushers = 0;
     memset(&q->stats, 0, sizeof q->stats);
     __atomic_store_n(&q->abort_flag, 0, __ATOMIC_RELEASE);
