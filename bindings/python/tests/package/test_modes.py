@@ -72,27 +72,33 @@ def split_twenty(until):
 spent = dict.fromkeys(SHARES, 0.0)
 pyroscope.configure(application_name="split", output_dir=os.environ["OUT"],
                     sample_rate=500, upload_interval=1)
-start = time.thread_time()
+start, wall0 = time.thread_time(), time.monotonic()
 while time.thread_time() - start < TOTAL:
     for fn in (split_fifty, split_thirty, split_twenty):
         t0 = time.thread_time()
         fn(t0 + ROUND * SHARES[fn.__name__])
         spent[fn.__name__] += time.thread_time() - t0
+wall = time.monotonic() - wall0
 pyroscope.shutdown()
-print(json.dumps(spent))
+print(json.dumps({"spent": spent, "wall": wall}))
 """
 
 
 def test_cpu_split_recovered_within_3_points(tmp_path):
-    spent, profiles = run_profiled(SPLIT, tmp_path / "p", TOTAL=2.0)
+    truth, profiles = run_profiled(SPLIT, tmp_path / "p", TOTAL=2.0)
+    spent = truth["spent"]
     leaf = pprof_reader.function_values(profiles)
     names = list(spent)
     truth_total = sum(spent.values())
     prof_total = sum(leaf.get(n, 0) for n in names)
-    # The values are CPU nanoseconds: the three functions together are
-    # within 25 % of what they measured themselves.
-    assert 0.75 * truth_total * 1e9 <= prof_total <= 1.25 * truth_total * 1e9, \
-        (prof_total, truth_total)
+    # The values are CPU nanoseconds: the three functions together are at
+    # least 75 % of what they measured themselves. The upper bound is the
+    # loop's wall time, not its CPU time: in gil_only mode (the default) a
+    # tick charges the GIL holder the whole interval whenever it ran at all
+    # in it, so on a machine busy with other processes the total grows
+    # towards the wall time (on an idle one the two are the same).
+    assert 0.75 * truth_total * 1e9 <= prof_total <= 1.25 * truth["wall"] * 1e9, \
+        (prof_total, truth)
     report = {n: (round(100 * spent[n] / truth_total, 2),
                   round(100 * leaf.get(n, 0) / prof_total, 2)) for n in names}
     for n, want in (("split_fifty", 50), ("split_thirty", 30), ("split_twenty", 20)):
