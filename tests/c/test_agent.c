@@ -196,6 +196,7 @@ static void test_folder_end_to_end(void)
     base_config(&c, dir);
     pn_error e;
     pthread_t t = start_worker();
+    int64_t cpu0 = pn_thread_cpu_ns(atomic_load(&worker_tid)); /* before any tick */
     pn_agent *a = pn_agent_start(&c, &hooks, &e);
     CHECK(a != NULL);
     if (!a) {
@@ -204,7 +205,6 @@ static void test_folder_end_to_end(void)
         pn_config_free(&c);
         return;
     }
-    int64_t cpu0 = pn_thread_cpu_ns(atomic_load(&worker_tid));
     /* Until the 0.3 s schedule ran on its own twice and 50 samples were
      * taken: 0.6 s on an idle machine, longer on a busy one. */
     pn_agent_stats st;
