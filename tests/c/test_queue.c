@@ -432,11 +432,13 @@ typedef struct {
     pn_queue *q;
     int rc;
     double took;
+    atomic_int calling;         /* set just before pn_queue_flush */
 } flush_call;
 
 static void *flush_thread(void *arg)
 {
     flush_call *c = arg;
+    atomic_store(&c->calling, 1);
     double t0 = pn_test_now_s();
     c->rc = pn_queue_flush(c->q, 10);
     c->took = pn_test_now_s() - t0;
@@ -459,10 +461,16 @@ static void test_stop_while_another_thread_flushes(void)
     CHECK(q != NULL);
     if (q) {
         pn_queue_push(q, qh_sized_profile("A", 1, 10));
-        flush_call c = {q, 0, 0};
+        CHECK(wait_int(&f.in_send, 1, 60)); /* A is in flight */
+        flush_call c = {q, 0, 0, 0};
         pthread_t t;
         CHECK_EQ_INT(pthread_create(&t, NULL, flush_thread, &c), 0);
-        usleep(50 * 1000); /* stop's own 0.3 s flush leaves it ample time to start */
+        /* The other flush must be inside pn_queue_flush before stop marks
+         * the queue stopping: one that starts later races with the free.
+         * A fixed sleep was not enough on a loaded machine; waiting for the
+         * thread to reach the call leaves it stop's own 0.3 s flush to take
+         * the queue's mutex. */
+        CHECK(wait_int(&c.calling, 1, 60));
         double t0 = pn_test_now_s();
         pn_queue_stop(q, 0.3);
         CHECK(pn_test_now_s() - t0 < 2.0);

@@ -224,6 +224,10 @@ def test_labels_reach_the_profile(profile_dir):
     # CPU is burned under phase=a and phase=b in a 2:1 ratio (measured as
     # this thread's CPU time), and some outside any tag_wrapper. Rounds
     # interleave the phases so a slow moment does not hit one phase only.
+    # gil_only=False: each tick charges the thread's own CPU clock, so the
+    # ratio is off only by the ticks at phase changes. (In gil_only mode
+    # the holder is charged whole intervals, preemption by other processes
+    # included: with two CPU hogs beside us phase a came out at 0.565.)
     code = '''
 import sys, time
 import pyroscope
@@ -243,7 +247,7 @@ def burn_outside():
     spin(0.07)
 
 pyroscope.configure(application_name="labels.e2e", output_dir=sys.argv[1],
-                    sample_rate=200, upload_interval=0.5)
+                    sample_rate=200, upload_interval=0.5, gil_only=False)
 for _ in range(3):
     with pyroscope.tag_wrapper({"phase": "a"}):
         burn_a()

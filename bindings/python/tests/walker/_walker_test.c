@@ -159,6 +159,18 @@ static PyObject *t_stop(PyObject *self, PyObject *unused)
     return res;
 }
 
+/* The running session's stats, for tests that wait on them. */
+static PyObject *t_stats(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (!cur.store) {
+        PyErr_SetString(PyExc_RuntimeError, "no sampling session is running");
+        return NULL;
+    }
+    return stats_dict();
+}
+
 static PyObject *t_sample_for(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"seconds", "hz", "oncpu", "gil_only", "max_depth", NULL};
@@ -239,6 +251,7 @@ static PyObject *t_unsupported(PyObject *self, PyObject *args, PyObject *kw)
 #define t_start t_unsupported
 #define t_sample_for t_unsupported
 #define t_stop t_unsupported
+#define t_stats t_unsupported
 #define t_line_of t_unsupported
 #define t_decode t_unsupported
 
@@ -248,6 +261,8 @@ static PyMethodDef methods[] = {
     {"start", (PyCFunction)(void (*)(void))t_start, METH_VARARGS | METH_KEYWORDS,
      "start(hz=100, oncpu=True, gil_only=False, max_depth=128)"},
     {"stop", (PyCFunction)(void (*)(void))t_stop, METH_NOARGS, "stop() -> results"},
+    {"stats", (PyCFunction)(void (*)(void))t_stats, METH_NOARGS,
+     "stats() -> the running session's stats"},
     {"sample_for", (PyCFunction)(void (*)(void))t_sample_for, METH_VARARGS | METH_KEYWORDS,
      "sample_for(seconds, hz=100, oncpu=True, gil_only=False, max_depth=128) -> results"},
     {"line_of", (PyCFunction)(void (*)(void))t_line_of, METH_VARARGS,
