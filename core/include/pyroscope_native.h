@@ -496,8 +496,15 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e);
 pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e);
 void pn_driver_get_stats(pn_driver *d, pn_driver_stats *out);
 /* Swap the current period out, encode and queue it, and wait until queued
- * uploads are done, at most timeout_s. */
+ * uploads are done, at most timeout_s. May run on several threads, and
+ * while pn_agent_stop runs on another (it then fails at once, and stop
+ * waits for it to return before freeing). */
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e);
+/* Keep a from being freed by a concurrent pn_agent_stop until release: for
+ * a binding that hands the pointer to a thread that has not called into
+ * the agent yet. Any thread; hold before the stop can start. */
+void pn_agent_hold(pn_agent *a);
+void pn_agent_release(pn_agent *a);
 /* Final flush within the config's stop_timeout, stop all threads, free. */
 void pn_agent_stop(pn_agent *a);
 /* The same, also returning the counters as they were at the end (the final

@@ -328,6 +328,70 @@ static void test_http_upload(void)
     pn_labels_reclaim();
 }
 
+/* Threads flushing in a loop while another thread stops the agent: stop
+ * waits for them (they hold the agent) and frees nothing under them; their
+ * flushes fail once the stop has begun. ASan and valgrind see any use of
+ * freed memory. */
+typedef struct {
+    pn_agent *a;
+    atomic_int ok;
+    int refused, other;
+} flush_loop;
+
+static void *flush_loop_main(void *arg)
+{
+    flush_loop *f = arg;
+    for (;;) {
+        pn_error e;
+        if (pn_agent_flush(f->a, 30, &e) == 0) {
+            atomic_fetch_add(&f->ok, 1);
+        } else if (e.code == PN_ESTATE) {
+            f->refused++;
+            break;
+        } else {
+            f->other++;
+        }
+    }
+    pn_agent_release(f->a);
+    return NULL;
+}
+
+static void test_flush_while_stopping(void)
+{
+    char dir[64];
+    make_tmpdir(dir, sizeof dir);
+    pn_config c;
+    base_config(&c, dir);
+    pn_error e;
+    pthread_t t = start_worker();
+    pn_agent *a = start_agent(&c, walker, NULL, &e);
+    CHECK(a != NULL);
+    if (a) {
+        flush_loop f[2] = {{.a = a}, {.a = a}};
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) {
+            pn_agent_hold(a); /* released by the thread when it is done */
+            CHECK_EQ_INT(pthread_create(&th[i], NULL, flush_loop_main, &f[i]), 0);
+        }
+        /* Until both threads have flushed at least once. */
+        double give_up = pn_test_now_s() + 60;
+        while ((atomic_load(&f[0].ok) == 0 || atomic_load(&f[1].ok) == 0) &&
+               pn_test_now_s() < give_up)
+            usleep(1000);
+        pn_agent_stop(a);
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            CHECK(atomic_load(&f[i].ok) > 0);
+            CHECK_EQ_INT(f[i].refused, 1);
+            CHECK_EQ_INT(f[i].other, 0);
+        }
+    }
+    stop_worker(t);
+    rm_rf(dir);
+    pn_config_free(&c);
+    pn_labels_reclaim();
+}
+
 static void test_stop_bounded_with_hanging_server(void)
 {
     test_server *srv = test_server_start();
@@ -472,4 +536,5 @@ static void test_fork_child_profiles_itself(void)
 }
 
 TEST_MAIN(T(test_folder_end_to_end), T(test_http_upload), T(test_stop_bounded_with_hanging_server),
-          T(test_one_agent_and_bad_config), T(test_fork_child_profiles_itself))
+          T(test_one_agent_and_bad_config), T(test_fork_child_profiles_itself),
+          T(test_flush_while_stopping))

@@ -242,8 +242,12 @@ static PyObject *m_flush(PyObject *self, PyObject *args)
     pn_error e = {0};
     int rc;
     pn_agent *a = agent;
+    /* Held while we have the GIL, so a shutdown on another thread (it
+     * needs the GIL to clear `agent`) waits for this flush to return. */
+    pn_agent_hold(a);
     Py_BEGIN_ALLOW_THREADS
     rc = pn_agent_flush(a, timeout, &e);
+    pn_agent_release(a);
     Py_END_ALLOW_THREADS
     log_bridge_drain();
     return PyBool_FromLong(rc == 0);

@@ -89,6 +89,9 @@ int pn_queue_flush(pn_queue *q, double timeout_s);
 /* Flush for at most timeout_s, abort whatever is in flight, join, free.
  * The exporters are destroyed too. */
 void pn_queue_stop(pn_queue *q, double timeout_s);
+/* Start stopping without freeing: in-flight sends are aborted and every
+ * flush returns at once; new pushes are dropped. Any thread. */
+void pn_queue_close(pn_queue *q);
 /* The same, also returning the counters as they were at the end. */
 void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final);
 void pn_queue_get_stats(pn_queue *q, pn_queue_stats *out);

@@ -597,6 +597,18 @@ int pn_queue_flush(pn_queue *q, double timeout_s)
     return rc;
 }
 
+void pn_queue_close(pn_queue *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->mu);
+    q->stopping = 1;
+    __atomic_store_n(&q->abort_flag, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&q->wake);
+    pthread_cond_broadcast(&q->idle);
+    pthread_mutex_unlock(&q->mu);
+}
+
 void pn_queue_stop(pn_queue *q, double timeout_s) { pn_queue_stop_stats(q, timeout_s, NULL); }
 
 void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final)

@@ -48,6 +48,9 @@ struct pn_agent {
     int flusher_running;
     int stopping;
     uint64_t flush_req, flush_done;
+    /* Threads inside pn_agent_flush or holding the agent (pn_agent_hold):
+     * stop waits for them before it frees anything they use. */
+    int users;
 
     /* Written by whichever thread flushes a period (the flusher, or the
      * stopping thread once the flusher has been joined). */
@@ -350,25 +353,55 @@ pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e
     return d;
 }
 
+void pn_agent_hold(pn_agent *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->users++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void pn_agent_release(pn_agent *a)
+{
+    pthread_mutex_lock(&a->mu);
+    if (--a->users == 0)
+        pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e)
 {
     int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(timeout_s * 1e9);
     pthread_mutex_lock(&a->mu);
+    if (a->stopping) {
+        pthread_mutex_unlock(&a->mu);
+        return pn_fail(e, PN_ESTATE, "flush: the profiler is stopping");
+    }
+    a->users++;
     uint64_t want = ++a->flush_req;
     pthread_cond_broadcast(&a->cv);
     int timed_out = 0;
-    while (a->flush_done < want && a->flusher_running && !timed_out) {
+    while (a->flush_done < want && a->flusher_running && !a->stopping && !timed_out) {
         struct timespec ts = pn_timespec(deadline);
         timed_out = pthread_cond_timedwait(&a->cv, &a->mu, &ts) != 0 &&
                     pn_clock_ns(CLOCK_MONOTONIC) >= deadline;
     }
+    int stopped = a->flush_done < want;
+    /* Stop frees the queue only once every user has left. */
+    pn_queue *q = a->queue;
     pthread_mutex_unlock(&a->mu);
-    if (timed_out)
-        return pn_fail(e, PN_ELIMIT, "flush: the period was not encoded within %g s", timeout_s);
-    double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
-    if (pn_queue_flush(a->queue, left > 0 ? left : 0) != 0)
-        return pn_fail(e, PN_ELIMIT, "flush: uploads still pending after %g s", timeout_s);
-    return 0;
+    int rc = 0;
+    if (timed_out) {
+        rc = pn_fail(e, PN_ELIMIT, "flush: the period was not encoded within %g s", timeout_s);
+    } else if (stopped) {
+        rc = pn_fail(e, PN_ESTATE, "flush: the profiler stopped first (stop exports the "
+                     "period itself)");
+    } else {
+        double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
+        if (pn_queue_flush(q, left > 0 ? left : 0) != 0)
+            rc = pn_fail(e, PN_ELIMIT, "flush: uploads still pending after %g s", timeout_s);
+    }
+    pn_agent_release(a);
+    return rc;
 }
 
 void pn_agent_stop(pn_agent *a) { pn_agent_stop_stats(a, NULL); }
@@ -391,8 +424,16 @@ void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
     a->flusher_running = 0;
     flush_period(a, deadline); /* the final, partial period */
     double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
+    pn_queue_flush(a->queue, left > 0 ? left : 0);
+    /* Flushes on other threads return now; wait for them to leave before
+     * anything they use is freed. */
+    pn_queue_close(a->queue);
+    pthread_mutex_lock(&a->mu);
+    while (a->users > 0)
+        pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
     pn_queue_stats qs;
-    pn_queue_stop_stats(a->queue, left > 0 ? left : 0, &qs);
+    pn_queue_stop_stats(a->queue, 0, &qs);
     a->queue = NULL;
     if (final) {
         pn_agent_get_stats(a, final);
