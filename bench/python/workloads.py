@@ -36,6 +36,21 @@ def emit(event, **fields):
     sys.stdout.flush()
 
 
+def smaps_rollup_kib():
+    """Pss and private bytes (KiB) of the whole process now: shared library
+    pages count once over every process that maps them (PSS) or not at
+    all (private)."""
+    out = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].rstrip(":") in ("Pss", "Private_Clean",
+                                                             "Private_Dirty"):
+                out[parts[0].rstrip(":")] = int(parts[1])
+    return {"pss_kib": out.get("Pss", 0),
+            "private_kib": out.get("Private_Clean", 0) + out.get("Private_Dirty", 0)}
+
+
 def proc_status_kib(key):
     """A `VmXxx:` line of /proc/self/status in KiB (VmHWM is the peak RSS)."""
     with open("/proc/self/status") as f:
@@ -237,7 +252,7 @@ def workload_memory(args, prof):
         steps += 1
     hwm_run = proc_status_kib("VmHWM")
     emit("result", steps=steps, hwm_start_kib=hwm_start, hwm_run_kib=hwm_run,
-         rss_end_kib=proc_status_kib("VmRSS"), stats=prof.stats())
+         rss_end_kib=proc_status_kib("VmRSS"), stats=prof.stats(), **smaps_rollup_kib())
 
 
 # ------------------------------------------------------- 5. accuracy
