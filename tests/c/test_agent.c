@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "files.h"
 #include "http_server.h"
 #include "pprof_decode.h"
 #include "pyroscope_native.h"
@@ -82,44 +83,6 @@ static void stop_worker(pthread_t t)
     atomic_store(&worker_tid, 0);
 }
 
-static void make_tmpdir(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "/tmp/pn-agent-XXXXXX");
-    if (!mkdtemp(buf))
-        buf[0] = 0;
-}
-
-static void rm_rf(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    char path[512];
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static uint8_t *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    return buf;
-}
-
 typedef struct {
     int files;
     int64_t busy_ns;            /* cpu value of samples whose leaf is busy_work */
@@ -146,7 +109,7 @@ static void summarize_folder(const char *dir, folder_summary *out)
         out->files++;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         size_t len;
-        uint8_t *data = read_file(path, &len);
+        uint8_t *data = pn_test_read_file(path, &len);
         pn_pb_profile *p = data ? pn_pprof_decode(data, len, NULL) : NULL;
         free(data);
         if (!p)
@@ -217,7 +180,7 @@ static pn_agent *start_agent(const pn_config *c, pn_walker_fn fn, void *ctx, pn_
 static void test_folder_end_to_end(void)
 {
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("agent", dir, sizeof dir);
     pn_config c;
     base_config(&c, dir);
     pn_error e;
@@ -283,7 +246,7 @@ static void test_folder_end_to_end(void)
     struct stat sb;
     CHECK(stat(html, &sb) == 0 && sb.st_size > 1000);
     pn_report_free(r);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
     pn_config_free(&c);
     pn_labels_reclaim();
 }
@@ -359,7 +322,7 @@ static void *flush_loop_main(void *arg)
 static void test_flush_while_stopping(void)
 {
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("agent", dir, sizeof dir);
     pn_config c;
     base_config(&c, dir);
     pn_error e;
@@ -387,7 +350,7 @@ static void test_flush_while_stopping(void)
         }
     }
     stop_worker(t);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
     pn_config_free(&c);
     pn_labels_reclaim();
 }
@@ -423,7 +386,7 @@ static void test_stop_bounded_with_hanging_server(void)
 static void test_one_agent_and_bad_config(void)
 {
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("agent", dir, sizeof dir);
     pn_config c;
     base_config(&c, dir);
     pn_error e;
@@ -459,7 +422,7 @@ static void test_one_agent_and_bad_config(void)
     }
     pn_config_free(&bad);
     pn_config_free(&c);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
 }
 
 static atomic_int child_hook_ran;
@@ -472,7 +435,7 @@ static void after_fork(void *ctx)
 static void test_fork_child_profiles_itself(void)
 {
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("agent", dir, sizeof dir);
     pn_config c;
     base_config(&c, dir);
     pn_error e;
@@ -531,7 +494,7 @@ static void test_fork_child_profiles_itself(void)
     CHECK(fs.busy_ns > 0);
     CHECK_STR(fs.pid_seen, child_pid);
     atomic_store(&worker_fn, "busy_work");
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
     pn_config_free(&c);
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "files.h"
 #include "pprof_decode.h"
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
@@ -33,44 +34,6 @@ static void sleep_ms(long ms)
 }
 
 /* ------------------------------------------------------------- folder */
-
-static void make_tmpdir(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "/tmp/pn-driver-XXXXXX");
-    if (!mkdtemp(buf))
-        buf[0] = 0;
-}
-
-static void rm_rf(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    char path[512];
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static uint8_t *read_whole(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    *len = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return buf;
-}
 
 /* Calls fn for every profile written to dir (decoded and checked); returns
  * the number of profiles. */
@@ -90,7 +53,7 @@ static int each_profile(const char *dir, profile_fn fn, void *ud)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         size_t dlen;
-        uint8_t *data = read_whole(path, &dlen);
+        uint8_t *data = pn_test_read_file(path, &dlen);
         pn_pb_profile *p = data ? pn_pprof_decode(data, dlen, NULL) : NULL;
         free(data);
         CHECK(p != NULL);
@@ -197,7 +160,7 @@ static void batch_profile(void *ud, const pn_pb_profile *p)
 static void test_batch(void)
 {
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("driver", dir, sizeof dir);
     pn_config c;
     folder_config(&c, dir);
     pn_error e;
@@ -206,7 +169,7 @@ static void test_batch(void)
     if (!a) {
         fprintf(stderr, "  start: %s\n", e.msg);
         pn_config_free(&c);
-        rm_rf(dir);
+        pn_test_rm_dir(dir);
         return;
     }
     pn_driver *d = pn_agent_add_driver(
@@ -216,7 +179,7 @@ static void test_batch(void)
     if (!d) {
         pn_agent_stop(a);
         pn_config_free(&c);
-        rm_rf(dir);
+        pn_test_rm_dir(dir);
         return;
     }
     pn_label kv = {"req", "a"};
@@ -289,7 +252,7 @@ static void test_batch(void)
     CHECK_EQ_INT(b.labelled_bad, 0);
     CHECK_EQ_INT(b.plain_bad, 0);
     pn_config_free(&c);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
     pn_labels_reclaim();
 }
 
@@ -486,7 +449,7 @@ static void test_rendezvous(void)
     sigaction(SIGPROF, &sa, &old);
 
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("driver", dir, sizeof dir);
     pn_config c;
     folder_config(&c, dir);
     pn_config_set(&c, "oncpu", "true", NULL);
@@ -505,7 +468,7 @@ static void test_rendezvous(void)
         pn_agent_stop(a);
         pn_config_free(&c);
         sigaction(SIGPROF, &old, NULL);
-        rm_rf(dir);
+        pn_test_rm_dir(dir);
         return;
     }
     atomic_store(&g_rdv, d);
@@ -603,7 +566,7 @@ static void test_rendezvous(void)
     CHECK_EQ_INT(r.bad_label, 0);
     release_worker_labels();
     pn_config_free(&c);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
     pn_labels_reclaim();
 }
 
@@ -692,7 +655,7 @@ static void test_walker_labels(void)
         sleep_ms(1);
 
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("driver", dir, sizeof dir);
     pn_config c;
     folder_config(&c, dir);
     pn_error e;
@@ -728,7 +691,7 @@ static void test_walker_labels(void)
     pn_labelset_unref(walker_ls[0]);
     pn_labelset_unref(walker_ls[1]);
     pn_config_free(&c);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
     pn_labels_reclaim();
 }
 
@@ -781,7 +744,7 @@ static void test_two_drivers(void)
         sleep_ms(1);
 
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("driver", dir, sizeof dir);
     pn_config c;
     folder_config(&c, dir);
     pn_error e;
@@ -791,7 +754,7 @@ static void test_two_drivers(void)
         atomic_store(&spin_stop, 1);
         pthread_join(t, NULL);
         pn_config_free(&c);
-        rm_rf(dir);
+        pn_test_rm_dir(dir);
         return;
     }
     pn_driver *w = pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_WALKER,
@@ -854,7 +817,7 @@ static void test_two_drivers(void)
     pn_labelset_unref(walker_ls[0]);
     pn_labelset_unref(walker_ls[1]);
     pn_config_free(&c);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
     pn_labels_reclaim();
 }
 
@@ -931,7 +894,7 @@ static void test_label_churn(void)
     pn_labels_reclaim();
     size_t live0 = pn_labelset_live();
     char dir[64];
-    make_tmpdir(dir, sizeof dir);
+    pn_test_tmpdir("driver", dir, sizeof dir);
     pn_config c;
     folder_config(&c, dir);
     pn_config_set(&c, "sample_rate", "1000", NULL);
@@ -971,7 +934,7 @@ static void test_label_churn(void)
     CHECK(retired < 64);
     pn_config_free(&c);
     pn_log_set_level(PN_LOG_WARN);
-    rm_rf(dir);
+    pn_test_rm_dir(dir);
 }
 
 TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_label_churn), T(test_two_drivers),
