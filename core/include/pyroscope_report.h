@@ -25,8 +25,10 @@ typedef struct pn_report pn_report;
 pn_report *pn_report_new(void);
 void pn_report_free(pn_report *r);
 /* Frames from the root end of each stack are dropped while their function's
- * file is one of these (a launcher's own frames, e.g. a CLI and runpy); a
- * stack made only of such frames is kept whole. Call before adding data. */
+ * file is one of these, or ends in "/" and one of these (a launcher's own
+ * frames wherever it is installed, e.g. "pyroscope/cli.py", "runpy.py"); a
+ * stack made only of such frames becomes the one frame "[launcher]". Call
+ * before adding data. */
 int pn_report_hide_root_files(pn_report *r, const char *const *files, size_t n,
                               pn_error *e);
 /* Add a .pb/.pb.gz profile, or every such file in a folder. Each sample also

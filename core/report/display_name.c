@@ -69,12 +69,16 @@ int pn_report_display_names(const pn_report *r, char ***out, pn_error *e)
         free(names);
         return pn_fail(e, PN_ENOMEM, "report: cannot name %u functions", r->nfuncs);
     }
+    /* Only functions on some stack compete for a name (hidden launcher
+     * frames do not make `<module>` ambiguous). Others sort last, apart. */
     for (uint32_t i = 0; i < r->nfuncs; i++)
-        g[i] = (by_name){r->funcs[i].name, i};
+        g[i] = (by_name){PN_REPORT_NONE, i};
+    for (uint32_t i = 0; i < r->nnodes; i++)
+        g[r->nodes[i].func].name = r->funcs[r->nodes[i].func].name;
     qsort(g, r->nfuncs, sizeof *g, cmp_by_name);
     for (size_t i = 0; i < r->nfuncs;) {
-        size_t j = i;
-        while (j < r->nfuncs && g[j].name == g[i].name)
+        size_t j = i + 1;
+        while (j < r->nfuncs && g[i].name != PN_REPORT_NONE && g[j].name == g[i].name)
             j++;
         for (size_t k = i; k < j; k++) {
             uint32_t f = g[k].func;

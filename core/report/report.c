@@ -23,6 +23,7 @@ typedef Perftools__Profiles__Profile pprof_profile;
 
 #define NAME_TRUNCATED "[truncated]"
 #define NAME_UNKNOWN "[unknown]"
+#define NAME_LAUNCHER "[launcher]"
 
 /* ------------------------------------------------------------ the tables */
 
@@ -172,6 +173,19 @@ static uint32_t name_intern(pn_report *r, const char *s, pn_error *e)
     return id;
 }
 
+/* Whether frames in `file` are a launcher's (pn_report_hide_root_files). */
+static uint32_t file_hidden(const pn_report *r, const char *file)
+{
+    size_t n = strlen(file);
+    for (uint32_t i = 0; i < r->nhidden; i++) {
+        size_t m = strlen(r->hidden[i]);
+        if (n == m ? strcmp(file, r->hidden[i]) == 0
+                   : n > m && file[n - m - 1] == '/' && strcmp(file + n - m, r->hidden[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* The function `name` in `file` (name ids), added when new; line (0 when
  * unknown) lowers its line. NONE on failure. */
 static uint32_t func_intern(pn_report *r, uint32_t name, uint32_t file, uint32_t line,
@@ -187,7 +201,7 @@ static uint32_t func_intern(pn_report *r, uint32_t name, uint32_t file, uint32_t
     }
     if (grow(&r->funcs, &r->funcs_cap, r->nfuncs, sizeof *r->funcs, "function", e) != 0)
         return PN_REPORT_NONE;
-    r->funcs[r->nfuncs] = (pn_report_func){name, file, 0};
+    r->funcs[r->nfuncs] = (pn_report_func){name, file, 0, file_hidden(r, r->names[file])};
     if (slots_put(&r->func_ix, r, 0, r->nfuncs, func_hash, h, e) != 0)
         return PN_REPORT_NONE;
     at = r->nfuncs++;
@@ -333,6 +347,8 @@ void pn_report_free(pn_report *r)
     free(r->recs);
     free(r->rec_ix.slots);
     free(r->lset_sel);
+    for (uint32_t i = 0; i < r->nhidden; i++)
+        free(r->hidden[i]);
     free(r->sample_type);
     free(r->sample_unit);
     free(r);
@@ -348,14 +364,18 @@ int pn_report_hide_root_files(pn_report *r, const char *const *files, size_t n,
     if (n > PN_REPORT_MAX_HIDDEN)
         return pn_fail(e, PN_EINVAL, "pn_report_hide_root_files: %zu files, at most %u",
                        n, PN_REPORT_MAX_HIDDEN);
+    if (r->nfuncs > 1)
+        return pn_fail(e, PN_ESTATE, "pn_report_hide_root_files: call it before adding "
+                       "profiles");
+    for (uint32_t i = 0; i < r->nhidden; i++)
+        free(r->hidden[i]);
     r->nhidden = 0;
     for (size_t i = 0; i < n; i++) {
         if (!files[i] || !*files[i])
             return pn_fail(e, PN_EINVAL, "pn_report_hide_root_files: file %zu is empty", i);
-        uint32_t id = name_intern(r, files[i], e);
-        if (id == PN_REPORT_NONE)
-            return -1;
-        r->hidden[r->nhidden++] = id;
+        if (!(r->hidden[r->nhidden] = strdup(files[i])))
+            return pn_fail(e, PN_ENOMEM, "pn_report_hide_root_files: out of memory");
+        r->nhidden++;
     }
     return 0;
 }
@@ -557,7 +577,7 @@ typedef struct {
     uint32_t *pairs;        /* one sample's labels as (key, value) ids */
     size_t pairs_cap;
     int count_index;        /* of the "samples" sample type, -1 if none */
-    uint32_t truncated_func;
+    uint32_t truncated_func, launcher_func;
 } profile_reader;
 
 static void reader_free(profile_reader *pr)
@@ -778,14 +798,6 @@ static int check_sample_type(profile_reader *pr, pn_error *e)
     return 0;
 }
 
-static int is_hidden(const pn_report *r, uint32_t func)
-{
-    for (uint32_t i = 0; i < r->nhidden; i++)
-        if (r->funcs[func].file == r->hidden[i])
-            return 1;
-    return 0;
-}
-
 /* Root-first functions (and lines) of sample s into pr->path (at most
  * max_depth of them: a deeper stack keeps its root end and ends in
  * "[truncated]"), hidden root frames left out. */
@@ -820,9 +832,19 @@ static int sample_path(profile_reader *pr, const Perftools__Profiles__Sample *s,
         r->truncated_stacks++;
     }
     uint32_t skip = 0;
-    while (skip < n && is_hidden(r, pr->path[skip]))
+    while (skip < n && r->funcs[pr->path[skip]].hidden)
         skip++;
-    if (skip > 0 && skip < n) {
+    if (skip > 0 && skip == n) {
+        /* The launcher's own time (start-up, exit): one frame says so. */
+        if (pr->launcher_func == PN_REPORT_NONE) {
+            pr->launcher_func = func_named(r, NAME_LAUNCHER, e);
+            if (pr->launcher_func == PN_REPORT_NONE)
+                return -1;
+        }
+        pr->path[0] = pr->launcher_func;
+        pr->path_lines[0] = 0;
+        n = 1;
+    } else if (skip > 0) {
         memmove(pr->path, pr->path + skip, (n - skip) * sizeof *pr->path);
         memmove(pr->path_lines, pr->path_lines + skip, (n - skip) * sizeof *pr->path_lines);
         n -= skip;
@@ -928,7 +950,7 @@ static int merge_profile(pn_report *r, const pprof_profile *p, const char *what,
                          const char *source, pn_error *e)
 {
     profile_reader pr = {.r = r, .p = p, .what = what, .source = PN_REPORT_NONE,
-                         .truncated_func = PN_REPORT_NONE};
+                         .truncated_func = PN_REPORT_NONE, .launcher_func = PN_REPORT_NONE};
     uint64_t bad_before = r->invalid_utf8;
     int rc = -1;
     if (p->n_string_table == 0 || p->string_table[0][0] != '\0') {

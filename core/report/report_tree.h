@@ -30,6 +30,7 @@ typedef struct {
     uint32_t name;          /* index into pn_report.names */
     uint32_t file;          /* index into pn_report.names; 0 ("") unknown */
     uint32_t line;          /* its start line, else the smallest line seen */
+    uint32_t hidden;        /* its file is one of pn_report_hide_root_files' */
 } pn_report_func;
 
 /* One call path from the root. total counts every sample passing through the
@@ -94,7 +95,7 @@ struct pn_report {
     size_t recs_cap;
     pn_report_slots rec_ix;
 
-    uint32_t hidden[PN_REPORT_MAX_HIDDEN]; /* files whose root frames are hidden */
+    char *hidden[PN_REPORT_MAX_HIDDEN]; /* files whose root frames are hidden */
     uint32_t nhidden;
 
     int selected;           /* node values hold a selection, not everything */

@@ -352,15 +352,17 @@ def _report_run(folder, before, title, top):
 
 _LAUNCHER = [""]  # sys.argv[0] as the CLI started, before the program's argv
 
+# Files of the frames between the interpreter and the user's program: the
+# report hides them at the root of every stack. Matched as path suffixes, so
+# profiles recorded by another install of this package are trimmed too.
+LAUNCHER_FILES = ("pyroscope/cli.py", "pyroscope/__main__.py", "runpy.py", "<frozen runpy>",
+                  "bin/pyroscope-native")
+
 
 def _launcher_files():
-    """Files of the frames between the interpreter and the user's program
-    (this CLI, runpy, our __main__, a console script): the report hides them
-    at the root of every stack."""
-    files = {__file__, os.path.join(os.path.dirname(__file__), "__main__.py"),
-             runpy.__file__, "<frozen runpy>"}
+    files = set(LAUNCHER_FILES)
     if _LAUNCHER[0]:
-        files.add(_LAUNCHER[0])
+        files.add(_LAUNCHER[0])  # a console script of another name
     return sorted(files)
 
 
@@ -483,7 +485,7 @@ def _report(ns):
         view["b"] = ",".join(f"{k}={v}" for k, v in diff_b)
     try:
         count, text = _native.report(list(paths), html, title, ns.top, list(ns.filters),
-                                     ns.group_by, diff_a, diff_b, [],
+                                     ns.group_by, diff_a, diff_b, _launcher_files(),
                                      urllib.parse.urlencode(view))
     except (ValueError, RuntimeError, OSError) as exc:
         raise UsageError(str(exc)) from None
