@@ -12,15 +12,8 @@
 
 typedef struct {
     int64_t value, count;
-    uint32_t name;          /* PN_REPORT_NONE: samples without the label */
+    const char *label;      /* the label's value, or NO_VALUE */
 } group_row;
-
-static const char *group_name(const pn_report *r, const group_row *g)
-{
-    return g->name == PN_REPORT_NONE ? NO_VALUE : r->names[g->name];
-}
-
-static const pn_report *sort_report; /* qsort has no context argument */
 
 static int cmp_group(const void *a, const void *b)
 {
@@ -29,7 +22,7 @@ static int cmp_group(const void *a, const void *b)
         return x->value < y->value ? 1 : -1;
     if (x->count != y->count)
         return x->count < y->count ? 1 : -1;
-    return strcmp(group_name(sort_report, x), group_name(sort_report, y));
+    return strcmp(x->label, y->label);
 }
 
 int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn_error *e)
@@ -55,9 +48,9 @@ int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn
     size_t n = 0;
     for (uint32_t i = 0; i <= r->nnames; i++) {
         if (g[i].value || g[i].count)
-            g[n++] = (group_row){g[i].value, g[i].count, i == r->nnames ? PN_REPORT_NONE : i};
+            g[n++] = (group_row){g[i].value, g[i].count,
+                                 i == r->nnames ? NO_VALUE : r->names[i]};
     }
-    sort_report = r;
     qsort(g, n, sizeof *g, cmp_group);
 
     const char *type = r->sample_type && *r->sample_type ? r->sample_type : "value";
@@ -80,7 +73,7 @@ int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn
         bad |= fprintf(out, "%*s  %6.2f%%  %9" PRId64 "  ", w, buf,
                        root->total > 0 ? 100.0 * g[i].value / root->total : 0.0,
                        g[i].count) < 0;
-        bad |= pn_report_put_text(out, group_name(r, &g[i])) != 0;
+        bad |= pn_report_put_text(out, g[i].label) != 0;
         bad |= putc('\n', out) == EOF;
     }
     free(g);
