@@ -105,7 +105,8 @@ class PyroscopeSpanProcessor(SpanProcessor):
             entry = _native.context_enter(labels, None)
             with self._lock:
                 self._entries[(ctx.trace_id, ctx.span_id)] = entry
-            span.set_attribute(PROFILE_ID_ATTRIBUTE, span_id)
+            if entry.applied:  # else a limit dropped them (logged, counted)
+                span.set_attribute(PROFILE_ID_ATTRIBUTE, span_id)
         except Exception:  # noqa: BLE001 - the application must never see it
             self._failed("on_start")
 

@@ -19,6 +19,7 @@
 #include "cpython_layout.h"
 
 #include "context_labels.h"
+#include "log_bridge.h"
 #include "pairs.h"
 
 #include <dlfcn.h>
@@ -39,6 +40,7 @@ typedef struct {
     PyObject *parent;
     PyObject *owner;
     int retired;
+    int applied;   /* 0: its tags hit a limit; it labels as its parent */
 } ctx_entry;
 
 static PyTypeObject ctx_entry_type;
@@ -121,6 +123,17 @@ static PyMethodDef entry_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *entry_applied(PyObject *o, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(((ctx_entry *)o)->applied);
+}
+
+static PyGetSetDef entry_getset[] = {
+    {"applied", entry_applied, NULL, "False when the tags were dropped (a limit)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyTypeObject ctx_entry_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyroscope._native.ContextLabels",
@@ -129,6 +142,7 @@ static PyTypeObject ctx_entry_type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The labels of one open block in one context (made by context_enter).",
     .tp_methods = entry_methods,
+    .tp_getset = entry_getset,
 };
 
 /* A new entry holding ls (its reference moves in) merged onto parent. */
@@ -144,6 +158,7 @@ static PyObject *entry_new(const pn_labelset *ls, PyObject *parent, PyObject *ow
     e->parent = Py_XNewRef(parent);
     e->owner = owner == Py_None ? NULL : Py_XNewRef(owner);
     e->retired = 0;
+    e->applied = 1;
     entry_publish(e, ls);
     return (PyObject *)e;
 }
@@ -196,13 +211,17 @@ static PyObject *m_context_enter(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, e.msg);
         return NULL;
     }
-    if (!ls) {
+    int applied = ls != NULL;
+    if (!applied) {
         bump(&n_drops);
         pn_log(PN_LOG_WARN, "pyroscope: labels of a block were not applied: %s", e.msg);
+        log_bridge_drain(); /* to the logger now, while the caller is known */
         ls = entry_set(base);
         pn_labelset_ref(ls);
     }
     PyObject *entry = entry_new(ls, base, owner);
+    if (entry)
+        ((ctx_entry *)entry)->applied = applied;
     Py_XDECREF(cur);
     if (entry && set_current(entry) != 0)
         Py_CLEAR(entry);
@@ -213,7 +232,8 @@ static PyObject *m_context_enter(PyObject *self, PyObject *args)
  * context was closed (with unwind, entries still open above it go too);
  * 2: entries opened after it are still open, so it was retired in place
  * instead (its labels end now, theirs stay); 0: no entry of the owner here
- * (counted). owner may also be the entry itself. */
+ * (counted when unwinding: a tag_wrapper leaving a block it did not enter
+ * in this context; a span may end anywhere). owner may also be the entry. */
 static PyObject *m_context_exit(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -236,7 +256,8 @@ static PyObject *m_context_exit(PyObject *self, PyObject *args)
     }
     long rc = 0;
     if (!found) {
-        bump(&n_exit_unmatched);
+        if (unwind)
+            bump(&n_exit_unmatched);
     } else if (above == 0 || unwind) {
         rc = set_current(live_entry(((ctx_entry *)found)->parent)) == 0 ? 1 : -1;
     } else {

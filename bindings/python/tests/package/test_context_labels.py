@@ -299,3 +299,143 @@ pyroscope.shutdown()
     assert sum(s["values"][1] for s in samples) >= 20
     for s in samples:
         assert s["labels"] == {"host": "h1", "route": "/ctx"}, s["labels"]
+
+
+# ------------------------------------------------------------- profiles
+
+# Handlers of each kind spin on the CPU in their own function for ~2 ms,
+# then yield to the other kinds' handlers on the same OS thread.
+WORKLOAD = '''
+import json, sys, time
+import pyroscope
+
+def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+def work_a():
+    spin(0.002)
+
+def work_b():
+    spin(0.002)
+
+def work_c():
+    spin(0.004)
+
+def work_after():
+    spin(0.15)
+
+WORK = {"a": work_a, "b": work_b, "c": work_c}
+ROUNDS = 60
+
+pyroscope.configure(application_name="ctx.e2e", output_dir=sys.argv[1],
+                    sample_rate=200, upload_interval=0.5)
+'''
+
+
+def label_of_work(profile_dir, key, funcs):
+    """{function: [label value of each sample whose stack holds it]}."""
+    out = {f: [] for f in funcs}
+    for s in pprof_reader.samples(pprof_reader.load_dir(profile_dir)):
+        names = {f[0] for f in s["stack"]}
+        for f in funcs:
+            if f in names:
+                out[f] += [s["labels"].get(key)] * s["values"][1]
+    return out
+
+
+def assert_own(seen, want, minimum=15):
+    """Every kind's samples carry its own value. The sampler reads a stack
+    and then the context a moment apart, so a sample taken right at a task
+    switch may carry the neighbour's labels: allowed for 3 % of samples.
+    Per-thread labels put the other kind's labels on about half of them."""
+    for func, values in seen.items():
+        assert len(values) >= minimum, (func, len(values))
+        wrong = [v for v in values if v != want[func]]
+        assert len(wrong) <= max(2, len(values) * 0.03), (func, len(values), wrong[:20])
+
+
+def test_interleaved_asyncio_handlers_profile(profile_dir):
+    code = WORKLOAD + '''
+import asyncio
+
+async def handler(kind):
+    with pyroscope.tag_wrapper({"route": "/" + kind}):
+        for _ in range(ROUNDS):
+            if kind == "c":
+                await asyncio.to_thread(work_c)   # labels go along to the thread
+            else:
+                WORK[kind]()
+            await asyncio.sleep(0)
+
+async def main():
+    await asyncio.gather(*(handler(k) for _ in range(3) for k in "abc"))
+
+asyncio.run(main())
+work_after()
+pyroscope.shutdown()
+'''
+    check_run(code, args=(profile_dir,), timeout=120)
+    seen = label_of_work(profile_dir, "route", ["work_a", "work_b", "work_c", "work_after"])
+    assert_own(seen, {"work_a": "/a", "work_b": "/b", "work_c": "/c", "work_after": None},
+               minimum=15)
+
+
+def test_otel_spans_label_their_own_tasks(profile_dir):
+    code = WORKLOAD + '''
+import asyncio
+from opentelemetry.sdk.trace import TracerProvider
+from pyroscope.otel import PyroscopeSpanProcessor
+
+provider = TracerProvider()
+provider.add_span_processor(PyroscopeSpanProcessor())
+tracer = provider.get_tracer("ctx")
+ids = {}
+
+async def handler(kind):
+    with tracer.start_as_current_span("GET /" + kind) as span:
+        ids[format(span.get_span_context().span_id, "016x")] = kind
+        for _ in range(ROUNDS):
+            WORK[kind]()
+            await asyncio.sleep(0)
+
+async def main():
+    await asyncio.gather(*(handler(k) for _ in range(4) for k in "ab"))
+
+asyncio.run(main())
+work_after()
+pyroscope.shutdown()
+print(json.dumps(ids))
+'''
+    r = check_run(code, args=(profile_dir,), timeout=120)
+    ids = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(ids.values()) == ["a"] * 4 + ["b"] * 4
+    seen = label_of_work(profile_dir, "span_id", ["work_a", "work_b", "work_after"])
+    kinds = {f: [ids.get(v) for v in values] for f, values in seen.items()}
+    assert_own(kinds, {"work_a": "a", "work_b": "b", "work_after": None})
+    names = label_of_work(profile_dir, "span_name", ["work_a", "work_b"])
+    assert_own(names, {"work_a": "GET /a", "work_b": "GET /b"})
+
+
+def test_gevent_greenlets_profile(profile_dir):
+    pytest.importorskip("gevent")
+    code = '''
+from gevent import monkey
+monkey.patch_all()
+import gevent
+''' + WORKLOAD + '''
+
+def handler(kind):
+    with pyroscope.tag_wrapper({"route": "/" + kind}):
+        for _ in range(ROUNDS):
+            WORK[kind]()
+            gevent.sleep(0)
+
+gevent.joinall([gevent.spawn(handler, k) for _ in range(4) for k in "ab"])
+work_after()
+pyroscope.shutdown()
+'''
+    check_run(code, args=(profile_dir,), timeout=120)
+    seen = label_of_work(profile_dir, "route", ["work_a", "work_b", "work_after"])
+    assert_own(seen, {"work_a": "/a", "work_b": "/b", "work_after": None})
