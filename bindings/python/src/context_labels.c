@@ -90,9 +90,19 @@ static void entry_dealloc(PyObject *o)
 {
     ctx_entry *e = (ctx_entry *)o;
     pn_labelset_unref(entry_publish(e, NULL));
-    Py_CLEAR(e->parent);
+    PyObject *parent = e->parent;
+    e->parent = NULL;
     Py_CLEAR(e->owner);
     Py_TYPE(o)->tp_free(o);
+    /* Free a chain of blocks left open (entered, never exited) one by one:
+     * releasing parents recursively could run off the C stack. */
+    while (parent && Py_IS_TYPE(parent, &ctx_entry_type) && Py_REFCNT(parent) == 1) {
+        PyObject *next = ((ctx_entry *)parent)->parent;
+        ((ctx_entry *)parent)->parent = NULL;
+        Py_DECREF(parent);
+        parent = next;
+    }
+    Py_XDECREF(parent);
 }
 
 static PyObject *entry_labels(PyObject *o, PyObject *unused)

@@ -259,6 +259,19 @@ def test_exit_in_another_context_is_counted_not_raised(caplog, expect_counts):
     expect_counts["context_exit_unmatched"] = 1
 
 
+def test_blocks_never_exited_are_freed_without_recursion():
+    import contextvars
+
+    def leak():
+        for _ in range(100_000):
+            pyroscope.tag_wrapper({"depth": "x"}).__enter__()
+        return ctx()
+
+    copy = contextvars.copy_context()
+    assert copy.run(leak) == {"depth": "x"}
+    del copy  # releases a chain of 100 000 entries: must not recurse
+
+
 def test_label_limit_is_logged_and_counted(caplog, capfd, expect_counts):
     hundred = {f"k{i}": "v" for i in range(100)}
     with pyroscope.tag_wrapper(hundred):
