@@ -286,6 +286,42 @@ def test_label_limit_is_logged_and_counted(caplog, capfd, expect_counts):
     expect_counts["context_label_drops"] = 1
 
 
+def test_fork_inside_a_block(profile_dir):
+    # The child inherits the forking task's context: its samples carry the
+    # block's labels, and leaving the block works there as in the parent.
+    code = '''
+import os, sys, time
+import pyroscope
+from pyroscope import _native
+
+def spin(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+def child_work():
+    spin(0.3)
+
+pyroscope.configure(application_name="ctx.fork", output_dir=sys.argv[1],
+                    sample_rate=200, upload_interval=0.5)
+with pyroscope.tag_wrapper({"route": "/fork"}):
+    pid = os.fork()
+    if pid == 0:
+        ok = _native.context_labels() == {"route": "/fork"}
+        child_work()
+if pid == 0:
+    ok = ok and _native.context_labels() == {}
+    pyroscope.shutdown()
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+pyroscope.shutdown()
+sys.exit(os.waitstatus_to_exitcode(status))
+'''
+    check_run(code, args=(profile_dir,), timeout=120)
+    seen = label_of_work(profile_dir, "route", ["child_work"])
+    assert_own(seen, {"child_work": "/fork"})
+
+
 def test_context_and_thread_labels_both_reach_samples(profile_dir):
     # A thread tag and a context label on the same samples; the context's
     # value wins for a key set in both.
