@@ -296,6 +296,13 @@ void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t dep
 void pn_tick_sample_labels(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
                            int64_t value_ns, const char *thread_name,
                            const pn_labelset *labels);
+/* The same with labels = tid's slot ∪ `context` (the set of the execution
+ * context running on the thread, e.g. a contextvar; its pairs win on equal
+ * keys; NULL: the slot alone). The store merges each pair of sets once per
+ * period, so this neither allocates nor locks. */
+void pn_tick_sample_context(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                            int64_t value_ns, const char *thread_name,
+                            const pn_labelset *context);
 
 /* ----------------------------------------------------- rendezvous driver */
 

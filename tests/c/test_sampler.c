@@ -17,6 +17,9 @@
 typedef struct {
     _Atomic pid_t tid;
     const char *fn;
+    /* Non-NULL: the thread "runs an execution context" with these labels
+     * (recorded with pn_tick_sample_context). */
+    const pn_labelset *ctx;
 } known_thread;
 
 static known_thread known[8];
@@ -63,7 +66,10 @@ static void walker(void *ctx, pn_tick *t)
         pn_frame_id f[2] = {
             pn_symbols_frame3(pn_tick_symbols(t), known[i].fn, strlen(known[i].fn), "t.c", 3, 1),
             pn_symbols_frame3(pn_tick_symbols(t), "root", 4, "t.c", 3, 0)};
-        pn_tick_sample(t, tid, f, 2, v, known[i].fn);
+        if (known[i].ctx)
+            pn_tick_sample_context(t, tid, f, 2, v, known[i].fn, known[i].ctx);
+        else
+            pn_tick_sample(t, tid, f, 2, v, known[i].fn);
     }
 }
 
@@ -295,6 +301,61 @@ static void test_oncpu_vs_wall(void)
     }
 }
 
+/* The value of label `key` on a sample, NULL: none. */
+static const char *label_value(const pn_period *p, const pn_sample_view *v, const char *key)
+{
+    for (uint32_t i = 0; i < v->nlabels; i++) {
+        const char *k = pn_symbols_str(pn_period_symbols_const(p), v->label_pairs[2 * i], NULL);
+        if (k && strcmp(k, key) == 0)
+            return pn_symbols_str(pn_period_symbols_const(p), v->label_pairs[2 * i + 1], NULL);
+    }
+    return NULL;
+}
+
+/* A sample recorded with a context's set carries the thread slot's labels
+ * under the context's (whose value wins for a key in both). */
+static void test_context_labels_merge_with_thread_slot(void)
+{
+    reset_known();
+    pn_label ckv[2] = {{"kind", "ctx"}, {"route", "/x"}};
+    const pn_labelset *ctx = pn_labelset_merge(NULL, ckv, 2, NULL);
+    CHECK(ctx != NULL);
+    known[0].fn = "spin";
+    known[0].ctx = ctx;
+    atomic_store(&nknown, 1);
+    pthread_t a;
+    pthread_create(&a, NULL, spinner, &known[0]); /* its slot: kind=spin */
+    while (!atomic_load(&known[0].tid))
+        sched_yield();
+    pn_store *st = new_store();
+    pn_sampler_opts o = {.hz = 100, .oncpu = 0};
+    pn_sampler *s = pn_sampler_new(st, &o, walker, NULL, NULL);
+    pn_sampler_start(s, NULL);
+    pn_sampler_stats stats;
+    CHECK(wait_stats(s, ticks_at_least, 5, &stats));
+    pn_sampler_stop(s);
+    pn_period *p = pn_store_swap(st, 1);
+    int64_t seen = 0;
+    for (size_t i = 0; i < pn_period_sample_count(p); i++) {
+        pn_sample_view v;
+        pn_period_sample(p, i, &v);
+        if (v.values[1] == 0)
+            continue; /* the overflow bucket */
+        seen += v.values[1];
+        const char *kind = label_value(p, &v, "kind"), *route = label_value(p, &v, "route");
+        CHECK_STR(kind, "ctx");
+        CHECK_STR(route, "/x");
+        CHECK_EQ_INT(v.nlabels, 2);
+    }
+    CHECK(seen >= 5);
+    atomic_store(&stop_threads, 1);
+    pthread_join(a, NULL);
+    pn_sampler_free(s);
+    pn_store_free(st);
+    pn_labelset_unref(ctx);
+    pn_labels_reclaim();
+}
+
 static void test_stop_is_prompt_at_low_rate(void)
 {
     reset_known();
@@ -387,4 +448,4 @@ static void test_fork_child_samples(void)
 }
 
 TEST_MAIN(T(test_rate_accuracy), T(test_oncpu_vs_wall), T(test_stop_is_prompt_at_low_rate),
-          T(test_fork_child_samples))
+          T(test_fork_child_samples), T(test_context_labels_merge_with_thread_slot))

@@ -501,7 +501,83 @@ static void test_label_pairs_survive_reclaim(void)
     pn_store_free(s);
 }
 
+/* A thread's set under a context's set: merged once per pair and period,
+ * the context's value winning on an equal key; either side alone keeps the
+ * single set's entry; a merge over PN_MAX_LABELS keeps the context's set. */
+static void test_merged_label_sets(void)
+{
+    pn_store *s = small_store(100, 16);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    pn_label tkv[2] = {{"host", "a"}, {"route", "thread"}};
+    pn_label ckv[2] = {{"route", "/ctx"}, {"span_id", "00f067aa0ba902b7"}};
+    const pn_labelset *thr = pn_labelset_merge(NULL, tkv, 2, NULL);
+    const pn_labelset *ctx = pn_labelset_merge(NULL, ckv, 2, NULL);
+    /* 60 + 60 distinct keys: more than a sample may carry. */
+    pn_label big_a[60], big_b[60];
+    char names[120][8];
+    for (int i = 0; i < 120; i++) {
+        snprintf(names[i], sizeof names[i], "k%03d", i);
+        (i < 60 ? big_a : big_b)[i % 60] = (pn_label){names[i], "v"};
+    }
+    const pn_labelset *ba = pn_labelset_merge(NULL, big_a, 60, NULL);
+    const pn_labelset *bb = pn_labelset_merge(NULL, big_b, 60, NULL);
+    CHECK(thr && ctx && ba && bb);
+    pn_store_write_begin(s);
+    pn_period *p = pn_store_active(s);
+    pn_frame_id f = pn_symbols_frame3(pn_period_symbols(p), "f", 1, "x", 1, 1);
+    int64_t v[2] = {5, 1};
+    for (int i = 0; i < 3; i++)
+        pn_period_add_merged(p, &f, 1, thr, ctx, 1, PN_STR_EMPTY, v);
+    pn_period_add_merged(p, &f, 1, thr, NULL, 2, PN_STR_EMPTY, v);
+    pn_period_add(p, &f, 1, thr, 3, PN_STR_EMPTY, v);
+    pn_period_add_merged(p, &f, 1, pn_labelset_empty(), ctx, 4, PN_STR_EMPTY, v);
+    pn_period_add_merged(p, &f, 1, ba, bb, 5, PN_STR_EMPTY, v);
+    pn_store_write_end(s);
+
+    pn_period *old = pn_store_swap(s, 1);
+    uint32_t set_of[6] = {0};
+    for (size_t i = 0; i < pn_period_sample_count(old); i++) {
+        pn_sample_view sv;
+        pn_period_sample(old, i, &sv);
+        if (sv.tid < 1 || sv.tid > 5)
+            continue;
+        set_of[sv.tid] = sv.label_set;
+        if (sv.tid == 1) {
+            CHECK_EQ_INT(sv.values[1], 3);
+            CHECK_EQ_INT(sv.nlabels, 3);
+            if (sv.nlabels != 3)
+                continue;
+            CHECK_STR(pair_str(old, sv.label_pairs[0]), "host");
+            CHECK_STR(pair_str(old, sv.label_pairs[1]), "a");
+            CHECK_STR(pair_str(old, sv.label_pairs[2]), "route");
+            CHECK_STR(pair_str(old, sv.label_pairs[3]), "/ctx");
+            CHECK_STR(pair_str(old, sv.label_pairs[4]), "span_id");
+        } else if (sv.tid == 5) {
+            CHECK_EQ_INT(sv.nlabels, 60);
+            CHECK_STR(pair_str(old, sv.label_pairs[0]), "k060");
+        }
+    }
+    CHECK(set_of[1] != 0 && set_of[2] != 0 && set_of[4] != 0);
+    CHECK_EQ_INT(set_of[2], set_of[3]); /* the thread's set alone, one entry */
+    CHECK(set_of[1] != set_of[2] && set_of[1] != set_of[4] && set_of[2] != set_of[4]);
+    CHECK_EQ_INT(set_of[5] != 0, 1);
+    pn_period_stats st;
+    pn_period_get_stats(old, &st);
+    CHECK_EQ_INT(st.labels_dropped, 1);
+    pn_store_recycle(s, old);
+    pn_labelset_unref(thr);
+    pn_labelset_unref(ctx);
+    pn_labelset_unref(ba);
+    pn_labelset_unref(bb);
+    pn_store_free(s);
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_live(), 0);
+}
+
 TEST_MAIN(T(test_aggregate), T(test_overflow_counted), T(test_sample_table_overflow),
           T(test_deep_stack_cut), T(test_empty_stack_and_bad_limits), T(test_many_periods_reuse),
           T(test_growth_keeps_aggregates), T(test_resident_follows_use),
-          T(test_route_by_timestamp), T(test_label_pairs_survive_reclaim))
+          T(test_route_by_timestamp), T(test_label_pairs_survive_reclaim),
+          T(test_merged_label_sets))

@@ -301,42 +301,63 @@ def stats():
     return _native.stats()
 
 
-class tag_wrapper:
-    """``with tag_wrapper({"k": "v"}):`` labels this OS thread's samples with
-    the tags while the block runs; on exit (exceptions included) the thread's
-    labels are exactly what they were before, so nesting restores outer
-    values. Works as a decorator too."""
+_LOUD_UNMATCHED = 10  # warnings before unmatched exits are logged at debug level
+_unmatched = 0
 
-    __slots__ = ("_tags", "_entered")
+
+class tag_wrapper:
+    """``with tag_wrapper({"k": "v"}):`` labels the samples of the code the
+    block runs with the tags, in its execution context (``contextvars``):
+    an asyncio task, a greenlet or a thread. Code that runs on the same OS
+    thread between two awaits of the block (another task) does not get the
+    labels; tasks started inside the block inherit them, as contextvars do.
+    On exit (exceptions included) the context's labels are exactly what
+    they were before, so nesting restores outer values. One instance may be
+    shared by many threads and tasks at once. Works as a decorator of
+    functions and ``async def`` functions too.
+
+    Labels given with ``add_thread_tag`` still belong to the OS thread; a
+    sample carries the thread's labels and the context's (the context's
+    value wins for a key set in both)."""
+
+    __slots__ = ("_tags",)
 
     def __init__(self, tags):
-        self._tags = tags  # checked by the native push, once per entry
-        self._entered = []  # (thread ident, depth before) per active entry
+        self._tags = tags  # checked by the native enter, once per entry
 
     def __enter__(self):
-        depth = _native.labels_depth()
-        _native.labels_push(self._tags)
-        self._entered.append((threading.get_ident(), depth))
+        _native.context_enter(self._tags, self)
         return self
 
     def __exit__(self, *exc):
-        ident, depth = self._entered.pop()
-        if ident != threading.get_ident():
-            LOGGER.warning("pyroscope: tag_wrapper exited on another thread than it "
-                           "entered on; that thread's labels were left alone")
-            return False
-        # Pops pushes left open inside the block too, so the thread ends up
-        # exactly where it was.
-        while _native.labels_depth() > depth:
-            _native.labels_pop()
+        global _unmatched
+        try:
+            # Closes this instance's newest block in the current context,
+            # and any block entered inside it and left open.
+            if _native.context_exit(self, True):
+                return False
+            _unmatched += 1
+            LOGGER.log(logging.WARNING if _unmatched <= _LOUD_UNMATCHED else logging.DEBUG,
+                       "pyroscope: tag_wrapper exited in a context it did not enter in "
+                       "(labels left alone; see stats()['context_exit_unmatched'])")
+        except Exception:  # noqa: BLE001 - never raise into the application
+            LOGGER.warning("pyroscope: tag_wrapper exit failed", exc_info=True)
         return False
 
     def __call__(self, fn):
         import functools
+        import inspect
+
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def wrapped_async(*args, **kwargs):
+                with self:  # inside the coroutine: the awaiting task's context
+                    return await fn(*args, **kwargs)
+            return wrapped_async
 
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
-            with tag_wrapper(self._tags):
+            with self:
                 return fn(*args, **kwargs)
         return wrapped
 

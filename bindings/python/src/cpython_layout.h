@@ -118,4 +118,54 @@ static inline const void *pnw_gil_holder(const pnw_gil *g)
 }
 
 #endif /* PNW_SUPPORTED */
+
+/* ------------------------------------------------------------- contexts
+ *
+ * The execution context a thread runs (contextvars): tstate->context is the
+ * PyContext entered last (an asyncio task's step, a greenlet, ctx.run; NULL
+ * until a thread first uses contextvars), its ctx_vars an immutable HAMT.
+ * These layouts are the same from 3.10 to 3.13. The node structs are
+ * private to Python/hamt.c, so they are repeated here; context_labels.c
+ * checks them against live objects at start (with the GIL) and switches
+ * itself off when they do not match. */
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define PNW_CONTEXT_SUPPORTED 1
+#include "internal/pycore_context.h"
+#include "internal/pycore_hamt.h"
+
+#define PNW_TSTATE_CONTEXT(ts) ((const void *)(ts)->context)
+
+/* Bits of the 32-bit key hash per HAMT level, and the most levels a 32-bit
+ * hash can fill. */
+#define PNW_HAMT_BITS 5
+#define PNW_HAMT_MAX_DEPTH 7
+
+typedef struct {
+    PyObject_VAR_HEAD
+    uint32_t b_bitmap;
+    PyObject *b_array[1];       /* key, value (key NULL: value is a sub-node) */
+} pnw_hamt_bitmap;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *a_array[32];      /* sub-nodes by 5 hash bits, NULL: none */
+    Py_ssize_t a_count;
+} pnw_hamt_array;
+
+typedef struct {
+    PyObject_VAR_HEAD
+    int32_t c_hash;
+    PyObject *c_array[1];       /* key, value pairs; ob_size counts both */
+} pnw_hamt_collision;
+
+/* hamt_hash(): Python's 64-bit hash folded to the 32 bits the trie uses. */
+static inline int32_t pnw_hamt_hash(Py_hash_t h)
+{
+    int32_t x = (int32_t)((uint64_t)h & 0xffffffffu) ^ (int32_t)((uint64_t)h >> 32);
+    return x == -1 ? -2 : x;
+}
+#else
+#define PNW_CONTEXT_SUPPORTED 0
+#endif
+
 #endif

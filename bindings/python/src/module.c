@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context_labels.h"
 #include "log_bridge.h"
+#include "pairs.h"
 #include "pyroscope_native.h"
 #include "pyroscope_report.h"
 #include "walker.h"
@@ -45,51 +47,6 @@ static const char *utf8_of(PyObject *o, const char *what)
         return NULL;
     }
     return PyUnicode_AsUTF8(o);
-}
-
-/* A dict of str -> str as pairs pointing into the dict's strings (valid
- * while the dict is alive and unchanged). *kv is PyMem-allocated. */
-static int dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
-{
-    *kv = NULL;
-    *n = 0;
-    if (!PyDict_Check(d)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a dict of str to str, not %.100s", what,
-                     Py_TYPE(d)->tp_name);
-        return -1;
-    }
-    Py_ssize_t size = PyDict_Size(d), pos = 0;
-    if (size == 0)
-        return 0;
-    *kv = PyMem_Calloc((size_t)size, sizeof **kv);
-    if (!*kv) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    PyObject *k, *v;
-    while (PyDict_Next(d, &pos, &k, &v)) {
-        if (!PyUnicode_Check(k)) {
-            PyErr_Format(PyExc_TypeError, "%s: keys must be str, not %.100s", what,
-                         Py_TYPE(k)->tp_name);
-            goto fail;
-        }
-        if (!PyUnicode_Check(v)) {
-            PyErr_Format(PyExc_TypeError, "%s: the value of \"%U\" must be a str, not %.100s",
-                         what, k, Py_TYPE(v)->tp_name);
-            goto fail;
-        }
-        const char *ks = PyUnicode_AsUTF8(k), *vs = PyUnicode_AsUTF8(v);
-        if (!ks || !vs)
-            goto fail;
-        (*kv)[*n].key = ks;
-        (*kv)[(*n)++].value = vs;
-    }
-    return 0;
-fail:
-    PyMem_Free(*kv);
-    *kv = NULL;
-    *n = 0;
-    return -1;
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -149,7 +106,7 @@ static int build_config(pn_config *c, PyObject *env, PyObject *settings)
         if (PyDict_Check(v)) {
             pn_label *kv;
             size_t nkv;
-            if (dict_pairs(v, name, &kv, &nkv) != 0)
+            if (py_dict_pairs(v, name, &kv, &nkv) != 0)
                 return -1;
             rc = pn_config_set_pairs(c, name, kv, nkv, &e);
             PyMem_Free(kv);
@@ -279,6 +236,8 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
         pn_agent_get_stats(agent, &s);
     if (walker)
         py_walker_get_stats(walker, &w);
+    ctx_labels_stats c;
+    ctx_labels_get_stats(&c);
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
@@ -309,6 +268,12 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
         {"cache_hits", w.cache_hits},
         {"cache_misses", w.cache_misses},
         {"log_dropped", log_bridge_dropped()},
+        {"context_labels_enabled", c.enabled},
+        {"context_lookups", c.lookups},
+        {"context_labelled", c.labelled},
+        {"context_read_errors", c.read_errors},
+        {"context_exit_unmatched", c.exit_unmatched},
+        {"context_label_drops", c.label_drops},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (put_u64(d, rows[i].k, rows[i].v) != 0) {
@@ -326,7 +291,7 @@ static PyObject *m_labels_push(PyObject *self, PyObject *tags)
     (void)self;
     pn_label *kv;
     size_t n;
-    if (dict_pairs(tags, "tags", &kv, &n) != 0)
+    if (py_dict_pairs(tags, "tags", &kv, &n) != 0)
         return NULL;
     pn_error e = {0};
     int rc = pn_labels_push(kv, n, &e);
@@ -357,19 +322,7 @@ static PyObject *m_labels_current(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    const pn_labelset *ls = pn_labels_current();
-    PyObject *d = PyDict_New();
-    for (size_t i = 0; d && i < pn_labelset_count(ls); i++) {
-        pn_label kv = pn_labelset_at(ls, i);
-        PyObject *v = PyUnicode_FromString(kv.value);
-        if (!v || PyDict_SetItemString(d, kv.key, v) != 0) {
-            Py_XDECREF(v);
-            Py_CLEAR(d);
-            break;
-        }
-        Py_DECREF(v);
-    }
-    return d;
+    return py_labels_dict(pn_labels_current());
 }
 
 static PyObject *m_thread_tag(PyObject *args, int add)
@@ -667,5 +620,8 @@ PyMODINIT_FUNC PyInit__native(void)
         PyErr_SetString(PyExc_ImportError, e.msg);
         return NULL;
     }
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && ctx_labels_init(m) != 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -11,6 +11,7 @@
 #include "cpython_layout.h"
 
 #include "walker.h"
+#include "context_labels.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -548,7 +549,9 @@ void py_walker_walk(void *ctx, pn_tick *t)
                 if (pn_tick_opts(t)->report_thread_name &&
                     pn_thread_name_get(tid, w->thread_name, sizeof w->thread_name))
                     name = w->thread_name;
-                pn_tick_sample(t, tid, w->frames, depth, value, name);
+                /* Labels: the thread's slot under the running context's. */
+                pn_tick_sample_context(t, tid, w->frames, depth, value, name,
+                                       ctx_labels_of(PNW_TSTATE_CONTEXT(&tc)));
                 bump(&w->stacks_walked, 1);
                 bump(&w->nframes, depth);
             }

@@ -47,9 +47,12 @@ typedef struct {
     int64_t values[PN_MAX_VALUES];
 } sample_ent;
 
-/* A label set as this period knows it: its pairs as string ids. */
+/* A label set as this period knows it: its pairs as string ids. A merged
+ * set (a thread's slot under an execution context's set) is keyed by both
+ * ids, so it is merged once per period, not once per sample. */
 typedef struct {
     uint64_t set_id;    /* pn_labelset_id: unique for the process's life */
+    uint64_t base_id;   /* merged under set_id; 0: set_id alone */
     uint32_t off;       /* first pair in the pair arena */
     uint32_t n;
     uint32_t hash;
@@ -159,39 +162,77 @@ static uint32_t sample_hash(uint32_t stack, uint32_t lset, uint64_t tid, uint32_
     return pn_hash_words(k, 5, PN_HASH_SEED);
 }
 
-/* The period-local index of label set ls, copying its pairs on first use;
- * 0 (no labels) when ls is empty or the tables are full (counted). */
-static uint32_t intern_lset(pn_period *p, const pn_labelset *ls)
+/* The period-local entry keyed (id, base_id), or the free index slot for
+ * it in *slot (returns UINT32_MAX then). */
+static uint32_t find_lset(const pn_period *p, uint64_t id, uint64_t base_id, uint32_t *hash,
+                          uint32_t *slot)
 {
+    uint32_t k[4] = {(uint32_t)id, (uint32_t)(id >> 32), (uint32_t)base_id,
+                     (uint32_t)(base_id >> 32)};
+    *hash = pn_hash_words(k, base_id ? 4 : 2, PN_HASH_SEED);
+    *slot = *hash & p->lset_index.mask;
+    for (;;) {
+        uint32_t v = p->lset_index.slots[*slot];
+        if (v == 0)
+            return UINT32_MAX;
+        if (p->lsets[v - 1].set_id == id && p->lsets[v - 1].base_id == base_id)
+            return v - 1;
+        *slot = (*slot + 1) & p->lset_index.mask;
+    }
+}
+
+/* Append one pair as string ids; 0 when the strings are full. */
+static int put_pair(pn_period *p, uint32_t *out, pn_label l)
+{
+    out[0] = pn_symbols_string(p->sym, l.key, strlen(l.key));
+    out[1] = pn_symbols_string(p->sym, l.value, strlen(l.value));
+    /* Keys and values are never empty: "" means the strings are full. */
+    return out[0] != PN_STR_EMPTY && out[1] != PN_STR_EMPTY;
+}
+
+/* The period-local index of base ∪ ls (ls wins on equal keys; base NULL or
+ * empty: ls alone), copying the pairs on first use; 0 (no labels) when
+ * both are empty or the tables are full (counted). Both sets are sorted by
+ * key, so the merge is one pass and keeps the order. */
+static uint32_t intern_lset(pn_period *p, const pn_labelset *base, const pn_labelset *ls)
+{
+    uint64_t base_id = pn_labelset_id(base);
+    if (pn_labelset_id(ls) == 0) {
+        ls = base;
+        base_id = 0;
+    }
     uint64_t id = pn_labelset_id(ls);
     if (id == 0)
         return 0;
-    uint32_t k[2] = {(uint32_t)id, (uint32_t)(id >> 32)};
-    uint32_t h = pn_hash_words(k, 2, PN_HASH_SEED);
-    uint32_t slot = h & p->lset_index.mask;
-    for (;;) {
-        uint32_t v = p->lset_index.slots[slot];
-        if (v == 0)
-            break;
-        if (p->lsets[v - 1].set_id == id)
-            return v - 1;
-        slot = (slot + 1) & p->lset_index.mask;
-    }
-    uint32_t n = (uint32_t)pn_labelset_count(ls);
-    if (p->nlsets >= p->max_lsets || p->npairs + 2 * n > p->max_pairs) {
+    uint32_t h, slot;
+    uint32_t found = find_lset(p, id, base_id, &h, &slot);
+    if (found != UINT32_MAX)
+        return found;
+    size_t nb = base_id ? pn_labelset_count(base) : 0, no = pn_labelset_count(ls);
+    if (p->nlsets >= p->max_lsets || p->npairs + 2 * (nb + no) > p->max_pairs) {
         p->stats.labels_dropped++;
         return 0;
     }
     uint32_t *out = p->pairs + p->npairs;
-    for (uint32_t i = 0; i < n; i++) {
-        pn_label l = pn_labelset_at(ls, i);
-        out[2 * i] = pn_symbols_string(p->sym, l.key, strlen(l.key));
-        out[2 * i + 1] = pn_symbols_string(p->sym, l.value, strlen(l.value));
-        /* Keys and values are never empty: "" means the strings are full. */
-        if (out[2 * i] == PN_STR_EMPTY || out[2 * i + 1] == PN_STR_EMPTY) {
+    size_t n = 0, i = 0, j = 0;
+    while (i < nb || j < no) {
+        int c = i == nb ? 1 : j == no ? -1
+                : strcmp(pn_labelset_at(base, i).key, pn_labelset_at(ls, j).key);
+        pn_label l = c < 0 ? pn_labelset_at(base, i) : pn_labelset_at(ls, j);
+        if (c <= 0)
+            i++;
+        if (c >= 0)
+            j++;
+        if (!put_pair(p, out + 2 * n++, l)) {
             p->stats.labels_dropped++;
             return 0;
         }
+    }
+    if (n > PN_MAX_LABELS) {
+        /* The receiver keeps 100 labels per sample: the context's own set
+         * is the one that says what ran. */
+        p->stats.labels_dropped++;
+        return intern_lset(p, NULL, ls);
     }
     if (pn_index_need_room(&p->lset_index, p->nlsets) &&
         pn_index_grow(&p->lset_index, p->nlsets, p->lsets, sizeof *p->lsets,
@@ -199,10 +240,11 @@ static uint32_t intern_lset(pn_period *p, const pn_labelset *ls)
         slot = pn_index_free_slot(&p->lset_index, h);
     lset_ent *e = &p->lsets[p->nlsets];
     e->set_id = id;
+    e->base_id = base_id;
     e->off = p->npairs;
-    e->n = n;
+    e->n = (uint32_t)n;
     e->hash = h;
-    p->npairs += 2 * n;
+    p->npairs += 2 * (uint32_t)n;
     p->lset_index.slots[slot] = ++p->nlsets;
     return p->nlsets - 1;
 }
@@ -461,6 +503,13 @@ void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
                    const pn_labelset *labels, uint64_t tid, uint32_t thread_name,
                    const int64_t *values)
 {
+    pn_period_add_merged(p, frames, depth, NULL, labels, tid, thread_name, values);
+}
+
+void pn_period_add_merged(pn_period *p, const pn_frame_id *frames, size_t depth,
+                          const pn_labelset *base, const pn_labelset *labels, uint64_t tid,
+                          uint32_t thread_name, const int64_t *values)
+{
     pn_frame_id unknown = PN_FRAME_UNKNOWN;
     if (depth == 0) {
         frames = &unknown;
@@ -474,7 +523,7 @@ void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
         p->stats.truncated_stacks++;
     }
     uint32_t stack = intern_stack(p, frames, depth);
-    uint32_t idx = intern_sample(p, stack, labels ? intern_lset(p, labels) : 0, tid, thread_name);
+    uint32_t idx = intern_sample(p, stack, intern_lset(p, base, labels), tid, thread_name);
     if (stack == STACK_OVERFLOW || idx == 0)
         p->stats.overflow_samples++;
     sample_ent *s = &p->samples[idx];

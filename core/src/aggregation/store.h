@@ -97,6 +97,12 @@ const pn_symbols *pn_period_symbols_const(const pn_period *p);
 void pn_period_add(pn_period *p, const pn_frame_id *frames, size_t depth,
                    const pn_labelset *labels, uint64_t tid, uint32_t thread_name,
                    const int64_t *values);
+/* The same with the labels base ∪ labels (labels win on equal keys; either
+ * may be NULL), merged once per pair of sets and period. A merge of more
+ * than PN_MAX_LABELS keeps `labels` alone and counts labels_dropped. */
+void pn_period_add_merged(pn_period *p, const pn_frame_id *frames, size_t depth,
+                          const pn_labelset *base, const pn_labelset *labels, uint64_t tid,
+                          uint32_t thread_name, const int64_t *values);
 size_t pn_period_sample_count(const pn_period *p);
 void pn_period_sample(const pn_period *p, size_t i, pn_sample_view *out);
 int pn_period_nvalues(const pn_period *p);

@@ -174,9 +174,10 @@ int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
     return 1;
 }
 
-void pn_tick_sample_labels(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
-                           int64_t value_ns, const char *thread_name,
-                           const pn_labelset *labels)
+/* Record with labels base ∪ labels (labels win on equal keys). */
+static void sample_merged(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                          int64_t value_ns, const char *thread_name, const pn_labelset *base,
+                          const pn_labelset *labels)
 {
     pn_sampler *s = t->s;
     uint32_t tname = PN_STR_EMPTY;
@@ -184,16 +185,35 @@ void pn_tick_sample_labels(pn_tick *t, pid_t tid, const pn_frame_id *frames, siz
         tname = pn_symbols_string(pn_period_symbols(t->period), thread_name,
                                   strlen(thread_name));
     int64_t values[PN_MAX_VALUES] = {value_ns, 1, 0, 0};
-    pn_period_add(t->period, frames, depth, labels,
-                  s->o.report_thread_id ? (uint64_t)tid : 0, tname, values);
+    pn_period_add_merged(t->period, frames, depth, base, labels,
+                         s->o.report_thread_id ? (uint64_t)tid : 0, tname, values);
     atomic_fetch_add_explicit(&s->samples, 1, memory_order_relaxed);
+}
+
+static const pn_labelset *thread_labels(const pn_tick *t, pid_t tid)
+{
+    return t->labels_tid == tid ? t->labels : pn_labels_of_thread(tid);
+}
+
+void pn_tick_sample_labels(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                           int64_t value_ns, const char *thread_name,
+                           const pn_labelset *labels)
+{
+    sample_merged(t, tid, frames, depth, value_ns, thread_name, NULL, labels);
 }
 
 void pn_tick_sample(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
                     int64_t value_ns, const char *thread_name)
 {
-    const pn_labelset *ls = t->labels_tid == tid ? t->labels : pn_labels_of_thread(tid);
-    pn_tick_sample_labels(t, tid, frames, depth, value_ns, thread_name, ls);
+    sample_merged(t, tid, frames, depth, value_ns, thread_name, NULL, thread_labels(t, tid));
+}
+
+void pn_tick_sample_context(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
+                            int64_t value_ns, const char *thread_name,
+                            const pn_labelset *context)
+{
+    sample_merged(t, tid, frames, depth, value_ns, thread_name, thread_labels(t, tid),
+                  context);
 }
 
 static void tick(pn_sampler *s, int64_t wall_ns)

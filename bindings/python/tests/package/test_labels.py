@@ -1,8 +1,11 @@
 """Labels: tag_wrapper and add/remove_thread_tag.
 
-Most checks run in this process and read the calling thread's label set back
-with pyroscope._native.labels_current(); labels need no running profiler.
-The last test profiles a child and finds the labels on its samples."""
+Most checks run in this process and read back what a sample of the calling
+thread would carry: its slot (pyroscope._native.labels_current(), where
+add_thread_tag writes) under its context's labels (context_labels(), where
+tag_wrapper writes); labels need no running profiler. The last test
+profiles a child and finds the labels on its samples. Context semantics
+(asyncio, threads sharing a wrapper, ...) are in test_context_labels.py."""
 
 import threading
 
@@ -15,7 +18,7 @@ from pyroscope import _native
 
 
 def current():
-    return _native.labels_current()
+    return {**_native.labels_current(), **_native.context_labels()}
 
 
 @pytest.fixture(autouse=True)
@@ -39,9 +42,10 @@ def test_tag_wrapper_sets_and_restores():
     before = current()
     with pyroscope.tag_wrapper({"controller": "checkout", "region": "eu"}):
         assert current() == {"base": "1", "controller": "checkout", "region": "eu"}
-        assert _native.labels_depth() == 1
+        # The block labels the context; the thread keeps its own tag only.
+        assert _native.labels_current() == {"base": "1"}
     assert current() == before
-    assert _native.labels_depth() == 0
+    assert _native.context_labels() == {}
 
 
 def test_nesting_restores_outer_value():
@@ -61,17 +65,16 @@ def test_exception_restores_and_propagates():
             with pyroscope.tag_wrapper({"k": "inner"}):
                 raise Boom()
     assert current() == {}
-    assert _native.labels_depth() == 0
 
 
-def test_pushes_left_open_inside_are_undone():
-    # tag_wrapper restores what it found, even if code inside pushed labels
-    # and never popped them.
+def test_blocks_left_open_inside_are_undone():
+    # tag_wrapper restores what it found, even if code inside entered
+    # blocks and never exited them.
     with pyroscope.tag_wrapper({"a": "1"}):
-        _native.labels_push({"stray": "x"})
-        _native.labels_push({"stray2": "y"})
+        pyroscope.tag_wrapper({"stray": "x"}).__enter__()
+        pyroscope.tag_wrapper({"stray2": "y"}).__enter__()
+        assert current() == {"a": "1", "stray": "x", "stray2": "y"}
     assert current() == {}
-    assert _native.labels_depth() == 0
 
 
 def test_decorator():
@@ -200,24 +203,30 @@ def test_invalid_tags_rejected_and_labels_unchanged(tags, exc, named):
     assert current() == {"keep": "me"}
 
 
-def test_hundred_labels_limit():
+def test_hundred_labels_limit(caplog, capfd):
+    # A block whose labels would exceed the limit runs without them: logged
+    # and counted, never raised into the application.
+    drops = _native.stats()["context_label_drops"]
     hundred = {f"k{i}": "v" for i in range(100)}
     with pyroscope.tag_wrapper(hundred):
         assert current() == hundred
-        # One more, by nesting or by a thread tag, exceeds the limit.
-        with pytest.raises(ValueError, match="100"):
-            with pyroscope.tag_wrapper({"extra": "v"}):
-                pass
-        with pytest.raises(ValueError, match="100"):
-            pyroscope.add_thread_tag("extra", "v")
+        with pyroscope.tag_wrapper({"extra": "v"}):
+            assert current() == hundred
         assert current() == hundred
         # Overriding a key keeps the count at 100: allowed.
         with pyroscope.tag_wrapper({"k0": "other"}):
             assert current()["k0"] == "other"
-    with pytest.raises(ValueError, match="100"):
-        with pyroscope.tag_wrapper({**hundred, "extra": "v"}):
-            pass
+    with pyroscope.tag_wrapper({**hundred, "extra": "v"}):
+        assert current() == {}
     assert current() == {}
+    assert _native.stats()["context_label_drops"] == drops + 2
+    # On the pyroscope logger once configured; on stderr before.
+    assert "the limit is 100" in caplog.text + capfd.readouterr().err
+    # Thread tags are still checked when they are set.
+    for k, v in hundred.items():
+        pyroscope.add_thread_tag(k, v)
+    with pytest.raises(ValueError, match="100"):
+        pyroscope.add_thread_tag("extra", "v")
 
 
 def test_labels_reach_the_profile(profile_dir):

@@ -1,8 +1,10 @@
 """pyroscope.otel.PyroscopeSpanProcessor with the real opentelemetry-sdk.
 
-In-process tests check the labels of the calling thread (the native label
-stack works without a running profiler); the end-to-end test profiles a
-fresh interpreter and reads the span labels back from the written pprof.
+In-process tests check the labels a sample of the calling thread would
+carry: its slot under its execution context's labels (both work without a
+running profiler); the end-to-end test profiles a fresh interpreter and
+reads the span labels back from the written pprof. Spans in interleaved
+asyncio tasks are in test_context_labels.py.
 """
 
 import json
@@ -29,15 +31,20 @@ def hex_id(span):
     return format(span.context.span_id, "016x")
 
 
+def current():
+    """What a sample of this thread carries now."""
+    return {**_native.labels_current(), **_native.context_labels()}
+
+
 @pytest.fixture(autouse=True)
 def clean_labels():
-    """Every test starts and must end with this thread's labels empty."""
-    assert _native.labels_depth() == 0 and _native.labels_current() == {}
+    """Every test starts and must end with this thread's labels empty, and
+    with no tag_wrapper exit that missed its block."""
+    assert current() == {}
+    unmatched = _native.stats()["context_exit_unmatched"]
     yield
-    depth, current = _native.labels_depth(), _native.labels_current()
-    while _native.labels_depth():  # do not let one failure spoil the next tests
-        _native.labels_pop()
-    assert (depth, current) == (0, {}), "labels left behind"
+    assert current() == {}, "labels left behind"
+    assert _native.stats()["context_exit_unmatched"] == unmatched
 
 
 class SmallIds(IdGenerator):
@@ -78,13 +85,13 @@ def test_root_span_labels_thread_and_sets_profile_id():
     tracer, proc, exporter = make()
     with tracer.start_as_current_span("checkout") as root:
         rid = hex_id(root)
-        assert _native.labels_current() == {"span_id": rid, "span_name": "checkout"}
+        assert current() == {"span_id": rid, "span_name": "checkout"}
         with tracer.start_as_current_span("db") as child:
             # a local child runs under the root's labels
-            assert _native.labels_current() == {"span_id": rid, "span_name": "checkout"}
+            assert current() == {"span_id": rid, "span_name": "checkout"}
             assert hex_id(child) != rid
-        assert _native.labels_current() == {"span_id": rid, "span_name": "checkout"}
-    assert _native.labels_current() == {} and _native.labels_depth() == 0
+        assert current() == {"span_id": rid, "span_name": "checkout"}
+    assert current() == {}
 
     root_done = finished(exporter, "checkout")
     assert root_done.attributes[PROFILE_ID_ATTRIBUTE] == rid
@@ -96,7 +103,7 @@ def test_root_span_labels_thread_and_sets_profile_id():
 def test_span_id_is_16_lowercase_hex_digits():
     tracer, _, exporter = make(id_generator=SmallIds())
     with tracer.start_as_current_span("small"):
-        assert _native.labels_current()["span_id"] == "0000000000000042"
+        assert current()["span_id"] == "0000000000000042"
     assert finished(exporter, "small").attributes[PROFILE_ID_ATTRIBUTE] == "0000000000000042"
 
 
@@ -104,10 +111,9 @@ def test_outer_tag_wrapper_labels_restored():
     tracer, proc, _ = make()
     with pyroscope.tag_wrapper({"team": "payments"}):
         with tracer.start_as_current_span("checkout") as root:
-            assert _native.labels_current() == {
+            assert current() == {
                 "team": "payments", "span_id": hex_id(root), "span_name": "checkout"}
-        assert _native.labels_current() == {"team": "payments"}
-        assert _native.labels_depth() == 1
+        assert current() == {"team": "payments"}
     assert proc.errors == 0
 
 
@@ -120,8 +126,8 @@ def test_remote_parent_makes_a_local_root():
         assert span.parent.span_id == 0xABCD  # really a child of the remote span
         sid = hex_id(span)
         assert sid != format(0xABCD, "016x")
-        assert _native.labels_current() == {"span_id": sid, "span_name": "server"}
-    assert _native.labels_current() == {}
+        assert current() == {"span_id": sid, "span_name": "server"}
+    assert current() == {}
     assert finished(exporter, "server").attributes[PROFILE_ID_ATTRIBUTE] == sid
 
 
@@ -129,9 +135,9 @@ def test_label_every_span_option():
     tracer, proc, exporter = make(root_span_only=False)
     with tracer.start_as_current_span("outer") as outer:
         with tracer.start_as_current_span("inner") as inner:
-            assert _native.labels_current() == {"span_id": hex_id(inner), "span_name": "inner"}
-        assert _native.labels_current() == {"span_id": hex_id(outer), "span_name": "outer"}
-    assert _native.labels_current() == {}
+            assert current() == {"span_id": hex_id(inner), "span_name": "inner"}
+        assert current() == {"span_id": hex_id(outer), "span_name": "outer"}
+    assert current() == {}
     assert finished(exporter, "inner").attributes[PROFILE_ID_ATTRIBUTE] == hex_id(inner)
     assert finished(exporter, "outer").attributes[PROFILE_ID_ATTRIBUTE] == hex_id(outer)
     assert proc.errors == 0
@@ -144,16 +150,16 @@ def test_exception_inside_spans_restores_labels():
             with tracer.start_as_current_span("root"):
                 with tracer.start_as_current_span("child"):
                     raise KeyError("boom")
-        assert _native.labels_current() == {"k": "v"}
+        assert current() == {"k": "v"}
     assert proc.errors == 0
 
 
 def test_span_name_made_a_valid_label_value():
     tracer, proc, _ = make()
     with tracer.start_as_current_span("GET /a?b=c,{x}"):
-        assert _native.labels_current()["span_name"] == "GET /a?b_c__x_"
+        assert current()["span_name"] == "GET /a?b_c__x_"
     with tracer.start_as_current_span("é" * 3000):  # over the 2048-byte value limit
-        name = _native.labels_current()["span_name"]
+        name = current()["span_name"]
         assert name == "é" * 1024 and len(name.encode()) == 2048
     assert proc.errors == 0
 
@@ -177,65 +183,54 @@ def run_in_thread(fn):
 
 def test_span_ended_on_another_thread():
     tracer, proc, _ = make()
-    span = tracer.start_span("job")
+    span = tracer.start_span("job")  # not made current: labels this context anyway
     labels = {"span_id": hex_id(span), "span_name": "job"}
-    assert _native.labels_current() == labels
+    assert current() == labels
 
     def end_elsewhere():
         with pyroscope.tag_wrapper({"worker": "1"}):
             span.end()
             # the ending thread's labels are its own, untouched
-            seen = (_native.labels_current(), _native.labels_depth())
-        return seen, (_native.labels_current(), _native.labels_depth())
+            seen = current()
+        return seen, current()
     inside, after = run_in_thread(end_elsewhere)
-    assert inside == ({"worker": "1"}, 1)
-    assert after == ({}, 0)
-
-    # Documented limit: the starting thread keeps the labels until it next
-    # calls the processor; then the ended push is popped.
-    assert _native.labels_current() == labels and _native.labels_depth() == 1
+    assert inside == {"worker": "1"}
+    assert after == {}
+    # The span's labels ended in the starting context too, at once.
+    assert current() == {}
     with tracer.start_as_current_span("next") as nxt:
-        assert _native.labels_current() == {"span_id": hex_id(nxt), "span_name": "next"}
-        assert _native.labels_depth() == 1
-    assert _native.labels_current() == {} and _native.labels_depth() == 0
+        assert current() == {"span_id": hex_id(nxt), "span_name": "next"}
+    assert current() == {}
     assert proc.errors == 0
 
 
-@pytest.mark.parametrize("poke_at_depth_0", [True, False])
-def test_span_ended_elsewhere_inside_starting_threads_tag_wrapper(poke_at_depth_0):
+def test_span_ended_elsewhere_inside_starting_threads_tag_wrapper():
     tracer, proc, _ = make()
     with pyroscope.tag_wrapper({"a": "1"}):
         span = tracer.start_span("job")
+        assert current() == {"a": "1", "span_id": hex_id(span), "span_name": "job"}
         run_in_thread(span.end)
-        assert _native.labels_current() == {"a": "1", "span_id": hex_id(span),
-                                            "span_name": "job"}
-    # tag_wrapper restored its own starting point, which undid the span push
-    # too; the processor must notice and not pop anything more.
-    assert _native.labels_current() == {} and _native.labels_depth() == 0
-    if poke_at_depth_0:
-        tracer.start_span("poke").end()
-        assert proc._thread_pushes() == []  # the undone push is forgotten, not kept
-    # Two pushes of others now sit where the span's was: still not ours.
-    with pyroscope.tag_wrapper({"b": "2"}), pyroscope.tag_wrapper({"c": "3"}):
-        with tracer.start_as_current_span("next"):
-            pass
-        assert _native.labels_current() == {"b": "2", "c": "3"}
-        assert _native.labels_depth() == 2
+        assert current() == {"a": "1"}  # the tag_wrapper's labels stay
+        with pyroscope.tag_wrapper({"b": "2"}):
+            assert current() == {"a": "1", "b": "2"}
+        assert current() == {"a": "1"}
+    assert current() == {}
     assert proc.errors == 0
 
 
-def test_span_ended_under_a_later_push_on_same_thread():
+def test_span_ended_under_a_later_block_on_same_context():
     tracer, proc, _ = make()
     span = tracer.start_span("job")
     labels = {"span_id": hex_id(span), "span_name": "job"}
     with pyroscope.tag_wrapper({"inner": "x"}):
-        span.end()  # popping now would undo the tag_wrapper's push
-        assert _native.labels_current() == dict(labels, inner="x")
-        assert _native.labels_depth() == 2
-    assert _native.labels_current() == labels  # tag_wrapper restored its start
-    with tracer.start_as_current_span("next") as nxt:  # next call cleans up
-        assert _native.labels_current() == {"span_id": hex_id(nxt), "span_name": "next"}
-    assert _native.labels_current() == {} and _native.labels_depth() == 0
+        span.end()
+        # Documented limit: a block opened inside the span keeps the labels
+        # it merged with until it exits.
+        assert current() == dict(labels, inner="x")
+    assert current() == {}  # the span's entry went when the block closed
+    with tracer.start_as_current_span("next") as nxt:
+        assert current() == {"span_id": hex_id(nxt), "span_name": "next"}
+    assert current() == {}
     assert proc.errors == 0
 
 
@@ -246,29 +241,69 @@ def test_ending_thread_with_its_own_span_labels_is_not_disturbed():
     def other():
         with tracer.start_as_current_span("own") as own:
             span.end()
-            mine = _native.labels_current()
-        return mine, hex_id(own), _native.labels_depth()
-    mine, own_id, depth_after = run_in_thread(other)
+            mine = current()
+        return mine, hex_id(own), current()
+    mine, own_id, after = run_in_thread(other)
     assert mine == {"span_id": own_id, "span_name": "own"}
-    assert depth_after == 0
-    tracer.start_span("poke").end()  # the starting thread cleans up here
-    assert _native.labels_current() == {} and _native.labels_depth() == 0
+    assert after == {}
+    assert current() == {}
     assert proc.errors == 0
 
 
-def test_native_errors_are_logged_not_raised(caplog):
+def test_child_task_outliving_the_span_loses_its_labels():
+    import asyncio
+
+    tracer, proc, _ = make()
+
+    async def main():
+        release = asyncio.Event()
+        seen = []
+
+        async def child():
+            seen.append(current())
+            await release.wait()
+            seen.append(current())
+
+        with tracer.start_as_current_span("request") as span:
+            task = asyncio.create_task(child())
+            await asyncio.sleep(0)
+        release.set()
+        await task
+        return seen, hex_id(span)
+
+    seen, sid = asyncio.run(main())
+    assert seen == [{"span_id": sid, "span_name": "request"}, {}]
+    assert proc.errors == 0
+
+
+def test_label_limit_is_logged_not_raised(caplog, capfd):
     tracer, proc, exporter = make()
+    drops = _native.stats()["context_label_drops"]
     # 99 labels + span_id + span_name exceed the 100-labels-per-set limit.
     with pyroscope.tag_wrapper({f"k{i}": "v" for i in range(99)}):
-        before = _native.labels_current()
+        before = current()
         with caplog.at_level(logging.WARNING, logger="pyroscope"):
             with tracer.start_as_current_span("big"):
-                assert _native.labels_current() == before
-        assert _native.labels_current() == before
-    assert proc.errors == 1
-    assert any(r.name == "pyroscope" and "on_start" in r.getMessage() for r in caplog.records)
+                assert current() == before
+        assert current() == before
+    assert proc.errors == 0
+    assert _native.stats()["context_label_drops"] == drops + 1
+    assert "the limit is 100" in caplog.text + capfd.readouterr().err
     # the span itself is fine; it gets no profile id, as no samples carry it
     assert PROFILE_ID_ATTRIBUTE not in finished(exporter, "big").attributes
+
+
+def test_processor_errors_are_logged_not_raised(caplog, monkeypatch):
+    tracer, proc, _ = make()
+
+    def broken(*args):
+        raise RuntimeError("native failure")
+    monkeypatch.setattr(_native, "context_enter", broken)
+    with caplog.at_level(logging.WARNING, logger="pyroscope"):
+        with tracer.start_as_current_span("x"):
+            pass
+    assert proc.errors == 1
+    assert any(r.name == "pyroscope" and "on_start" in r.getMessage() for r in caplog.records)
 
 
 def test_shutdown_and_force_flush():
@@ -276,7 +311,7 @@ def test_shutdown_and_force_flush():
     assert proc.force_flush(1000) is True  # profiler not running: nothing to do
     proc.shutdown()
     with tracer.start_as_current_span("late"):
-        assert _native.labels_current() == {}
+        assert current() == {}
     assert PROFILE_ID_ATTRIBUTE not in finished(exporter, "late").attributes
 
 

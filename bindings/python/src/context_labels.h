@@ -1,0 +1,50 @@
+/*
+ * Labels that follow the execution context (contextvars) rather than the
+ * OS thread: each asyncio task, greenlet (>= 1.0) and thread runs its own
+ * context, so a label set stored in a ContextVar stays with the task that
+ * set it across every await and never reaches a task that runs next on the
+ * same thread.
+ *
+ * Application side (GIL held): one module-level ContextVar whose value is a
+ * ContextLabels entry: a core label set (the merge of every block open in
+ * that context), the entry it was merged onto, and the owner that opened
+ * it. tag_wrapper and the span processor enter and exit entries; a shared
+ * owner works in any number of contexts at once, because the entries live
+ * in each context, not in the owner.
+ *
+ * Sampler side: ctx_labels_of() finds that entry in the context a thread
+ * state runs, reading PyContext -> HAMT -> our value through pn_safe_read,
+ * without the GIL, and hands the set to pn_tick_sample_context.
+ */
+#ifndef PYROSCOPE_CONTEXT_LABELS_H
+#define PYROSCOPE_CONTEXT_LABELS_H
+
+#include <Python.h>
+
+#include "pyroscope_native.h"
+
+/* Module init, GIL held: the ContextLabels type, the ContextVar, the
+ * functions context_enter/context_exit/context_labels, and the layout
+ * check (a failed check leaves context labels off and says so in stats;
+ * thread labels keep working). 0, or -1 with a Python error. */
+int ctx_labels_init(PyObject *module);
+
+/* Sampler thread: the set of our ContextVar in the context `context` (the
+ * address a thread state holds; NULL: none). Never allocates or locks; a
+ * failed or inconsistent read is counted and gives NULL. The set stays
+ * valid until the recording section (the tick) ends. */
+const pn_labelset *ctx_labels_of(const void *context);
+
+typedef struct {
+    uint64_t enabled;         /* 1 when the layout check passed */
+    uint64_t lookups;         /* contexts the sampler looked into */
+    uint64_t labelled;        /* ... that held a non-empty set of ours */
+    uint64_t read_errors;     /* failed, inconsistent or too deep reads */
+    uint64_t exit_unmatched;  /* exits in a context with no entry of theirs */
+    uint64_t label_drops;     /* blocks kept without their labels (limits) */
+} ctx_labels_stats;
+
+/* Any thread. */
+void ctx_labels_get_stats(ctx_labels_stats *out);
+
+#endif

@@ -1,0 +1,63 @@
+/* Label and header pairs from Python dicts (see pairs.h). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "pairs.h"
+
+/* A dict of str -> str as pairs pointing into the dict's strings (valid
+ * while the dict is alive and unchanged). *kv is PyMem-allocated. */
+int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
+{
+    *kv = NULL;
+    *n = 0;
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a dict of str to str, not %.100s", what,
+                     Py_TYPE(d)->tp_name);
+        return -1;
+    }
+    Py_ssize_t size = PyDict_Size(d), pos = 0;
+    if (size == 0)
+        return 0;
+    *kv = PyMem_Calloc((size_t)size, sizeof **kv);
+    if (!*kv) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_Check(k)) {
+            PyErr_Format(PyExc_TypeError, "%s: keys must be str, not %.100s", what,
+                         Py_TYPE(k)->tp_name);
+            goto fail;
+        }
+        if (!PyUnicode_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "%s: the value of \"%U\" must be a str, not %.100s",
+                         what, k, Py_TYPE(v)->tp_name);
+            goto fail;
+        }
+        const char *ks = PyUnicode_AsUTF8(k), *vs = PyUnicode_AsUTF8(v);
+        if (!ks || !vs)
+            goto fail;
+        (*kv)[*n].key = ks;
+        (*kv)[(*n)++].value = vs;
+    }
+    return 0;
+fail:
+    PyMem_Free(*kv);
+    *kv = NULL;
+    *n = 0;
+    return -1;
+}
+
+PyObject *py_labels_dict(const pn_labelset *ls)
+{
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d && i < pn_labelset_count(ls); i++) {
+        pn_label kv = pn_labelset_at(ls, i);
+        PyObject *v = PyUnicode_FromString(kv.value);
+        if (!v || PyDict_SetItemString(d, kv.key, v) != 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
+}

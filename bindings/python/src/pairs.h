@@ -1,0 +1,17 @@
+/* A dict of str -> str as the core's pairs: tags, http_headers, labels. */
+#ifndef PYROSCOPE_PY_PAIRS_H
+#define PYROSCOPE_PY_PAIRS_H
+
+#include <Python.h>
+
+#include "pyroscope_native.h"
+
+/* Pairs pointing into the dict's strings (valid while the dict is alive
+ * and unchanged); *kv is PyMem-allocated (free it with PyMem_Free). -1
+ * with TypeError naming `what` (and the key) for anything but str -> str.
+ * GIL held. */
+int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n);
+/* A label set as a new dict (NULL with a Python error). GIL held. */
+PyObject *py_labels_dict(const pn_labelset *ls);
+
+#endif
