@@ -496,7 +496,8 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e);
 pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e);
 void pn_driver_get_stats(pn_driver *d, pn_driver_stats *out);
 /* Swap the current period out, encode and queue it, and wait until queued
- * uploads are done, at most timeout_s. May run on several threads, and
+ * uploads are done, at most timeout_s (negative or NaN: 0; more than a
+ * day: a day). May run on several threads, and
  * while pn_agent_stop runs on another (it then fails at once, and stop
  * waits for it to return before freeing). */
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e);

@@ -2,6 +2,7 @@
  * written to a folder and uploaded to a local HTTP server, bounded stop with
  * a hanging server, one agent per process, and profiling in a forked child. */
 #include <dirent.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -425,6 +426,31 @@ static void test_one_agent_and_bad_config(void)
     pn_test_rm_dir(dir);
 }
 
+/* Timeouts whose nanoseconds do not fit an int64_t (or are not numbers)
+ * are bounded, not converted as they are (undefined behaviour). */
+static void test_flush_timeout_out_of_range(void)
+{
+    char dir[64];
+    pn_test_tmpdir("agent", dir, sizeof dir);
+    pn_config c;
+    base_config(&c, dir);
+    pn_error e;
+    pn_agent *a = start_agent(&c, walker, NULL, &e);
+    CHECK(a != NULL);
+    if (a) {
+        CHECK_EQ_INT(pn_agent_flush(a, 1e10, &e), 0);
+        CHECK_EQ_INT(pn_agent_flush(a, INFINITY, &e), 0);
+        /* Zero time to wait: done or a clean "not within" failure. */
+        int rc = pn_agent_flush(a, NAN, &e);
+        CHECK(rc == 0 || (rc == -1 && e.code == PN_ELIMIT));
+        rc = pn_agent_flush(a, -1, &e);
+        CHECK(rc == 0 || (rc == -1 && e.code == PN_ELIMIT));
+        pn_agent_stop(a);
+    }
+    pn_config_free(&c);
+    pn_test_rm_dir(dir);
+}
+
 static atomic_int child_hook_ran;
 static void after_fork(void *ctx)
 {
@@ -500,4 +526,4 @@ static void test_fork_child_profiles_itself(void)
 
 TEST_MAIN(T(test_folder_end_to_end), T(test_http_upload), T(test_stop_bounded_with_hanging_server),
           T(test_one_agent_and_bad_config), T(test_fork_child_profiles_itself),
-          T(test_flush_while_stopping))
+          T(test_flush_while_stopping), T(test_flush_timeout_out_of_range))

@@ -57,8 +57,17 @@ DEFAULT_SERVER = "http://localhost:4040"
 _lock = threading.RLock()
 
 
-def _log_sink(level, message):
-    LOGGER.log(level, message)
+def _log_sink(level, message, created=None):
+    """Called by the native log thread (or an API call) for each core
+    message; `created` is the time.time() at which the core logged it."""
+    if not LOGGER.isEnabledFor(level):
+        return
+    record = LOGGER.makeRecord(LOGGER.name, level, "(pyroscope core)", 0, message, None, None)
+    if created is not None:
+        record.relativeCreated += (created - record.created) * 1000
+        record.created = created
+        record.msecs = (created - int(created)) * 1000
+    LOGGER.handle(record)
 
 
 def _check_str(name, value):

@@ -12,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,26 @@ static PyObject *raise_pn(const pn_error *e)
     return NULL;
 }
 
-/* UTF-8 of a str, or NULL with TypeError naming `what`. */
+/* UTF-8 of a str that the core will read as a C string, or NULL with
+ * ValueError naming `what` when it holds a NUL (the core would see only
+ * the part before it: "ok\0{,=}" would become "ok"). `key`, if not NULL,
+ * names the tag or header the string belongs to. */
+static const char *utf8_c_string(PyObject *o, const char *what, PyObject *key)
+{
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (s && strlen(s) != (size_t)n) {
+        if (key)
+            PyErr_Format(PyExc_ValueError, "%s: %R must not contain a NUL character", what,
+                         key);
+        else
+            PyErr_Format(PyExc_ValueError, "%s must not contain a NUL character", what);
+        return NULL;
+    }
+    return s;
+}
+
+/* UTF-8 of a str, or NULL with TypeError naming `what` (ValueError for a NUL). */
 static const char *utf8_of(PyObject *o, const char *what)
 {
     if (!PyUnicode_Check(o)) {
@@ -44,7 +64,7 @@ static const char *utf8_of(PyObject *o, const char *what)
                      Py_TYPE(o)->tp_name);
         return NULL;
     }
-    return PyUnicode_AsUTF8(o);
+    return utf8_c_string(o, what, NULL);
 }
 
 /* A dict of str -> str as pairs pointing into the dict's strings (valid
@@ -78,7 +98,7 @@ static int dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
                          what, k, Py_TYPE(v)->tp_name);
             goto fail;
         }
-        const char *ks = PyUnicode_AsUTF8(k), *vs = PyUnicode_AsUTF8(v);
+        const char *ks = utf8_c_string(k, what, k), *vs = ks ? utf8_c_string(v, what, k) : NULL;
         if (!ks || !vs)
             goto fail;
         (*kv)[*n].key = ks;
@@ -171,9 +191,25 @@ static int build_config(pn_config *c, PyObject *env, PyObject *settings)
     return 0;
 }
 
+/* The agent, its log sink and its exit hook belong to the process, so
+ * only the main interpreter may change them: a sub-interpreter's configure
+ * would replace the agent the application configured, and its exit would
+ * stop it. */
+static int main_interpreter_only(const char *what)
+{
+    if (PyInterpreterState_Get() == PyInterpreterState_Main())
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "pyroscope.%s: called from a sub-interpreter; the "
+                 "profiler is process-wide and only the main interpreter may configure or "
+                 "stop it", what);
+    return -1;
+}
+
 static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
+    if (main_interpreter_only("configure") != 0)
+        return NULL;
     static char *names[] = {"env", "settings", "gil_only", "line_mode", NULL};
     PyObject *env, *settings;
     int gil_only = 1, line_mode = PY_WALKER_LINE_CURRENT;
@@ -226,6 +262,8 @@ static PyObject *m_stop(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (main_interpreter_only("shutdown") != 0)
+        return NULL;
     int was = agent != NULL;
     stop_agent();
     return PyBool_FromLong(was);
@@ -237,6 +275,11 @@ static PyObject *m_flush(PyObject *self, PyObject *args)
     double timeout = 5;
     if (!PyArg_ParseTuple(args, "|d", &timeout))
         return NULL;
+    if (!isfinite(timeout) || timeout < 0) {
+        PyErr_Format(PyExc_ValueError, "timeout must be a finite number of seconds >= 0, not %R",
+                     PyTuple_GET_ITEM(args, 0));
+        return NULL;
+    }
     if (!agent)
         Py_RETURN_FALSE;
     pn_error e = {0};
@@ -385,7 +428,7 @@ static PyObject *m_thread_tag(PyObject *args, int add)
                      Py_TYPE(v)->tp_name);
         return NULL;
     }
-    const char *vs = PyUnicode_AsUTF8(v);
+    const char *vs = utf8_c_string(v, "tag", k);
     if (!vs)
         return NULL;
     pn_error e = {0};
@@ -442,6 +485,8 @@ static PyObject *m_thread_names_clear(PyObject *self, PyObject *unused)
 static PyObject *m_set_log_sink(PyObject *self, PyObject *sink)
 {
     (void)self;
+    if (main_interpreter_only("configure") != 0)
+        return NULL;
     if (sink != Py_None && !PyCallable_Check(sink)) {
         PyErr_SetString(PyExc_TypeError, "log sink must be callable or None");
         return NULL;
@@ -464,6 +509,8 @@ static PyObject *m_at_exit(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (PyInterpreterState_Get() != PyInterpreterState_Main())
+        Py_RETURN_NONE; /* a sub-interpreter ending: the process goes on */
     stop_agent();
     log_bridge_close();
     Py_RETURN_NONE;
@@ -554,6 +601,7 @@ static PyObject *m_fork_child(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     pn_fork_child();
+    log_bridge_after_fork();
     Py_RETURN_NONE;
 }
 

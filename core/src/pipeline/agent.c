@@ -24,6 +24,7 @@
 #include "aggregation/profile.h"
 #include "support/clock.h"
 #include "support/threads.h"
+#include "support/url.h"
 
 #define MAX_DRIVERS 8
 
@@ -322,9 +323,11 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
         atomic_store(&current, NULL);
         return NULL;
     }
+    char shown[256]; /* the address without its password */
+    pn_url_redact(c->server_address ? c->server_address : "", shown, sizeof shown);
     pn_log(PN_LOG_INFO, "profiling \"%s\" at %g Hz (%s), exporting every %g s to %s%s%s",
            c->application_name, c->sample_rate, c->oncpu ? "cpu" : "wall", c->upload_interval,
-           c->server_address ? c->server_address : "",
+           shown,
            c->server_address && c->output_dir ? " and " : "", c->output_dir ? c->output_dir : "");
     return a;
 }
@@ -368,8 +371,16 @@ void pn_agent_release(pn_agent *a)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Longest wait a flush accepts (a day): a larger or non-finite timeout is
+ * cut to it, since its nanoseconds would not fit an int64_t. */
+#define FLUSH_MAX_S 86400.0
+
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e)
 {
+    if (!(timeout_s >= 0)) /* negative or NaN */
+        timeout_s = 0;
+    if (timeout_s > FLUSH_MAX_S)
+        timeout_s = FLUSH_MAX_S;
     int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(timeout_s * 1e9);
     pthread_mutex_lock(&a->mu);
     if (a->stopping) {
