@@ -140,10 +140,28 @@ def _line_mode(line_no):
     raise TypeError(f"line_no must be a pyroscope.LineNo, not {line_no!r}")
 
 
-def _core_env():
-    """PYROSCOPE_* variables for the core (ours removed, so it does not warn)."""
-    return [f"{k}={v}" for k, v in os.environ.items()
-            if k.startswith("PYROSCOPE_") and k not in _PY_ONLY_ENV]
+def _core_env(given=()):
+    """PYROSCOPE_* variables for the core: ours removed (so it does not
+    warn), and those of settings given as keywords too, since a keyword wins
+    and its variable is then not even parsed. A value that is not UTF-8 is
+    refused here, naming the variable (and never showing the value: it may
+    be a password)."""
+    out = []
+    for k, v in os.environ.items():
+        if not k.startswith("PYROSCOPE_") or k in _PY_ONLY_ENV or \
+                k[len("PYROSCOPE_"):].lower() in given:
+            continue
+        for part, text in (("name", k), ("value", v)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                shown = os.fsencode(k).decode("utf-8", "backslashreplace")
+                raw = os.fsencode(text[:e.start + 1])
+                raise ValueError(f"environment variable {shown}: its {part} is not valid "
+                                 f"UTF-8 (byte 0x{raw[-1]:02x} at offset {len(raw) - 1}); "
+                                 "settings must be UTF-8 text") from None
+        out.append(f"{k}={v}")
+    return out
 
 
 def _env_set(name):
@@ -275,7 +293,7 @@ def configure(
         _native.set_log_sink(_log_sink)
         if report_names:
             _threads.install()
-        _native.start(_core_env(), settings, gil_only=gil, line_mode=mode)
+        _native.start(_core_env(settings), settings, gil_only=gil, line_mode=mode)
     return True
 
 
