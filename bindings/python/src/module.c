@@ -13,6 +13,8 @@
 #include <Python.h>
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +116,75 @@ fail:
 
 /* ------------------------------------------------------------ lifecycle */
 
+/* An agent replaced by a re-configure, stopped on a thread of its own so
+ * the caller does not wait out its stop_timeout behind a hanging upload.
+ * The core lets the new agent start as soon as the old one's stop began;
+ * the old one still exports its last period within its own bound (what it
+ * cannot send is dropped, counted and logged by the core). The list is
+ * GIL-protected; an entry's a/w/final belong to its thread until `done`. */
+typedef struct retiring {
+    pthread_t thread;
+    pn_agent *a;
+    py_walker *w;
+    pn_agent_stats final;
+    py_walker_stats walker_final;
+    atomic_int done;
+    struct retiring *next;
+} retiring;
+
+static retiring *retiring_list;
+
+static void *retire_main(void *arg)
+{
+    retiring *r = arg;
+    pn_agent_stop_stats(r->a, &r->final);
+    py_walker_get_stats(r->w, &r->walker_final);
+    py_walker_free(r->w); /* after the sampler that used it has stopped */
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+/* GIL held. Join the stop threads that are done (wait: all of them, with
+ * the GIL released, each bounded by its agent's stop_timeout). */
+static void reap_retiring(int wait)
+{
+    for (retiring **p = &retiring_list; *p;) {
+        retiring *r = *p;
+        if (!wait && !atomic_load(&r->done)) {
+            p = &r->next;
+            continue;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(r->thread, NULL);
+        Py_END_ALLOW_THREADS
+        *p = r->next;
+        PyMem_RawFree(r);
+    }
+}
+
+/* GIL held: hand the running agent to a stop thread. -1 when no thread
+ * could be made (the caller stops it here instead). */
+static int retire_agent(void)
+{
+    retiring *r = PyMem_RawCalloc(1, sizeof *r);
+    if (!r)
+        return -1;
+    r->a = agent;
+    r->w = walker;
+    /* Begun here, so the new agent can start as soon as we return. */
+    pn_agent_stop_begin(agent);
+    if (pthread_create(&r->thread, NULL, retire_main, r) != 0) {
+        PyMem_RawFree(r);
+        return -1;
+    }
+    pthread_setname_np(r->thread, "pyroscope-stop");
+    agent = NULL;
+    walker = NULL;
+    r->next = retiring_list;
+    retiring_list = r;
+    return 0;
+}
+
 static void stop_agent(void)
 {
     pn_agent *a = agent;
@@ -129,6 +200,7 @@ static void stop_agent(void)
         py_walker_get_stats(w, &last_walker);
     }
     py_walker_free(w); /* after the sampler that used it has stopped */
+    reap_retiring(1);
     log_bridge_drain();
 }
 
@@ -228,8 +300,11 @@ static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
         log_bridge_drain();
         return NULL;
     }
-    /* Replace a running agent only once the new settings are known good. */
-    stop_agent();
+    /* Replace a running agent only once the new settings are known good,
+     * without waiting for its stop (see retiring). */
+    reap_retiring(0);
+    if (agent && retire_agent() != 0)
+        stop_agent();
     pn_log_set_level(c.log_level);
     pn_error e = {0};
     py_walker *w = py_walker_new(PyInterpreterState_Get(), gil_only, &e);
@@ -601,6 +676,9 @@ static PyObject *m_fork_child(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     pn_fork_child();
+    /* The stop threads are not in this process, nor (for the core) their
+     * agents: forget them without joining (their memory stays). */
+    retiring_list = NULL;
     log_bridge_after_fork();
     Py_RETURN_NONE;
 }
