@@ -309,7 +309,8 @@ def shutdown():
 def flush(timeout=5.0):
     """Export the current period now and wait (at most ``timeout`` seconds)
     until it was uploaded or written. Returns True when everything queued
-    was handled in time."""
+    was handled in time. ``timeout`` must be a finite number >= 0 (waits
+    longer than a day are cut to a day)."""
     timeout = float(_check_number("timeout", timeout))
     return _native.flush(timeout)
 
@@ -427,7 +428,10 @@ def _after_fork_in_child():
 # this thread holds the GIL throughout: no other thread can be inside a
 # labels call then. Taking the core's locks earlier, in a `before` hook,
 # would let another thread take the GIL and then wait for one of those
-# locks. The child hook below repeats the path's entry point (a no-op once
-# done) and re-creates the Python-level lock.
+# locks. For the same reason `_lock` is not taken in a `before` hook: fork()
+# would then wait for a shutdown (up to stop_timeout) or for a thread parked
+# in configure. The child hook below repeats the path's entry point (a no-op
+# once done) and re-creates the Python-level locks instead; the native state
+# is consistent wherever configure/shutdown let go of the GIL.
 os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_native.at_exit)

@@ -5,9 +5,10 @@
  * walker, and exposes labels, thread names, flush/stop, stats and reports.
  *
  * State below is owned by whichever thread holds the GIL. The core's threads
- * never call back into Python: logs go through log_bridge, and the walker
- * reads the interpreter without it. Calls that may wait on core threads
- * (stop, flush, start's replacing stop) release the GIL while they wait.
+ * never call back into Python: logs go through log_bridge (whose own thread
+ * takes the GIL to deliver them), and the walker reads the interpreter
+ * without it. Calls that may wait on core threads (stop, flush, joining a
+ * replaced agent's stop thread) release the GIL while they wait.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
