@@ -4,8 +4,12 @@ from the shared C core plus the CPython binding sources."""
 import glob
 import os
 import sys
+import sysconfig
+import tempfile
 
 from setuptools import Extension, setup
+from setuptools.command.build_clib import build_clib
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative, as setuptools wants
@@ -40,6 +44,62 @@ native = Extension(
                    + glob.glob("bindings/python/src/*.h")),
 )
 
+# Headers the build includes, with the Debian package that has each. A
+# missing one otherwise shows up deep in a compiler error that names no
+# package, so the build checks first and prints the line that fixes it.
+HEADERS = [
+    ("Python.h", "python3-dev"),
+    ("curl/curl.h", "libcurl4-openssl-dev"),
+    ("protobuf-c/protobuf-c.h", "libprotobuf-c-dev"),
+    ("zlib.h", "zlib1g-dev"),
+]
+
+
+def missing_packages():
+    """Debian packages whose header the C compiler cannot find."""
+    from distutils.ccompiler import new_compiler
+    from distutils.errors import CompileError
+    from distutils.sysconfig import customize_compiler
+
+    cc = new_compiler()
+    customize_compiler(cc)
+    include = [sysconfig.get_paths()["include"], sysconfig.get_paths()["platinclude"]]
+    missing = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for header, package in HEADERS:
+            src = os.path.join(tmp, "check_%d.c" % len(missing))
+            with open(src, "w") as f:
+                f.write("#include <%s>\nint main(void) { return 0; }\n" % header)
+            try:
+                cc.compile([src], output_dir=tmp, include_dirs=include)
+            except CompileError:
+                missing.append(package)
+    return missing
+
+
+def check_build_headers():
+    if getattr(check_build_headers, "done", False):
+        return
+    missing = missing_packages()
+    if missing:
+        sys.exit("pyroscope-native: C headers are missing; install them with:\n"
+                 "    sudo apt-get install %s\n(then run pip install . again)"
+                 % " ".join(missing))
+    check_build_headers.done = True
+
+
+class BuildClib(build_clib):
+    def run(self):
+        check_build_headers()
+        super().run()
+
+
+class BuildExt(build_ext):
+    def run(self):
+        check_build_headers()
+        super().run()
+
+
 setup(
     name="pyroscope-native",
     version="0.1.0",
@@ -50,6 +110,7 @@ setup(
     packages=["pyroscope"],
     libraries=[core],
     ext_modules=[native],
+    cmdclass={"build_clib": BuildClib, "build_ext": BuildExt},
     extras_require={"otel": ["opentelemetry-sdk>=1.20"]},
     entry_points={"console_scripts": ["pyroscope-native=pyroscope.cli:main"]},
 )

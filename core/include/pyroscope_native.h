@@ -495,7 +495,8 @@ typedef struct {
 } pn_agent_stats;
 
 /* Validates the config and starts the pipeline: the flusher and exporter
- * threads. Then add drivers. Any thread; one agent per process at a time. */
+ * threads. Then add drivers. Any thread; one agent per process at a time
+ * (one whose stop has begun no longer counts). */
 pn_agent *pn_agent_start(const pn_config *c, pn_error *e);
 /* Add a driver (at most 8): its store, and for walker and rendezvous
  * drivers its sampler thread. Control threads. The driver lives until the
@@ -503,7 +504,8 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e);
 pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e);
 void pn_driver_get_stats(pn_driver *d, pn_driver_stats *out);
 /* Swap the current period out, encode and queue it, and wait until queued
- * uploads are done, at most timeout_s. May run on several threads, and
+ * uploads are done, at most timeout_s (negative or NaN: 0; more than a
+ * day: a day). May run on several threads, and
  * while pn_agent_stop runs on another (it then fails at once, and stop
  * waits for it to return before freeing). */
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e);
@@ -513,6 +515,10 @@ int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e);
 void pn_agent_hold(pn_agent *a);
 void pn_agent_release(pn_agent *a);
 /* Final flush within the config's stop_timeout, stop all threads, free. */
+/* The first, immediate step of a stop, for a caller that hands the rest
+ * to another thread: flushes are refused from now on and a new agent may
+ * start at once. pn_agent_stop must still follow. Any thread. */
+void pn_agent_stop_begin(pn_agent *a);
 void pn_agent_stop(pn_agent *a);
 /* The same, also returning the counters as they were at the end (the final
  * flush included); final may be NULL. */

@@ -2,6 +2,7 @@
  * written to a folder and uploaded to a local HTTP server, bounded stop with
  * a hanging server, one agent per process, and profiling in a forked child. */
 #include <dirent.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -383,6 +384,71 @@ static void test_stop_bounded_with_hanging_server(void)
     pn_labels_reclaim();
 }
 
+typedef struct {
+    pn_agent *a;
+    pn_agent_stats final;
+    atomic_int done;
+} stopper;
+
+static void *stopper_main(void *arg)
+{
+    stopper *st = arg;
+    pn_agent_stop_stats(st->a, &st->final);
+    atomic_store(&st->done, 1);
+    return NULL;
+}
+
+/* A stopping agent no longer blocks a new start: the old one finishes its
+ * bounded final export (here: an upload that never gets an answer, dropped
+ * and counted at its stop_timeout) while the new one already runs. */
+static void test_start_while_previous_stops(void)
+{
+    test_server *srv = test_server_start();
+    if (!srv)
+        return;
+    test_server_default_reply(srv, TEST_SERVER_HANG, NULL, 0);
+    char dir[64];
+    pn_test_tmpdir("agent", dir, sizeof dir);
+    pn_config c, c2;
+    base_config(&c, NULL);
+    pn_config_set(&c, "server_address", test_server_url(srv), NULL);
+    pn_config_set(&c, "stop_timeout", "3", NULL);
+    pn_config_set(&c, "log_level", "off", NULL);
+    base_config(&c2, dir);
+    pn_config_set(&c2, "log_level", "off", NULL);
+    pn_error e;
+    pthread_t t = start_worker();
+    stopper st = {.a = start_agent(&c, walker, NULL, &e)};
+    CHECK(st.a != NULL);
+    if (st.a) {
+        CHECK(test_server_wait(srv, 1, 60) >= 1); /* an upload hangs now */
+        pthread_t th;
+        CHECK_EQ_INT(pthread_create(&th, NULL, stopper_main, &st), 0);
+        pn_agent *b = NULL;
+        int stop_done_first = 0;
+        while (!b && !(stop_done_first = atomic_load(&st.done))) {
+            b = start_agent(&c2, walker, NULL, &e);
+            if (!b) {
+                CHECK_EQ_INT(e.code, PN_ESTATE);
+                usleep(1000);
+            }
+        }
+        CHECK(b != NULL);
+        CHECK(!stop_done_first);
+        pthread_join(th, NULL);
+        CHECK(st.final.queue.uploads_dropped + st.final.queue.uploads_failed >= 1);
+        if (b)
+            pn_agent_stop(b);
+    }
+    stop_worker(t);
+    test_server_stop(srv);
+    pn_config_free(&c);
+    pn_config_free(&c2);
+    pn_test_rm_dir(dir);
+    pn_log_set_level(PN_LOG_WARN);
+    pn_labels_reclaim();
+}
+
 static void test_one_agent_and_bad_config(void)
 {
     char dir[64];
@@ -421,6 +487,31 @@ static void test_one_agent_and_bad_config(void)
         pn_agent_stop(a);
     }
     pn_config_free(&bad);
+    pn_config_free(&c);
+    pn_test_rm_dir(dir);
+}
+
+/* Timeouts whose nanoseconds do not fit an int64_t (or are not numbers)
+ * are bounded, not converted as they are (undefined behaviour). */
+static void test_flush_timeout_out_of_range(void)
+{
+    char dir[64];
+    pn_test_tmpdir("agent", dir, sizeof dir);
+    pn_config c;
+    base_config(&c, dir);
+    pn_error e;
+    pn_agent *a = start_agent(&c, walker, NULL, &e);
+    CHECK(a != NULL);
+    if (a) {
+        CHECK_EQ_INT(pn_agent_flush(a, 1e10, &e), 0);
+        CHECK_EQ_INT(pn_agent_flush(a, INFINITY, &e), 0);
+        /* Zero time to wait: done or a clean "not within" failure. */
+        int rc = pn_agent_flush(a, NAN, &e);
+        CHECK(rc == 0 || (rc == -1 && e.code == PN_ELIMIT));
+        rc = pn_agent_flush(a, -1, &e);
+        CHECK(rc == 0 || (rc == -1 && e.code == PN_ELIMIT));
+        pn_agent_stop(a);
+    }
     pn_config_free(&c);
     pn_test_rm_dir(dir);
 }
@@ -500,4 +591,5 @@ static void test_fork_child_profiles_itself(void)
 
 TEST_MAIN(T(test_folder_end_to_end), T(test_http_upload), T(test_stop_bounded_with_hanging_server),
           T(test_one_agent_and_bad_config), T(test_fork_child_profiles_itself),
-          T(test_flush_while_stopping))
+          T(test_flush_while_stopping), T(test_flush_timeout_out_of_range),
+          T(test_start_while_previous_stops))

@@ -493,6 +493,40 @@ static void test_pairs(void)
     pn_config_free(&c);
 }
 
+/* A malformed address with credentials: every message names the setting
+ * and shows the user, never the password (config rules, environment, and
+ * libcurl's parser in the HTTP exporter at start). */
+static void test_address_errors_hide_password(void)
+{
+    static const char *const bad[] = {
+        "ftp://bob:hunter2@x", "http://bob:hunter2@h/?q=1", "http://bob:hunter2@h b",
+        "bob:hunter2@host", "http://bob:hunter2@:x@h#f"};
+    pn_config c;
+    pn_config_init(&c);
+    pn_error e;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        reject(&c, "server_address", bad[i], NEEDLES("server_address", "bob:***@"));
+        pn_config_set(&c, "server_address", bad[i], &e);
+        CHECK(!has(e.msg, "hunter2"));
+        char line[128];
+        snprintf(line, sizeof line, "PYROSCOPE_SERVER_ADDRESS=%s", bad[i]);
+        char *env[] = {line, NULL};
+        CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), -1);
+        CHECK(has(e.msg, "PYROSCOPE_SERVER_ADDRESS") && has(e.msg, "bob:***@"));
+        CHECK(!has(e.msg, "hunter2"));
+    }
+    /* Passes the config rules; libcurl refuses the port when the agent starts. */
+    accept(&c, "application_name", "app");
+    accept(&c, "server_address", "http://bob:hunter2@127.0.0.1:99999");
+    pn_agent *a = pn_agent_start(&c, &e);
+    CHECK(a == NULL);
+    if (a)
+        pn_agent_stop(a);
+    else
+        CHECK(has(e.msg, "server_address") && has(e.msg, "bob:***@") && !has(e.msg, "hunter2"));
+    pn_config_free(&c);
+}
+
 /* ---------------------------------------------------------------- strings */
 
 static void test_strings(void)
@@ -954,6 +988,7 @@ static void test_copy(void)
 TEST_MAIN(T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
           T(test_sample_rate), T(test_durations), T(test_whole_numbers),
           T(test_numbers_ignore_locale), T(test_tags), T(test_headers), T(test_pairs), T(test_strings),
+          T(test_address_errors_hide_password),
           T(test_log_level), T(test_env_applied), T(test_env_bad_value),
           T(test_env_unknown_and_foreign), T(test_env_empty_is_unset), T(test_keyword_wins),
           T(test_env_null_reads_environ), T(test_validate), T(test_copy))

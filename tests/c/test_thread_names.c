@@ -49,11 +49,50 @@ static void test_cut_and_small_buffer(void)
     CHECK_EQ_INT(pn_thread_name_get(77, buf, sizeof buf), 1);
     CHECK(strlen(buf) <= PN_THREAD_NAME_MAX - 1);
     CHECK_EQ_INT(strlen(buf) % 2, 0);
+    /* Three bytes hold one 'é' and half of the next: only the whole one. */
     char small[4];
     CHECK_EQ_INT(pn_thread_name_get(77, small, sizeof small), 1);
-    CHECK_EQ_INT(strlen(small), 3);
+    CHECK_STR(small, "\xC3\xA9");
     pn_thread_names_clear();
     CHECK_EQ_INT(pn_thread_name_get(77, buf, sizeof buf), 0);
+}
+
+/* Names become label values: they must pass the label value rule. */
+static void test_names_follow_label_rules(void)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"a{b},c=d", "a_b__c_d"},
+        {"line\nbreak\ttab\x7f", "line_break_tab_"},
+        {"c1 \xC2\x85 end", "c1 _ end"},           /* U+0085, a C1 control */
+        {"bad \xFF\xC3( utf8", "bad ?" "?( utf8"}, /* stray byte, cut sequence */
+        {"overlong \xC0\xAF", "overlong ??"},
+        {"surrogate \xED\xA0\x80", "surrogate ???"},
+        {"ok \xC5\xBB \xF0\x9F\x98\x80", "ok \xC5\xBB \xF0\x9F\x98\x80"}, /* kept */
+    };
+    char buf[PN_THREAD_NAME_MAX];
+    pn_error e;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(pn_thread_name_set(500, cases[i].in, &e), 0);
+        CHECK_EQ_INT(pn_thread_name_get(500, buf, sizeof buf), 1);
+        CHECK_STR(buf, cases[i].out);
+        CHECK_EQ_INT(pn_label_check_value("thread_name", buf, &e), 0);
+    }
+    /* A long name of separators and 4-byte characters stays within the
+     * bound, whole characters only, and still passes the rule. */
+    char longname[600];
+    size_t n = 0;
+    while (n + 5 < sizeof longname) {
+        memcpy(longname + n, "=\xF0\x9F\x98\x80", 5);
+        n += 5;
+    }
+    longname[n] = '\0';
+    CHECK_EQ_INT(pn_thread_name_set(501, longname, &e), 0);
+    CHECK_EQ_INT(pn_thread_name_get(501, buf, sizeof buf), 1);
+    CHECK(strlen(buf) <= PN_THREAD_NAME_MAX - 1);
+    CHECK_EQ_INT(pn_label_check_value("thread_name", buf, &e), 0);
+    pn_thread_names_clear();
 }
 
 static void test_bounded(void)
@@ -114,5 +153,6 @@ static void test_no_torn_reads(void)
     pn_thread_names_clear();
 }
 
-TEST_MAIN(T(test_set_get_forget), T(test_cut_and_small_buffer), T(test_bounded),
+TEST_MAIN(T(test_set_get_forget), T(test_cut_and_small_buffer),
+          T(test_names_follow_label_rules), T(test_bounded),
           T(test_no_torn_reads))

@@ -57,8 +57,17 @@ DEFAULT_SERVER = "http://localhost:4040"
 _lock = threading.RLock()
 
 
-def _log_sink(level, message):
-    LOGGER.log(level, message)
+def _log_sink(level, message, created=None):
+    """Called by the native log thread (or an API call) for each core
+    message; `created` is the time.time() at which the core logged it."""
+    if not LOGGER.isEnabledFor(level):
+        return
+    record = LOGGER.makeRecord(LOGGER.name, level, "(pyroscope core)", 0, message, None, None)
+    if created is not None:
+        record.relativeCreated += (created - record.created) * 1000
+        record.created = created
+        record.msecs = (created - int(created)) * 1000
+    LOGGER.handle(record)
 
 
 def _check_str(name, value):
@@ -131,10 +140,28 @@ def _line_mode(line_no):
     raise TypeError(f"line_no must be a pyroscope.LineNo, not {line_no!r}")
 
 
-def _core_env():
-    """PYROSCOPE_* variables for the core (ours removed, so it does not warn)."""
-    return [f"{k}={v}" for k, v in os.environ.items()
-            if k.startswith("PYROSCOPE_") and k not in _PY_ONLY_ENV]
+def _core_env(given=()):
+    """PYROSCOPE_* variables for the core: ours removed (so it does not
+    warn), and those of settings given as keywords too, since a keyword wins
+    and its variable is then not even parsed. A value that is not UTF-8 is
+    refused here, naming the variable (and never showing the value: it may
+    be a password)."""
+    out = []
+    for k, v in os.environ.items():
+        if not k.startswith("PYROSCOPE_") or k in _PY_ONLY_ENV or \
+                k[len("PYROSCOPE_"):].lower() in given:
+            continue
+        for part, text in (("name", k), ("value", v)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                shown = os.fsencode(k).decode("utf-8", "backslashreplace")
+                raw = os.fsencode(text[:e.start + 1])
+                raise ValueError(f"environment variable {shown}: its {part} is not valid "
+                                 f"UTF-8 (byte 0x{raw[-1]:02x} at offset {len(raw) - 1}); "
+                                 "settings must be UTF-8 text") from None
+        out.append(f"{k}={v}")
+    return out
 
 
 def _env_set(name):
@@ -266,7 +293,7 @@ def configure(
         _native.set_log_sink(_log_sink)
         if report_names:
             _threads.install()
-        _native.start(_core_env(), settings, gil_only=gil, line_mode=mode)
+        _native.start(_core_env(settings), settings, gil_only=gil, line_mode=mode)
     return True
 
 
@@ -282,7 +309,8 @@ def shutdown():
 def flush(timeout=5.0):
     """Export the current period now and wait (at most ``timeout`` seconds)
     until it was uploaded or written. Returns True when everything queued
-    was handled in time and no upload failed meanwhile."""
+    was handled in time and no upload failed meanwhile. ``timeout`` must be
+    a finite number >= 0 (waits longer than a day are cut to a day)."""
     timeout = float(_check_number("timeout", timeout))
     # Uploads that failed or were dropped while it ran make it False too.
     before = _native.stats()
@@ -426,7 +454,10 @@ def _after_fork_in_child():
 # this thread holds the GIL throughout: no other thread can be inside a
 # labels call then. Taking the core's locks earlier, in a `before` hook,
 # would let another thread take the GIL and then wait for one of those
-# locks. The child hook below repeats the path's entry point (a no-op once
-# done) and re-creates the Python-level lock.
+# locks. For the same reason `_lock` is not taken in a `before` hook: fork()
+# would then wait for a shutdown (up to stop_timeout) or for a thread parked
+# in configure. The child hook below repeats the path's entry point (a no-op
+# once done) and re-creates the Python-level locks instead; the native state
+# is consistent wherever configure/shutdown let go of the GIL.
 os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_native.at_exit)

@@ -57,7 +57,10 @@ def install():
 
 
 def after_fork():
-    """In a forked child only the forking thread lives on."""
+    """In a forked child only the forking thread lives on (and a lock held
+    by another thread in install() would never be released here)."""
+    global _lock
+    _lock = threading.Lock()
     _native.thread_names_clear()
     if _installed:
         t = threading.current_thread()

@@ -2,8 +2,10 @@
 #include "log_bridge.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "pyroscope_native.h"
 
@@ -12,52 +14,137 @@
 
 typedef struct {
     int level;
+    double created; /* CLOCK_REALTIME seconds when the core logged */
     char msg[MSG_MAX];
 } entry;
 
 /* The ring: written by any thread under ring_lock (which guards nothing
- * else and is never held while calling out), drained by a GIL holder. */
+ * else and is never held while calling out), drained by a GIL holder of
+ * the main interpreter. ring_cv wakes the delivery thread. */
 static entry ring[RING];
 static size_t ring_head, ring_len;
 static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ring_cv = PTHREAD_COND_INITIALIZER;
 static _Atomic uint64_t dropped, dropped_reported;
-/* 1 while a pending call is queued, so a burst schedules one drain. */
-static atomic_int drain_scheduled;
-/* 0 once the interpreter is going away: no more pending calls. */
-static atomic_int accepting;
+/* Under ring_lock: the delivery thread exists / has been asked to end. */
+static int deliverer_running, deliverer_quit;
+/* Written by GIL holders (start, close, fork child); joined by close. */
+static pthread_t deliverer;
 /* GIL-protected: the Python callable, a strong reference. */
 static PyObject *sink;
 
 static void fork_prepare(void) { pthread_mutex_lock(&ring_lock); }
-static void fork_release(void) { pthread_mutex_unlock(&ring_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&ring_lock); }
 
-static int drain_pending(void *unused)
+/* In the child only the forking thread lives: fresh lock and condvar, no
+ * delivery thread (log_bridge_after_fork starts one once the interpreter
+ * has re-made its own state). */
+static void fork_child(void)
 {
-    (void)unused;
-    atomic_store(&drain_scheduled, 0);
-    log_bridge_drain();
-    return 0;
+    pthread_mutex_init(&ring_lock, NULL);
+    pthread_cond_init(&ring_cv, NULL);
+    deliverer_running = 0;
+    deliverer_quit = 0;
 }
 
-/* Core handler: any thread, GIL or not. */
+/* Core handler: any thread, GIL or not; never waits for the GIL. */
 static void on_log(void *ud, int level, const char *msg)
 {
     (void)ud;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     pthread_mutex_lock(&ring_lock);
     if (ring_len == RING) {
-        ring_head = (ring_head + 1) % RING; /* drop the oldest */
+        ring_head = (ring_head + 1) % RING; /* drop the oldest, counted and reported */
         ring_len--;
         atomic_fetch_add(&dropped, 1);
     }
     entry *en = &ring[(ring_head + ring_len) % RING];
     en->level = level;
+    en->created = (double)now.tv_sec + now.tv_nsec / 1e9;
     snprintf(en->msg, sizeof en->msg, "%s", msg);
     ring_len++;
+    pthread_cond_signal(&ring_cv);
     pthread_mutex_unlock(&ring_lock);
-    if (atomic_load(&accepting) && !atomic_exchange(&drain_scheduled, 1)) {
-        if (Py_AddPendingCall(drain_pending, NULL) != 0)
-            atomic_store(&drain_scheduled, 0); /* queue full: the next API call drains */
+}
+
+static int finalizing(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+/* The delivery thread: waits for messages and hands them to logging under
+ * the GIL, so they arrive when the core logged them even while the main
+ * thread sits in join() or a C call. It never takes the GIL once the
+ * interpreter is finalizing (log_bridge_close joins it before that). */
+static void *deliver_main(void *unused)
+{
+    (void)unused;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the main thread's */
+    pthread_mutex_lock(&ring_lock);
+    for (;;) {
+        while (!deliverer_quit && ring_len == 0 &&
+               atomic_load(&dropped) == atomic_load(&dropped_reported))
+            pthread_cond_wait(&ring_cv, &ring_lock);
+        if (deliverer_quit)
+            break;
+        pthread_mutex_unlock(&ring_lock);
+        if (finalizing()) {
+            pthread_mutex_lock(&ring_lock);
+            break;
+        }
+        PyGILState_STATE g = PyGILState_Ensure();
+        log_bridge_drain();
+        PyGILState_Release(g);
+        pthread_mutex_lock(&ring_lock);
     }
+    pthread_mutex_unlock(&ring_lock);
+    return NULL;
+}
+
+/* GIL held. Starts the delivery thread when none runs. */
+static void start_deliverer(void)
+{
+    pthread_mutex_lock(&ring_lock);
+    int start = !deliverer_running;
+    deliverer_running = 1;
+    deliverer_quit = 0;
+    pthread_mutex_unlock(&ring_lock);
+    if (!start)
+        return;
+    int rc = pthread_create(&deliverer, NULL, deliver_main, NULL);
+    if (rc != 0) {
+        pthread_mutex_lock(&ring_lock);
+        deliverer_running = 0;
+        pthread_mutex_unlock(&ring_lock);
+        fprintf(stderr, "pyroscope: cannot start the log thread (%s); core messages reach "
+                "logging when pyroscope is next called\n", strerror(rc));
+        return;
+    }
+    pthread_setname_np(deliverer, "pyroscope-log");
+}
+
+/* GIL held. Ends the delivery thread and waits for it (without the GIL,
+ * which it may be waiting for). */
+static void stop_deliverer(void)
+{
+    pthread_mutex_lock(&ring_lock);
+    int running = deliverer_running;
+    deliverer_quit = 1;
+    deliverer_running = 0;
+    pthread_cond_signal(&ring_cv);
+    pthread_mutex_unlock(&ring_lock);
+    if (!running)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(deliverer, NULL);
+    Py_END_ALLOW_THREADS
 }
 
 int log_bridge_set_sink(PyObject *s)
@@ -65,23 +152,32 @@ int log_bridge_set_sink(PyObject *s)
     static int once;
     if (!once) {
         /* Outermost in the core's one fork path. */
-        pn_fork_hook(fork_prepare, fork_release, fork_release);
+        pn_fork_hook(fork_prepare, fork_parent, fork_child);
         once = 1;
     }
     Py_XINCREF(s == Py_None ? NULL : s);
     Py_XSETREF(sink, s == Py_None ? NULL : s);
-    atomic_store(&accepting, 1);
     pn_log_set_handler(on_log, NULL);
+    start_deliverer();
     return 0;
 }
 
-static void emit(int level, const char *msg)
+void log_bridge_after_fork(void)
+{
+    if (sink)
+        start_deliverer();
+}
+
+static void emit(int level, const char *msg, double created)
 {
     if (!sink) {
         fprintf(stderr, "pyroscope: %s\n", msg);
         return;
     }
-    PyObject *r = PyObject_CallFunction(sink, "is", level, msg);
+    /* A server's message may not be UTF-8: replace, never lose the line. */
+    PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+    PyObject *r = text ? PyObject_CallFunction(sink, "iOd", level, text, created) : NULL;
+    Py_XDECREF(text);
     if (r)
         Py_DECREF(r);
     else
@@ -90,6 +186,9 @@ static void emit(int level, const char *msg)
 
 void log_bridge_drain(void)
 {
+    /* The sink is an object of the main interpreter. */
+    if (PyInterpreterState_Get() != PyInterpreterState_Main())
+        return;
     /* Keep an exception the caller is raising intact. */
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject *exc = PyErr_GetRaisedException();
@@ -109,7 +208,7 @@ void log_bridge_drain(void)
         pthread_mutex_unlock(&ring_lock);
         if (!have)
             break;
-        emit(en.level, en.msg);
+        emit(en.level, en.msg, en.created);
     }
     uint64_t d = atomic_load(&dropped), r = atomic_load(&dropped_reported);
     if (d != r) {
@@ -117,7 +216,9 @@ void log_bridge_drain(void)
         snprintf(msg, sizeof msg, "%llu log messages were dropped (more than %d waiting)",
                  (unsigned long long)(d - r), RING);
         atomic_store(&dropped_reported, d);
-        emit(PN_LOG_WARN, msg);
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        emit(PN_LOG_WARN, msg, (double)now.tv_sec + now.tv_nsec / 1e9);
     }
 #if PY_VERSION_HEX >= 0x030C0000
     PyErr_SetRaisedException(exc);
@@ -128,7 +229,7 @@ void log_bridge_drain(void)
 
 void log_bridge_close(void)
 {
-    atomic_store(&accepting, 0);
+    stop_deliverer();
     log_bridge_drain();
     pn_log_set_handler(NULL, NULL);
     Py_CLEAR(sink);

@@ -5,13 +5,17 @@
  * walker, and exposes labels, thread names, flush/stop, stats and reports.
  *
  * State below is owned by whichever thread holds the GIL. The core's threads
- * never call back into Python: logs go through log_bridge, and the walker
- * reads the interpreter without it. Calls that may wait on core threads
- * (stop, flush, start's replacing stop) release the GIL while they wait.
+ * never call back into Python: logs go through log_bridge (whose own thread
+ * takes the GIL to deliver them), and the walker reads the interpreter
+ * without it. Calls that may wait on core threads (stop, flush, joining a
+ * replaced agent's stop thread) release the GIL while they wait.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +42,7 @@ static PyObject *raise_pn(const pn_error *e)
     return NULL;
 }
 
-/* UTF-8 of a str, or NULL with TypeError naming `what`. */
+/* UTF-8 of a str, or NULL with TypeError naming `what` (ValueError for a NUL). */
 static const char *utf8_of(PyObject *o, const char *what)
 {
     if (!PyUnicode_Check(o)) {
@@ -46,10 +50,79 @@ static const char *utf8_of(PyObject *o, const char *what)
                      Py_TYPE(o)->tp_name);
         return NULL;
     }
-    return PyUnicode_AsUTF8(o);
+    return py_utf8_c_string(o, what, NULL);
 }
 
 /* ------------------------------------------------------------ lifecycle */
+
+/* An agent replaced by a re-configure, stopped on a thread of its own so
+ * the caller does not wait out its stop_timeout behind a hanging upload.
+ * The core lets the new agent start as soon as the old one's stop began;
+ * the old one still exports its last period within its own bound (what it
+ * cannot send is dropped, counted and logged by the core). The list is
+ * GIL-protected; an entry's a/w/final belong to its thread until `done`. */
+typedef struct retiring {
+    pthread_t thread;
+    pn_agent *a;
+    py_walker *w;
+    pn_agent_stats final;
+    py_walker_stats walker_final;
+    atomic_int done;
+    struct retiring *next;
+} retiring;
+
+static retiring *retiring_list;
+
+static void *retire_main(void *arg)
+{
+    retiring *r = arg;
+    pn_agent_stop_stats(r->a, &r->final);
+    py_walker_get_stats(r->w, &r->walker_final);
+    py_walker_free(r->w); /* after the sampler that used it has stopped */
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+/* GIL held. Join the stop threads that are done (wait: all of them, with
+ * the GIL released, each bounded by its agent's stop_timeout). */
+static void reap_retiring(int wait)
+{
+    for (retiring **p = &retiring_list; *p;) {
+        retiring *r = *p;
+        if (!wait && !atomic_load(&r->done)) {
+            p = &r->next;
+            continue;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        pthread_join(r->thread, NULL);
+        Py_END_ALLOW_THREADS
+        *p = r->next;
+        PyMem_RawFree(r);
+    }
+}
+
+/* GIL held: hand the running agent to a stop thread. -1 when no thread
+ * could be made (the caller stops it here instead). */
+static int retire_agent(void)
+{
+    retiring *r = PyMem_RawCalloc(1, sizeof *r);
+    if (!r)
+        return -1;
+    r->a = agent;
+    r->w = walker;
+    /* Begun here, so the new agent can start as soon as we return. */
+    pn_agent_stop_begin(agent);
+    if (pthread_create(&r->thread, NULL, retire_main, r) != 0) {
+        PyMem_RawFree(r);
+        return -1;
+    }
+    pthread_setname_np(r->thread, "pyroscope-stop");
+    agent = NULL;
+    walker = NULL;
+    r->next = retiring_list;
+    retiring_list = r;
+    return 0;
+}
 
 static void stop_agent(void)
 {
@@ -66,6 +139,7 @@ static void stop_agent(void)
         py_walker_get_stats(w, &last_walker);
     }
     py_walker_free(w); /* after the sampler that used it has stopped */
+    reap_retiring(1);
     log_bridge_drain();
 }
 
@@ -128,9 +202,25 @@ static int build_config(pn_config *c, PyObject *env, PyObject *settings)
     return 0;
 }
 
+/* The agent, its log sink and its exit hook belong to the process, so
+ * only the main interpreter may change them: a sub-interpreter's configure
+ * would replace the agent the application configured, and its exit would
+ * stop it. */
+static int main_interpreter_only(const char *what)
+{
+    if (PyInterpreterState_Get() == PyInterpreterState_Main())
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "pyroscope.%s: called from a sub-interpreter; the "
+                 "profiler is process-wide and only the main interpreter may configure or "
+                 "stop it", what);
+    return -1;
+}
+
 static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
+    if (main_interpreter_only("configure") != 0)
+        return NULL;
     static char *names[] = {"env", "settings", "gil_only", "line_mode", NULL};
     PyObject *env, *settings;
     int gil_only = 1, line_mode = PY_WALKER_LINE_CURRENT;
@@ -149,8 +239,11 @@ static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
         log_bridge_drain();
         return NULL;
     }
-    /* Replace a running agent only once the new settings are known good. */
-    stop_agent();
+    /* Replace a running agent only once the new settings are known good,
+     * without waiting for its stop (see retiring). */
+    reap_retiring(0);
+    if (agent && retire_agent() != 0)
+        stop_agent();
     pn_log_set_level(c.log_level);
     pn_error e = {0};
     py_walker *w = py_walker_new(PyInterpreterState_Get(), gil_only, &e);
@@ -183,6 +276,8 @@ static PyObject *m_stop(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (main_interpreter_only("shutdown") != 0)
+        return NULL;
     int was = agent != NULL;
     stop_agent();
     return PyBool_FromLong(was);
@@ -194,6 +289,11 @@ static PyObject *m_flush(PyObject *self, PyObject *args)
     double timeout = 5;
     if (!PyArg_ParseTuple(args, "|d", &timeout))
         return NULL;
+    if (!isfinite(timeout) || timeout < 0) {
+        PyErr_Format(PyExc_ValueError, "timeout must be a finite number of seconds >= 0, not %R",
+                     PyTuple_GET_ITEM(args, 0));
+        return NULL;
+    }
     if (!agent)
         Py_RETURN_FALSE;
     pn_error e = {0};
@@ -338,7 +438,7 @@ static PyObject *m_thread_tag(PyObject *args, int add)
                      Py_TYPE(v)->tp_name);
         return NULL;
     }
-    const char *vs = PyUnicode_AsUTF8(v);
+    const char *vs = py_utf8_c_string(v, "tag", k);
     if (!vs)
         return NULL;
     pn_error e = {0};
@@ -395,6 +495,8 @@ static PyObject *m_thread_names_clear(PyObject *self, PyObject *unused)
 static PyObject *m_set_log_sink(PyObject *self, PyObject *sink)
 {
     (void)self;
+    if (main_interpreter_only("configure") != 0)
+        return NULL;
     if (sink != Py_None && !PyCallable_Check(sink)) {
         PyErr_SetString(PyExc_TypeError, "log sink must be callable or None");
         return NULL;
@@ -417,6 +519,8 @@ static PyObject *m_at_exit(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
+    if (PyInterpreterState_Get() != PyInterpreterState_Main())
+        Py_RETURN_NONE; /* a sub-interpreter ending: the process goes on */
     stop_agent();
     log_bridge_close();
     Py_RETURN_NONE;
@@ -575,6 +679,10 @@ static PyObject *m_fork_child(PyObject *self, PyObject *unused)
     (void)self;
     (void)unused;
     pn_fork_child();
+    /* The stop threads are not in this process, nor (for the core) their
+     * agents: forget them without joining (their memory stays). */
+    retiring_list = NULL;
+    log_bridge_after_fork();
     Py_RETURN_NONE;
 }
 

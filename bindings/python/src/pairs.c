@@ -4,6 +4,23 @@
 
 #include "pairs.h"
 
+#include <string.h>
+
+const char *py_utf8_c_string(PyObject *o, const char *what, PyObject *key)
+{
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (s && strlen(s) != (size_t)n) {
+        if (key)
+            PyErr_Format(PyExc_ValueError, "%s: %R must not contain a NUL character", what,
+                         key);
+        else
+            PyErr_Format(PyExc_ValueError, "%s must not contain a NUL character", what);
+        return NULL;
+    }
+    return s;
+}
+
 /* A dict of str -> str as pairs pointing into the dict's strings (valid
  * while the dict is alive and unchanged). *kv is PyMem-allocated. */
 int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
@@ -35,7 +52,7 @@ int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
                          what, k, Py_TYPE(v)->tp_name);
             goto fail;
         }
-        const char *ks = PyUnicode_AsUTF8(k), *vs = PyUnicode_AsUTF8(v);
+        const char *ks = py_utf8_c_string(k, what, k), *vs = ks ? py_utf8_c_string(v, what, k) : NULL;
         if (!ks || !vs)
             goto fail;
         (*kv)[*n].key = ks;

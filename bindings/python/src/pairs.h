@@ -11,6 +11,11 @@
  * with TypeError naming `what` (and the key) for anything but str -> str.
  * GIL held. */
 int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n);
+/* UTF-8 of a str that the core will read as a C string, or NULL with
+ * ValueError naming `what` (and `key`, the tag or header it belongs to,
+ * if not NULL) when it holds a NUL: the core would see only the part
+ * before it ("ok\0{,=}" would become "ok"). GIL held. */
+const char *py_utf8_c_string(PyObject *o, const char *what, PyObject *key);
 /* A label set as a new dict (NULL with a Python error). GIL held. */
 PyObject *py_labels_dict(const pn_labelset *ls);
 

@@ -26,6 +26,7 @@
 #include "pyroscope_native.h"
 #include "export/curl_loader.h"
 #include "export/exporter.h"
+#include "support/url.h"
 #include "support/clock.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_S 5.0
@@ -170,20 +171,22 @@ static int check_header(size_t i, const char *name, const char *value, pn_error 
 
 /* libcurl's URL parser has the last word on the address (port range, IPv6
  * brackets, host syntax), so what passes here is what it will send to. */
-static int check_address(const pn_curl_api *cu, const char *s, pn_error *e)
+static int check_address(const pn_curl_api *cu, const char *url, pn_error *e)
 {
-    size_t skip = strncasecmp(s, "http://", 7) == 0 ? 7 : strncasecmp(s, "https://", 8) == 0 ? 8 : 0;
+    char s[256]; /* messages show the address without its password */
+    pn_url_redact(url, s, sizeof s);
+    size_t skip = strncasecmp(url, "http://", 7) == 0 ? 7 : strncasecmp(url, "https://", 8) == 0 ? 8 : 0;
     if (!skip)
         return pn_fail(e, PN_EINVAL, "server_address '%s': must start with http:// or https://", s);
-    if (s[skip] == '\0' || s[skip] == '/')
+    if (url[skip] == '\0' || url[skip] == '/')
         return pn_fail(e, PN_EINVAL, "server_address '%s': has no host", s);
-    if (strpbrk(s, "?# ") || has_ctl(s))
+    if (strpbrk(url, "?# ") || has_ctl(url))
         return pn_fail(e, PN_EINVAL,
                        "server_address '%s': must not contain a query, fragment, space or control character", s);
     CURLU *u = cu->url();
     if (!u)
         return pn_fail(e, PN_ENOMEM, "server_address: out of memory");
-    CURLUcode rc = cu->url_set(u, CURLUPART_URL, s, 0);
+    CURLUcode rc = cu->url_set(u, CURLUPART_URL, url, 0);
     cu->url_cleanup(u);
     if (rc == CURLUE_OUT_OF_MEMORY)
         return pn_fail(e, PN_ENOMEM, "server_address: out of memory");

@@ -24,6 +24,7 @@
 #include "aggregation/profile.h"
 #include "support/clock.h"
 #include "support/threads.h"
+#include "support/url.h"
 
 #define MAX_DRIVERS 8
 
@@ -61,8 +62,17 @@ struct pn_agent {
     _Atomic uint64_t periods, profiles, dropped, encode_errors, late;
 };
 
-/* The running agent, for the fork path. Set by start, cleared by stop. */
+/* The running agent, for the fork path and the one-agent rule. Set by
+ * start, cleared under current_mu when its stop begins: a stopping agent
+ * no longer counts, so a new one may start while the old one finishes its
+ * bounded final export (a binding stops it on another thread), and a child
+ * forked meanwhile forgets it. current_mu is taken by the forking thread
+ * from prepare to parent/child and, briefly, by start and stop, so an
+ * agent the fork path found cannot be freed under it. `forking`: the agent
+ * whose locks the forking thread took (forking thread only). */
 static _Atomic(pn_agent *) current;
+static pthread_mutex_t current_mu = PTHREAD_MUTEX_INITIALIZER;
+static pn_agent *forking;
 
 static void wait_for_watermark(pn_driver *d, int64_t cut_mono, int64_t give_up)
 {
@@ -190,7 +200,8 @@ static int start_flusher(pn_agent *a, pn_error *e)
 /* Called by the fork path (fork.c) with nothing else of ours locked. */
 void pn_agent_fork_prepare(void)
 {
-    pn_agent *a = atomic_load(&current);
+    pthread_mutex_lock(&current_mu);
+    pn_agent *a = forking = atomic_load(&current);
     if (!a)
         return;
     pthread_mutex_lock(&a->mu);
@@ -201,31 +212,30 @@ void pn_agent_fork_prepare(void)
 
 void pn_agent_fork_parent(void)
 {
-    pn_agent *a = atomic_load(&current);
-    if (!a)
-        return;
-    for (int i = 0; i < a->ndrivers; i++)
-        pn_sampler_fork_parent(a->drivers[i]->sampler);
-    pn_queue_fork_parent(a->queue);
-    pthread_mutex_unlock(&a->mu);
+    pn_agent *a = forking;
+    forking = NULL;
+    if (a) {
+        for (int i = 0; i < a->ndrivers; i++)
+            pn_sampler_fork_parent(a->drivers[i]->sampler);
+        pn_queue_fork_parent(a->queue);
+        pthread_mutex_unlock(&a->mu);
+    }
+    pthread_mutex_unlock(&current_mu);
 }
 
 void pn_agent_fork_child(void)
 {
-    pn_agent *a = atomic_load(&current);
+    /* Only this thread survived. Agents the parent was stopping are not
+     * `current`: forgotten here (their memory stays; their threads are
+     * gone), so the child may configure anew. */
+    pthread_mutex_init(&current_mu, NULL);
+    pn_agent *a = forking;
+    forking = NULL;
     if (!a)
         return;
-    /* Only this thread survived. Our mutex is held by us; make it and the
-     * condvar fresh rather than trust their inherited state. */
+    /* Our mutex is held by us; make it and the condvar fresh rather than
+     * trust their inherited state. */
     init_sync(a);
-    if (a->stopping) {
-        /* The parent was stopping it: the stopping thread is not here to
-         * finish, so forget it (its memory stays: freeing it could race
-         * nothing, but its threads' stacks are gone) and let the child
-         * configure anew. */
-        atomic_store(&current, NULL);
-        return;
-    }
     a->flush_req = a->flush_done = 0;
     a->flusher_running = 0;
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
@@ -289,6 +299,14 @@ static int make_exporters(pn_agent *a, pn_exporter **ex, size_t *n, pn_error *e)
     return 0;
 }
 
+/* Before a failed start frees a: the fork path must not find it. */
+static void release_current(pn_agent *a)
+{
+    pthread_mutex_lock(&current_mu);
+    atomic_compare_exchange_strong(&current, &a, NULL);
+    pthread_mutex_unlock(&current_mu);
+}
+
 pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
 {
     if (pn_config_validate(c, e) != 0)
@@ -298,13 +316,24 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
     pn_agent *a = calloc(1, sizeof *a);
     if (!a)
         return pn_fail(e, PN_ENOMEM, "out of memory starting the agent"), NULL;
-    if (!atomic_compare_exchange_strong(&current, &expected, a)) {
+    if (init_sync(a) != 0) {
+        free(a);
+        return pn_fail(e, PN_ENOMEM, "out of memory starting the agent"), NULL;
+    }
+    pthread_mutex_lock(&current_mu);
+    int claimed = atomic_compare_exchange_strong(&current, &expected, a);
+    pthread_mutex_unlock(&current_mu);
+    if (!claimed) {
+        pthread_mutex_destroy(&a->mu);
+        pthread_cond_destroy(&a->cv);
         free(a);
         return pn_fail(e, PN_ESTATE, "a profiler is already running in this process; stop it "
                        "first"), NULL;
     }
-    if (init_sync(a) != 0 || pn_config_copy(&a->cfg, c, e) != 0) {
+    if (pn_config_copy(&a->cfg, c, e) != 0) {
         atomic_store(&current, NULL);
+        pthread_mutex_destroy(&a->mu);
+        pthread_cond_destroy(&a->cv);
         free(a);
         return pn_fail(e, PN_ENOMEM, "out of memory starting the agent"), NULL;
     }
@@ -329,18 +358,20 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
     if (make_exporters(a, ex, &nex, e) != 0 || !(a->queue = pn_queue_new(&qo, ex, nex, e))) {
         for (size_t i = 0; a->queue == NULL && i < nex; i++)
             ex[i]->destroy(ex[i]);
+        release_current(a);
         agent_free(a);
-        atomic_store(&current, NULL);
         return NULL;
     }
     if (start_flusher(a, e) != 0) {
+        release_current(a);
         agent_free(a);
-        atomic_store(&current, NULL);
         return NULL;
     }
+    char shown[256]; /* the address without its password */
+    pn_url_redact(c->server_address ? c->server_address : "", shown, sizeof shown);
     pn_log(PN_LOG_INFO, "profiling \"%s\" at %g Hz (%s), exporting every %g s to %s%s%s",
            c->application_name, c->sample_rate, c->oncpu ? "cpu" : "wall", c->upload_interval,
-           c->server_address ? c->server_address : "",
+           shown,
            c->server_address && c->output_dir ? " and " : "", c->output_dir ? c->output_dir : "");
     return a;
 }
@@ -384,8 +415,16 @@ void pn_agent_release(pn_agent *a)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Longest wait a flush accepts (a day): a larger or non-finite timeout is
+ * cut to it, since its nanoseconds would not fit an int64_t. */
+#define FLUSH_MAX_S 86400.0
+
 int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e)
 {
+    if (!(timeout_s >= 0)) /* negative or NaN */
+        timeout_s = 0;
+    if (timeout_s > FLUSH_MAX_S)
+        timeout_s = FLUSH_MAX_S;
     int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(timeout_s * 1e9);
     pthread_mutex_lock(&a->mu);
     if (a->stopping) {
@@ -422,14 +461,23 @@ int pn_agent_flush(pn_agent *a, double timeout_s, pn_error *e)
 
 void pn_agent_stop(pn_agent *a) { pn_agent_stop_stats(a, NULL); }
 
+void pn_agent_stop_begin(pn_agent *a)
+{
+    pthread_mutex_lock(&current_mu);
+    pthread_mutex_lock(&a->mu);
+    a->stopping = 1;
+    pn_agent *self = a;
+    atomic_compare_exchange_strong(&current, &self, NULL);
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(&current_mu);
+}
+
 void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
 {
     if (!a)
         return;
     int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(a->cfg.stop_timeout * 1e9);
-    pthread_mutex_lock(&a->mu);
-    a->stopping = 1;
-    pthread_mutex_unlock(&a->mu);
+    pn_agent_stop_begin(a);
     for (int i = 0; i < a->ndrivers; i++)
         pn_driver_stop(a->drivers[i]);
     pthread_mutex_lock(&a->mu);
@@ -455,7 +503,6 @@ void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
         pn_agent_get_stats(a, final);
         final->queue = qs;
     }
-    atomic_store(&current, NULL);
     agent_free(a);
 }
 

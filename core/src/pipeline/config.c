@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "pyroscope_native.h"
+#include "support/url.h"
 
 extern char **environ;
 
@@ -375,18 +376,20 @@ static int check_string(const char *name, const char *v, pn_error *e)
          * fails here, where the setting is named. */
         if (!v[0])
             return 0;
+        char shown[256]; /* what messages show: never the password */
+        pn_url_redact(v, shown, sizeof shown);
         size_t skip = strncasecmp(v, "http://", 7) == 0    ? 7
                       : strncasecmp(v, "https://", 8) == 0 ? 8
                                                            : 0;
         if (!skip)
             return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" must start with http:// "
-                           "or https://", v);
+                           "or https://", shown);
         if (v[skip] == '\0' || v[skip] == '/')
             return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" has no host after the "
-                           "scheme", v);
+                           "scheme", shown);
         if (strpbrk(v, " ?#") || has_control(v))
             return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" must not contain white "
-                           "space, control characters, a query (?) or a fragment (#)", v);
+                           "space, control characters, a query (?) or a fragment (#)", shown);
         return 0;
     }
     if (strcmp(name, "tenant_id") == 0 && has_control(v))

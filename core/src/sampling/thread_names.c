@@ -37,19 +37,66 @@ void pn_thread_names_fork_release(void) { pthread_mutex_unlock(&names_lock); }
 
 static uint32_t home(pid_t tid) { return ((uint32_t)tid * 2654435761u) & (NAME_SLOTS - 1); }
 
-/* Copy name into the slot, cut at a UTF-8 character boundary. */
+/* Length of the valid UTF-8 character at s (at most `left` bytes), or 0
+ * when the bytes there are not one (stray continuation, overlong form,
+ * surrogate, beyond U+10FFFF, cut short). */
+static size_t utf8_char(const unsigned char *s, size_t left, uint32_t *cp)
+{
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || n > left)
+        return 0;
+    uint32_t c = n == 1 ? s[0] : s[0] & (0x7F >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < min[n] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+        return 0;
+    *cp = c;
+    return n;
+}
+
+/* The name as a label value (the server's rules, pn_label_check_value):
+ * '{' '}' ',' '=' and control characters (C0, DEL, C1) become '_', bytes
+ * that are not UTF-8 become '?', and it is cut at a character boundary to
+ * fit PN_THREAD_NAME_MAX - 1 bytes. Thread names are whatever the program
+ * chose, so they are made valid here rather than refused. */
+static size_t label_safe(char *out, const char *name)
+{
+    const unsigned char *s = (const unsigned char *)name;
+    size_t left = strlen(name), o = 0;
+    while (left > 0) {
+        uint32_t cp = 0;
+        size_t n = utf8_char(s, left, &cp);
+        const char *put = (const char *)s;
+        size_t put_n = n;
+        if (n == 0) {
+            put = "?", put_n = 1, n = 1;
+        } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || (cp < 0x80 && strchr("{},=", (int)cp) != NULL)) {
+            put = "_", put_n = 1;
+        }
+        if (o + put_n > PN_THREAD_NAME_MAX - 1)
+            break;
+        memcpy(out + o, put, put_n);
+        o += put_n;
+        s += n;
+        left -= n;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/* Copy name into the slot, made label-safe. */
 static void write_name(name_slot *s, const char *name)
 {
-    size_t n = strlen(name);
-    if (n >= PN_THREAD_NAME_MAX) {
-        n = PN_THREAD_NAME_MAX - 1;
-        while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80)
-            n--;
-    }
+    char safe[PN_THREAD_NAME_MAX];
+    size_t n = label_safe(safe, name);
     atomic_fetch_add(&s->seq, 1); /* odd: readers back off */
     atomic_thread_fence(memory_order_release);
-    memcpy(s->name, name, n);
-    s->name[n] = '\0';
+    memcpy(s->name, safe, n + 1);
     atomic_thread_fence(memory_order_release);
     atomic_fetch_add(&s->seq, 1);
 }
@@ -121,8 +168,17 @@ int pn_thread_name_get(pid_t tid, char *buf, size_t size)
             memcpy(buf, s->name, n);
             buf[n] = '\0';
             atomic_thread_fence(memory_order_acquire);
-            if (atomic_load(&s->seq) == before && atomic_load(&s->tid) == tid)
+            if (atomic_load(&s->seq) == before && atomic_load(&s->tid) == tid) {
+                /* A small buffer must not end inside a character either. */
+                size_t len = strlen(buf), lead = len;
+                while (lead > 0 && ((unsigned char)buf[lead - 1] & 0xC0) == 0x80)
+                    lead--;
+                uint32_t cp;
+                if (lead > 0 && (unsigned char)buf[lead - 1] >= 0x80 &&
+                    utf8_char((const unsigned char *)buf + lead - 1, len - lead + 1, &cp) == 0)
+                    buf[lead - 1] = '\0';
                 return buf[0] != '\0';
+            }
         }
         return 0; /* a writer kept it busy: no name this time */
     }

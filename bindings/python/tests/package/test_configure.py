@@ -381,7 +381,11 @@ print(json.dumps({"a_at_switch": a_at_switch}))
     out = child(body, a=a, b=b)
     # The deprecated app_name alone names the application.
     assert out["a_at_switch"] and all(n.startswith("one-") for n in out["a_at_switch"])
-    assert files(a) == out["a_at_switch"], "the first configuration kept writing"
+    # The replaced agent's stop runs on a thread of its own (configure does
+    # not wait out a hanging upload), so its final, partial period may land
+    # after configure returned: that one file and no more.
+    later = [n for n in files(a) if n not in out["a_at_switch"]]
+    assert len(later) <= 1, "the first configuration kept writing"
     assert files(b) and all(n.startswith("two-") for n in files(b))
     assert stacks_have(pprof_reader.load_dir(b), "spin")
 

@@ -17,7 +17,8 @@ def child_body(out_dir):
     # Configure, burn some CPU under a label, shut down: every step would
     # hang on an inherited lock.
     pyroscope.configure(application_name="forked", output_dir=out_dir,
-                        sample_rate=200, upload_interval=60, stop_timeout=5)
+                        sample_rate=200, upload_interval=60, stop_timeout=5,
+                        report_thread_name=True)
     with pyroscope.tag_wrapper({"phase": "child"}):
         t = time.process_time()
         while time.process_time() - t < 0.3:
@@ -101,5 +102,18 @@ def stop():
 threading.Thread(target=stop, daemon=True).start()
 ready.wait(30)
 time.sleep(0.5)  # let shutdown reach the hanging upload
+"""
+    run_case(tmp_path, holder)
+
+
+def test_fork_while_another_thread_holds_the_thread_names_lock(tmp_path):
+    # configure(report_thread_name=True) takes this lock to patch threading.
+    holder = """
+ready, release = threading.Event(), threading.Event()
+def hold():
+    with pyroscope._threads._lock:
+        ready.set()
+        release.wait(120)
+threading.Thread(target=hold, daemon=True).start()
 """
     run_case(tmp_path, holder)

@@ -238,3 +238,74 @@ print(json.dumps({"before": before, "ok": ok, "after": after}))
     assert out["after"] >= 1
     ns, _ = burn_frames(pprof_reader.decode(srv.requests[0].profile))
     assert ns > 0, "the flushed upload holds the CPU burned before flush()"
+
+
+def test_reconfigure_does_not_wait_for_a_hanging_upload(tmp_path):
+    # The first agent's upload hangs; configure() hands its stop to a thread
+    # of ours and returns while that stop still waits (its thread is seen
+    # right after the call: the stop lasts up to stop_timeout=10 s, the
+    # call itself does not). The old agent still ends within its bound and
+    # says what it dropped; a fork meanwhile leaves a child that configures.
+    body = '''
+import os, signal, threading
+msgs = []
+class Keep(logging.Handler):
+    def emit(self, r):
+        msgs.append(r.getMessage())
+logging.getLogger("pyroscope").addHandler(Keep())
+
+def stop_threads():
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{t}/comm") as f:
+            names.append(f.read().strip())
+    return names.count("pyroscope-stop")
+
+pyroscope.configure(application_name="old.app", server_address=P["url"], sample_rate=200,
+                    upload_interval=0.2, stop_timeout=10)
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    upload_work.burn_for_upload(0.05)
+    import urllib.request
+    if int(urllib.request.urlopen(P["url"] + "/_count").read()) >= 1:
+        break
+pyroscope.configure(application_name="new.app", output_dir=P["out"], upload_interval=60)
+stopping = stop_threads()
+running = pyroscope.is_running()
+pid = os.fork()
+if pid == 0:
+    try:
+        pyroscope.configure(application_name="child.app", output_dir=P["child"],
+                            upload_interval=60)
+        upload_work.burn_for_upload(0.2)
+        pyroscope.shutdown()
+        os._exit(0)
+    except BaseException as e:
+        print("child failed:", repr(e), file=sys.stderr, flush=True)
+        os._exit(3)
+deadline = time.monotonic() + 60
+child = "hung"
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        child = os.waitstatus_to_exitcode(status)
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+upload_work.burn_for_upload(0.3)
+pyroscope.shutdown()  # also waits for the old agent's stop
+print(json.dumps({"stopping": stopping, "running": running, "child": child,
+                  "after": stop_threads(), "msgs": msgs}))
+'''
+    with IngestServer(hang=True) as srv:
+        out, r = run_child(tmp_path, body, timeout=120, url=srv.url,
+                           out=str(tmp_path / "new"), child=str(tmp_path / "child"))
+    assert out["stopping"] == 1 and out["running"], (out, r.stderr)
+    assert out["child"] == 0, r.stderr
+    assert out["after"] == 0
+    assert any("dropped" in m for m in out["msgs"]), out["msgs"]
+    new = pprof_reader.load_dir(str(tmp_path / "new"))
+    assert new and burn_frames(new[0])[0] > 0
+    assert pprof_reader.load_dir(str(tmp_path / "child"))
