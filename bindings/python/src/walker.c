@@ -82,9 +82,8 @@ void py_walker_get_stats(const py_walker *w, py_walker_stats *out)
 #define LT_CHUNK 512                /* line-table bytes copied per read */
 #define LT_MAX_BYTES (64u << 20)    /* a larger "line table" is a torn read */
 
-/* Instructions remembered per code object (a power of two). */
-#define LINE_WAYS_LOG2 3
-#define LINE_WAYS (1 << LINE_WAYS_LOG2)
+/* Instructions remembered per code object. */
+#define LINE_WAYS 8
 #define ADDR_EMPTY INT32_MIN
 #define ADDR_ANY (INT32_MIN + 1) /* the key when lines do not depend on it */
 
@@ -105,7 +104,15 @@ typedef struct {
      * or frame interning for instructions seen before. */
     int32_t addr[LINE_WAYS];
     pn_frame_id fid[LINE_WAYS];
+    uint32_t next_way;          /* the way to replace next (round robin) */
 } code_ent;
+
+/* One frame of a chain read in pass one (see read_chain). */
+typedef struct {
+    const void *code;
+    uintptr_t instr;            /* instruction pointer, or 3.10's f_lasti */
+    int owner;                  /* -1: frames have no owner (3.10) */
+} chain_frame;
 
 struct py_walker {
     /* Set by py_walker_new (GIL held), read-only afterwards. */
@@ -120,6 +127,7 @@ struct py_walker {
      * sampler thread must not allocate. */
     code_ent *cache;
     pn_frame_id *frames;        /* PY_WALKER_MAX_FRAMES, leaf first */
+    chain_frame *chain;         /* PY_WALKER_MAX_FRAMES, leaf first */
     uint8_t *str_raw;           /* STR_CHARS code points of up to 4 bytes */
     char *str_utf8;             /* STR_UTF8 */
     uint8_t *lt_buf;            /* LT_CHUNK */
@@ -359,6 +367,12 @@ static int64_t lt_line(py_walker *w, const void *table, int64_t firstlineno, int
 
 /* -------------------------------------------------------------- frames */
 
+/* Cache counters of one stack, added to the shared ones once per stack
+ * (an atomic add per frame costs more than the rest of a cache hit). */
+typedef struct {
+    uint64_t hits, misses;
+} walk_counts;
+
 /* The fields of a copied code object that name it. */
 typedef struct {
     const void *name, *filename, *linetable;
@@ -382,19 +396,19 @@ static int ent_matches(const code_ent *e, const void *code, const code_ref *c,
 /* The cache entry of a code object: found, or filled now by reading and
  * interning its names. NULL when they cannot be read. */
 static code_ent *code_entry(py_walker *w, const void *code, const code_ref *c,
-                            pn_symbols *syms, uint64_t gen)
+                            pn_symbols *syms, uint64_t gen, walk_counts *cnt)
 {
     code_ent *victim = NULL;
     for (uint32_t i = 0; i < CACHE_PROBE; i++) {
         code_ent *e = cache_slot(w, code, i);
         if (ent_matches(e, code, c, syms, gen)) {
-            bump(&w->cache_hits, 1);
+            cnt->hits++;
             return e;
         }
         if (!victim && (e->code == NULL || e->syms != syms || e->gen != gen))
             victim = e;
     }
-    bump(&w->cache_misses, 1);
+    cnt->misses++;
     long n = read_unicode(w, c->name, 1);
     if (n < 0)
         return NULL;
@@ -416,21 +430,23 @@ static code_ent *code_entry(py_walker *w, const void *code, const code_ref *c,
  * instructions when there, else its line is decoded and the frame
  * interned now. */
 static int frame_id(py_walker *w, const void *code, const uint8_t *co, int addr,
-                    pn_symbols *syms, uint64_t gen, pn_frame_id *out)
+                    pn_symbols *syms, uint64_t gen, walk_counts *n, pn_frame_id *out)
 {
     const pnw_layout *L = &w->L;
     code_ref c = {pnw_ptr(co, L->co_name), pnw_ptr(co, L->co_filename),
                   pnw_ptr(co, L->co_linetable), pnw_i32(co, L->co_firstlineno)};
-    code_ent *e = code_entry(w, code, &c, syms, gen);
+    code_ent *e = code_entry(w, code, &c, syms, gen, n);
     if (!e)
         return -1;
     /* Only the current-line mode tells instructions apart. */
     int32_t key = w->line_mode == PY_WALKER_LINE_CURRENT ? addr : ADDR_ANY;
-    uint32_t way = ((uint32_t)key * 0x9E3779B1u) >> (32 - LINE_WAYS_LOG2);
-    if (e->addr[way] == key) {
-        *out = e->fid[way];
-        return 0;
+    for (uint32_t i = 0; i < LINE_WAYS; i++) {
+        if (e->addr[i] == key) {
+            *out = e->fid[i];
+            return 0;
+        }
     }
+    uint32_t way = e->next_way++ % LINE_WAYS;
     uint32_t line = 0;
     if (w->line_mode == PY_WALKER_LINE_CURRENT) {
         int64_t l = lt_line(w, c.linetable, c.firstlineno, addr);
@@ -449,21 +465,19 @@ static int frame_id(py_walker *w, const void *code, const uint8_t *co, int addr,
  * CPython computes it for line numbers, from copies of the frame and its
  * code (integer math: the pointers come from another thread and may be
  * garbage). 0 = *addr set, 1 = an incomplete frame to skip, -1 = torn. */
-static int frame_addr(const pnw_layout *L, const uint8_t *fr, int owner, const void *code,
-                      const uint8_t *co, int *addr)
+static int frame_addr(const pnw_layout *L, const chain_frame *c, const uint8_t *co, int *addr)
 {
     int64_t units;
     if (L->instr_kind == PNW_INSTR_INDEX) {
-        units = pnw_i32(fr, L->fr_instr);
+        units = (int64_t)(intptr_t)c->instr;
         if (units < -1 || units > INT_MAX / 2)
             return -1;
     } else {
-        intptr_t off = (intptr_t)((uintptr_t)pnw_ptr(fr, L->fr_instr) -
-                                  ((uintptr_t)code + L->co_code));
+        intptr_t off = (intptr_t)(c->instr - ((uintptr_t)c->code + L->co_code));
         units = off / (intptr_t)sizeof(_Py_CODEUNIT);
         /* Still running its prologue: skipped, as _PyFrame_IsIncomplete
          * decides, but on our copy. */
-        if (owner != L->owner_generator && units < pnw_i32(co, L->co_firsttraceable))
+        if (c->owner != L->owner_generator && units < pnw_i32(co, L->co_firsttraceable))
             return 1;
         if (units >= pnw_i64(co, L->co_units) || units < -1)
             return -1;
@@ -472,15 +486,19 @@ static int frame_addr(const pnw_layout *L, const uint8_t *fr, int owner, const v
     return 0;
 }
 
-/* Walk the frame chain from fp into w->frames, leaf first; returns the
- * depth. *torn is set when a read failed or what was read is inconsistent. */
-static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64_t gen,
-                          int *torn)
+/* Frames ahead whose code object and cache entry are prefetched. */
+#define PREFETCH_AHEAD 4
+
+/* Pass one: follow the frame chain from fp, keeping each frame's code
+ * object, instruction and owner in w->chain (leaf first). Each read
+ * depends on the one before, so this pass only chases pointers; returns
+ * the frames kept. *torn as for walk_frames. */
+static size_t read_chain(py_walker *w, const void *fp, int *torn)
 {
     const pnw_layout *L = &w->L;
-    _Alignas(8) uint8_t fr[PNW_SPAN_MAX], co[PNW_SPAN_MAX];
-    size_t depth = 0;
-    for (int steps = 0; fp && depth < PY_WALKER_MAX_FRAMES; steps++) {
+    _Alignas(8) uint8_t fr[PNW_SPAN_MAX];
+    size_t n = 0;
+    for (int steps = 0; fp && n < PY_WALKER_MAX_FRAMES; steps++) {
         if (steps == MAX_STEPS || pn_safe_read(fr, fp, L->fr_span) != 0 ||
             (L->fr_type != PNW_NONE && pnw_ptr(fr, L->fr_type) != (const void *)&PyFrame_Type)) {
             *torn = 1;
@@ -493,20 +511,57 @@ static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64
         const void *code = pnw_ptr(fr, L->fr_code);
         if (code == (const void *)Py_None)
             continue; /* 3.13: a frame without a code object */
-        if (code == NULL || pn_safe_read(co, code, L->co_span) != 0 ||
+        chain_frame *c = &w->chain[n++];
+        c->code = code;
+        c->instr = L->instr_kind == PNW_INSTR_INDEX ? (uintptr_t)(intptr_t)pnw_i32(fr, L->fr_instr)
+                                                    : (uintptr_t)pnw_ptr(fr, L->fr_instr);
+        c->owner = owner;
+        /* The code objects are read in pass two, while these lines come. */
+        __builtin_prefetch(code);
+        __builtin_prefetch(cache_slot(w, code, 0));
+    }
+    return n;
+}
+
+/* Walk the frame chain from fp into w->frames, leaf first; returns the
+ * depth. *torn is set when a read failed or what was read is inconsistent.
+ * Two passes, so that the code objects and cache entries of all frames
+ * (scattered, and cold after the application ran) are fetched from
+ * memory in parallel rather than one chain step at a time. */
+static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64_t gen,
+                          int *torn)
+{
+    const pnw_layout *L = &w->L;
+    size_t n = read_chain(w, fp, torn);
+    walk_counts cnt = {0, 0};
+    _Alignas(8) uint8_t co[PNW_SPAN_MAX];
+    size_t depth = 0;
+    for (size_t i = 0; i < n; i++) {
+        const chain_frame *c = &w->chain[i];
+        if (i + PREFETCH_AHEAD < n) {
+            const void *ahead = w->chain[i + PREFETCH_AHEAD].code;
+            /* The rest of the fields copied (co_span: up to 3 lines) and
+             * of the entry (2 lines). */
+            __builtin_prefetch((const char *)ahead + 64);
+            __builtin_prefetch((const char *)ahead + 128);
+            __builtin_prefetch((const char *)cache_slot(w, ahead, 0) + 64);
+        }
+        if (c->code == NULL || pn_safe_read(co, c->code, L->co_span) != 0 ||
             pnw_ptr(co, L->co_type) != (const void *)&PyCode_Type) {
             *torn = 1;
             break;
         }
-        int addr, rc = frame_addr(L, fr, owner, code, co, &addr);
+        int addr, rc = frame_addr(L, c, co, &addr);
         if (rc > 0)
             continue;
-        if (rc < 0 || frame_id(w, code, co, addr, syms, gen, &w->frames[depth]) != 0) {
+        if (rc < 0 || frame_id(w, c->code, co, addr, syms, gen, &cnt, &w->frames[depth]) != 0) {
             *torn = 1;
             break;
         }
         depth++;
     }
+    bump(&w->cache_hits, cnt.hits);
+    bump(&w->cache_misses, cnt.misses);
     return depth;
 }
 
@@ -590,10 +645,11 @@ py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
      * hands them back instead of writing all of them. */
     w->cache = pn_pages_new(CACHE_SLOTS * sizeof *w->cache);
     w->frames = calloc(PY_WALKER_MAX_FRAMES, sizeof *w->frames);
+    w->chain = calloc(PY_WALKER_MAX_FRAMES, sizeof *w->chain);
     w->str_raw = malloc((size_t)STR_CHARS * 4);
     w->str_utf8 = malloc(STR_UTF8);
     w->lt_buf = malloc(LT_CHUNK);
-    if (!w->cache || !w->frames || !w->str_raw || !w->str_utf8 || !w->lt_buf) {
+    if (!w->cache || !w->frames || !w->chain || !w->str_raw || !w->str_utf8 || !w->lt_buf) {
         py_walker_free(w);
         return pn_fail(e, PN_ENOMEM, "py_walker_new: out of memory"), NULL;
     }
@@ -611,6 +667,7 @@ void py_walker_free(py_walker *w)
         return;
     pn_pages_free(w->cache, CACHE_SLOTS * sizeof *w->cache);
     free(w->frames);
+    free(w->chain);
     free(w->str_raw);
     free(w->str_utf8);
     free(w->lt_buf);
