@@ -18,9 +18,10 @@ DEMO_DIR ?= pyroscope-profiles
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 # Debian packages the build and the tests need (libssl-dev: the tests' TLS
-# server; libcurl4-openssl-dev brings libcurl4, which uploads load).
+# server; libcurl4-openssl-dev brings libcurl4, which uploads load; chromium:
+# the report page test loads the page headless).
 APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev \
-	libcurl4-openssl-dev zlib1g-dev libssl-dev valgrind
+	libcurl4-openssl-dev zlib1g-dev libssl-dev valgrind chromium
 
 .PHONY: all deps build test test-c test-valgrind test-python test-asan test-release proto bench demo demo-c clean
 

@@ -16,21 +16,45 @@ extern "C" {
 
 /* --------------------------------------------------------------- reports */
 
-/* A merged view of one or more pprof files: stacks (root first, function
- * names only) with their first sample value summed. */
+/* A merged view of one or more pprof files: stacks (root first, functions
+ * keyed by name and file) with their first sample value and sample count
+ * summed, per label set, so a report can be filtered and broken down by
+ * labels (tags, span_name, span_id, thread_name, pid, source). */
 typedef struct pn_report pn_report;
 
 pn_report *pn_report_new(void);
 void pn_report_free(pn_report *r);
-/* Add a .pb/.pb.gz profile, or every such file in a folder. */
+/* Frames from the root end of each stack are dropped while their function's
+ * file is one of these, or ends in "/" and one of these (a launcher's own
+ * frames wherever it is installed, e.g. "pyroscope/cli.py", "runpy.py"); a
+ * stack made only of such frames becomes the one frame "[launcher]". Call
+ * before adding data. */
+int pn_report_hide_root_files(pn_report *r, const char *const *files, size_t n,
+                              pn_error *e);
+/* Add a .pb/.pb.gz profile, or every such file in a folder. Each sample also
+ * gets the label source=<path as given>. */
 int pn_report_add_path(pn_report *r, const char *path, pn_error *e);
 int pn_report_add_buffer(pn_report *r, const uint8_t *data, size_t len, pn_error *e);
 size_t pn_report_profiles(const pn_report *r);
-/* Write a self-contained interactive flame graph (no network). */
+/* Restrict the outputs below to samples whose labels match every key of
+ * filters (several values of one key: any of them). n == 0 selects all. */
+int pn_report_select(pn_report *r, const pn_label *filters, size_t n, pn_error *e);
+/* Write a self-contained interactive page (flame graph, label filters and
+ * breakdown, top table, sandwich, diff; no network) of every sample. view
+ * (may be NULL) is the initial state in the page's URL-fragment syntax,
+ * e.g. "filter=route%3D%2Fcart&group=route". */
 int pn_report_write_html(const pn_report *r, const char *title, const char *out_path,
                          pn_error *e);
-/* Print the top n functions by self and total value. */
+int pn_report_write_html_view(const pn_report *r, const char *title, const char *view,
+                              const char *out_path, pn_error *e);
+/* Print the top n functions of the selection by self and total value. */
 int pn_report_write_top(const pn_report *r, FILE *out, size_t n, pn_error *e);
+/* Print the selection's total per value of label `key`. */
+int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn_error *e);
+/* Print the top n functions by change of self share from selection a to
+ * selection b (each as in pn_report_select). Leaves the selection at b. */
+int pn_report_write_diff(pn_report *r, FILE *out, size_t n, const pn_label *a, size_t na,
+                         const pn_label *b, size_t nb, pn_error *e);
 
 #ifdef __cplusplus
 }

@@ -159,6 +159,42 @@ static Perftools__Profiles__Sample *pb_sample(pb *b, int64_t value, ...)
     return pb_sample_ids(b, value, ids, n);
 }
 
+/* A function `name` in `file` at `line` with a location of its own. */
+static uint64_t pb_loc_in(pb *b, const char *name, const char *file, int64_t line)
+{
+    Perftools__Profiles__Function *f = malloc(sizeof *f);
+    perftools__profiles__function__init(f);
+    f->id = b->p.n_function + 1;
+    f->name = (int64_t)pb_str(b, name);
+    f->filename = (int64_t)pb_str(b, file);
+    GROW(b->p.function, b->p.n_function);
+    b->p.function[b->p.n_function++] = f;
+    Perftools__Profiles__Location *l = malloc(sizeof *l);
+    perftools__profiles__location__init(l);
+    l->id = 1000 + f->id;
+    l->n_line = 1;
+    l->line = malloc(sizeof *l->line);
+    l->line[0] = malloc(sizeof *l->line[0]);
+    perftools__profiles__line__init(l->line[0]);
+    l->line[0]->function_id = f->id;
+    l->line[0]->line = line;
+    GROW(b->p.location, b->p.n_location);
+    b->p.location[b->p.n_location++] = l;
+    return l->id;
+}
+
+/* Adds the string label key=value to sample s. */
+static void pb_label(pb *b, Perftools__Profiles__Sample *s, const char *key,
+                     const char *value)
+{
+    Perftools__Profiles__Label *l = malloc(sizeof *l);
+    perftools__profiles__label__init(l);
+    l->key = (int64_t)pb_str(b, key);
+    l->str = (int64_t)pb_str(b, value);
+    GROW(s->label, s->n_label);
+    s->label[s->n_label++] = l;
+}
+
 static uint8_t *pb_pack(pb *b, size_t *len)
 {
     *len = perftools__profiles__profile__get_packed_size(&b->p);
@@ -183,6 +219,9 @@ static void pb_free(pb *b)
     }
     free(b->p.location);
     for (size_t i = 0; i < b->p.n_sample; i++) {
+        for (size_t j = 0; j < b->p.sample[i]->n_label; j++)
+            free(b->p.sample[i]->label[j]);
+        free(b->p.sample[i]->label);
         free(b->p.sample[i]->location_id);
         free(b->p.sample[i]->value);
         free(b->p.sample[i]);
@@ -302,7 +341,7 @@ static const pn_report_node *node_at(const pn_report *r, ...)
     va_start(ap, r);
     for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
         uint32_t c = r->nodes[node].first_child;
-        while (c != PN_REPORT_NONE && strcmp(r->names[r->nodes[c].name], s) != 0)
+        while (c != PN_REPORT_NONE && strcmp(r->names[r->funcs[r->nodes[c].func].name], s) != 0)
             c = r->nodes[c].next_sibling;
         if (c == PN_REPORT_NONE) {
             va_end(ap);
@@ -340,6 +379,13 @@ static long offset_in(const char *text, const char *needle)
     return p ? (long)(p - text) : -1;
 }
 
+static mode_t test_umask(void)
+{
+    mode_t m = umask(022);
+    umask(m);
+    return m;
+}
+
 /* Parses the top row for `fn` (with plain-number units). */
 static int top_row(const char *text, const char *fn, long long *self, double *selfp,
                    long long *total, double *totalp)
@@ -348,8 +394,9 @@ static int top_row(const char *text, const char *fn, long long *self, double *se
         const char *nl = strchr(line, '\n');
         size_t len = nl ? (size_t)(nl - line) : strlen(line);
         char name[128];
-        if (sscanf(line, "%lld %lf%% %lld %lf%% %127s", self, selfp, total, totalp,
-                   name) == 5 &&
+        long long samples;
+        if (sscanf(line, "%lld %lf%% %lld %lf%% %lld %127s", self, selfp, total, totalp,
+                   &samples, name) == 6 &&
             strcmp(name, fn) == 0 && len >= strlen(fn) &&
             strncmp(line + len - strlen(fn), fn, strlen(fn)) == 0)
             return 1;
@@ -518,8 +565,9 @@ static void test_top_counts_recursion_once(void)
     CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
 
     char *text = top_text(r, 0);
-    CHECK(strstr(text, "Top 3 of 3 functions by self samples (unit: count)") != NULL);
-    CHECK(strstr(text, "Total 16 in 1 profile, 3 samples") != NULL);
+    CHECK(strstr(text, "Top 3 of 3 functions by self samples\n") != NULL);
+    /* "samples" counts the samples value, not the 3 rows. */
+    CHECK(strstr(text, "Total samples count (16) in 1 profile, 16 samples") != NULL);
     CHECK(strstr(text, "self%") && strstr(text, "total%") && strstr(text, "function"));
     long long self, total;
     double sp, tp;
@@ -560,7 +608,7 @@ static void test_top_formats_units_and_names(void)
     pn_error e;
     CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
     char *text = top_text(r, 10);
-    CHECK(strstr(text, "(unit: nanoseconds)") != NULL);
+    CHECK(strstr(text, "Total cpu time (1.50 s) in 1 profile, 2 samples") != NULL);
     CHECK(strstr(text, "1.50 s") != NULL);
     CHECK(strstr(text, "2.50 ms") != NULL);
     CHECK(strstr(text, "bad?name\n") != NULL); /* no raw newline in a row */
@@ -621,12 +669,17 @@ static void test_html_is_self_contained_and_escaped(void)
     if (page) {
         CHECK(strstr(page, "<title>Prod &lt;b&gt;&amp;&quot;quoted&quot;&#39;</title>"));
         CHECK(strstr(page, "<h1>Prod &lt;b&gt;&amp;&quot;quoted&quot;&#39;</h1>"));
+        /* Created through the umask like the profiles, not a fixed mode. */
+        struct stat st;
+        CHECK(stat(out, &st) == 0 && (st.st_mode & 0777) == (0644 & ~test_umask()));
         CHECK(strstr(page, "<b>&") == NULL);
         CHECK(strstr(page, "\"say \\\"hi\\\" \\\\path\"") != NULL);
         CHECK(strstr(page, "\"\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"
                            "\\u003c/script\\u003e\"") != NULL);
         CHECK(strstr(page, "\"caf\xc3\xa9 \xce\xbb\"") != NULL);
-        CHECK(strstr(page, "\"\\ufffd\\ufffd bad\"") != NULL);
+        /* Bad bytes were replaced when read (and counted), not refused. */
+        CHECK(strstr(page, "\"\xef\xbf\xbd\xef\xbf\xbd bad\"") != NULL);
+        CHECK(strstr(page, "\"invalid\":1,") != NULL);
         CHECK(strstr(page, "\"a\\u0026b\\u003c!--c\"") != NULL);
         CHECK(strstr(page, "\"unit\":\"nanoseconds\"") != NULL);
         /* Exactly our two script elements, and nothing in the data block
@@ -690,14 +743,18 @@ static void test_html_folds_beyond_node_budget(void)
     char *dir = make_dir();
     char *out = path_in(dir, "fold.html");
     /* Root + 10 nodes: main and f50..f42 are kept, f41..f1 folded. */
-    CHECK_EQ_INT(pn_report_write_html_max(r, "fold", out, 11, &e), 0);
+    CHECK_EQ_INT(pn_report_write_html_max(r, "fold", NULL, out, 11, &e), 0);
     char *page = read_text(out);
     CHECK(page != NULL);
     if (page) {
         CHECK(strstr(page, "\"folded\":41,\"foldedBelow\":41") != NULL);
-        CHECK(strstr(page, "\"f42\"") != NULL);
-        CHECK(strstr(page, "\"f41\"") == NULL);
-        CHECK(strstr(page, "\"f1\"") == NULL);
+        /* Root, main, f50..f42 as (function, depth, line) triples: 11 nodes. */
+        const char *nodes = strstr(page, "\"nodes\":[");
+        const char *close = nodes ? strchr(nodes, ']') : NULL;
+        int commas = 0;
+        for (const char *c = nodes; c && c < close; c++)
+            commas += *c == ',';
+        CHECK_EQ_INT(commas, 3 * 11 - 1);
     }
     free(page);
     /* Within budget nothing is folded. */
@@ -936,7 +993,7 @@ static void test_deep_stacks_are_cut_at_the_leaf_end(void)
     for (int d = 1; d < (int)PN_REPORT_MAX_DEPTH && ok; d++) {
         snprintf(name, sizeof name, "f%d", DEPTH - d);
         uint32_t c = r->nodes[node].first_child;
-        while (c != PN_REPORT_NONE && strcmp(r->names[r->nodes[c].name], name) != 0)
+        while (c != PN_REPORT_NONE && strcmp(r->names[r->funcs[r->nodes[c].func].name], name) != 0)
             c = r->nodes[c].next_sibling;
         ok = c != PN_REPORT_NONE && r->nodes[c].total == 3;
         node = c;
@@ -946,7 +1003,7 @@ static void test_deep_stacks_are_cut_at_the_leaf_end(void)
         uint32_t c = r->nodes[node].first_child;
         CHECK(c != PN_REPORT_NONE);
         if (c != PN_REPORT_NONE) {
-            CHECK_STR(r->names[r->nodes[c].name], "[truncated]");
+            CHECK_STR(r->names[r->funcs[r->nodes[c].func].name], "[truncated]");
             CHECK_EQ_INT(r->nodes[c].depth, PN_REPORT_MAX_DEPTH);
             CHECK_EQ_INT(r->nodes[c].self, 3);
             CHECK_EQ_INT(r->nodes[c].first_child, PN_REPORT_NONE);
@@ -1053,6 +1110,145 @@ static void test_bad_arguments(void)
     pn_report_free(r);
 }
 
+
+/* The text of a writer run on r into a memory stream. */
+typedef int (*text_writer)(pn_report *r, FILE *f, void *arg, pn_error *e);
+
+static char *write_text(pn_report *r, text_writer w, void *arg)
+{
+    struct { char *buf; size_t len; } *m = calloc(1, sizeof *m);
+    CHECK(m != NULL);
+    FILE *f = open_memstream(&m->buf, &m->len);
+    pn_error e;
+    CHECK_EQ_INT(w(r, f, arg, &e), 0);
+    fclose(f);
+    char *text = m->buf;
+    free(m);
+    return text;
+}
+
+static int breakdown_by(pn_report *r, FILE *f, void *key, pn_error *e)
+{
+    return pn_report_write_breakdown(r, f, key, e);
+}
+
+static int diff_routes(pn_report *r, FILE *f, void *arg, pn_error *e)
+{
+    (void)arg;
+    pn_label a = {"route", "/a"}, b = {"route", "/b"};
+    return pn_report_write_diff(r, f, 10, &a, 1, &b, 1, e);
+}
+
+static void test_labels_select_breakdown_and_diff(void)
+{
+    pb *b = pb_new("samples", "count");
+    pb_label(b, pb_sample(b, 10, "main", "a", NULL), "route", "/a");
+    pb_label(b, pb_sample(b, 30, "main", "b", NULL), "route", "/b");
+    Perftools__Profiles__Sample *s = pb_sample(b, 5, "main", "a", NULL);
+    pb_label(b, s, "route", "/b");
+    pb_label(b, s, "span_name", "POST /b");
+    pb_sample(b, 7, "main", "c", NULL);
+    size_t len;
+    uint8_t *raw = pb_pack(b, &len);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+    CHECK_EQ_INT(r->samples, 52); /* the samples values, not 4 rows */
+
+    pn_label f[3] = {{"route", "/b"}, {"route", "/a"}, {"span_name", "POST /b"}};
+    CHECK_EQ_INT(pn_report_select(r, f, 1, &e), 0);
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 35);
+    CHECK_EQ_INT(self_at(node_at(r, "main", "a", NULL)), 5);
+    CHECK_EQ_INT(pn_report_select(r, f, 2, &e), 0); /* one key: either value */
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 45);
+    CHECK_EQ_INT(pn_report_select(r, f + 1, 2, &e), 0); /* two keys: both */
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 0);
+    pn_label missing = {"nosuchkey", "x"};
+    CHECK_EQ_INT(pn_report_select(r, &missing, 1, &e), 0);
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total_n, 0);
+    pn_label bad = {"", "x"};
+    CHECK_EQ_INT(pn_report_select(r, &bad, 1, &e), -1);
+    CHECK_EQ_INT(e.code, PN_EINVAL);
+
+    CHECK_EQ_INT(pn_report_select(r, NULL, 0, &e), 0);
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 52);
+    char *text = write_text(r, breakdown_by, "route");
+    CHECK(strstr(text, "samples count by route: 3 values, total 52, 52 samples\n"));
+    long ib = offset_in(text, "35   67.31%         35  /b\n");
+    long ia = offset_in(text, "10   19.23%         10  /a\n");
+    long in = offset_in(text, " 7   13.46%          7  (none)\n");
+    CHECK(ib >= 0 && ia > ib && in > ia);
+    free(text);
+
+    text = write_text(r, diff_routes, NULL);
+    CHECK(strstr(text, "A: route=/a (total 10, 10 samples)\nB: route=/b (total 35, 35 samples)"));
+    /* a: 100% of A, 5/35 of B; b: none of A, 30/35 of B. */
+    CHECK(strstr(text, "100.00%             5   14.29%   -85.71%  a\n"));
+    CHECK(strstr(text, "0.00%            30   85.71%   +85.71%  b\n"));
+    free(text);
+    pn_report_free(r);
+    free(raw);
+    pb_free(b);
+}
+
+static void test_functions_keyed_by_name_and_file(void)
+{
+    pb *b = pb_new("cpu", "nanoseconds");
+    uint64_t main_loc = pb_loc_in(b, "main", "app.py", 12);
+    uint64_t ids[2] = {pb_loc_in(b, "work", "/src/moda.py", 3), main_loc};
+    pb_sample_ids(b, 2000, ids, 2);
+    ids[0] = pb_loc_in(b, "work", "/src/modb.py", 7);
+    pb_sample_ids(b, 1000, ids, 2);
+    ids[0] = pb_loc_in(b, "load", "/x/util.py", 1);
+    pb_sample_ids(b, 500, ids, 2);
+    ids[0] = pb_loc_in(b, "load", "/y/util.py", 1);
+    pb_sample_ids(b, 400, ids, 2);
+    size_t len;
+    uint8_t *raw = pb_pack(b, &len);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+    char *text = top_text(r, 0);
+    CHECK(strstr(text, "2.00 us   51.28%  ") != NULL);
+    CHECK(strstr(text, "work (moda.py)  /src/moda.py:3\n") != NULL);
+    CHECK(strstr(text, "work (modb.py)  /src/modb.py:7\n") != NULL);
+    CHECK(strstr(text, "load (x/util.py)  /x/util.py:1\n") != NULL);
+    CHECK(strstr(text, "load (y/util.py)  /y/util.py:1\n") != NULL);
+    CHECK(strstr(text, "  main  app.py:12\n") != NULL); /* unambiguous: bare */
+    free(text);
+    pn_report_free(r);
+    free(raw);
+    pb_free(b);
+}
+
+static void test_hidden_root_files(void)
+{
+    pb *b = pb_new("samples", "count");
+    uint64_t ids[4] = {pb_loc_in(b, "leaf", "/app/app.py", 9),
+                       pb_loc_in(b, "run_path", "/usr/lib/python3.11/runpy.py", 291),
+                       pb_loc_in(b, "_run", "/venv/site-packages/pyroscope/cli.py", 386),
+                       pb_loc_in(b, "<module>", "/notpyroscope/cli.py", 1)};
+    pb_sample_ids(b, 3, ids, 3);     /* leaf <- run_path <- _run */
+    pb_sample_ids(b, 2, ids + 1, 2); /* the launcher alone */
+    pb_sample_ids(b, 1, ids + 3, 1); /* a cli.py of someone else */
+    size_t len;
+    uint8_t *raw = pb_pack(b, &len);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    const char *hide[] = {"pyroscope/cli.py", "runpy.py"};
+    CHECK_EQ_INT(pn_report_hide_root_files(r, hide, 2, &e), 0);
+    CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+    CHECK_EQ_INT(total_at(node_at(r, "leaf", NULL)), 3);
+    CHECK_EQ_INT(total_at(node_at(r, "[launcher]", NULL)), 2);
+    CHECK_EQ_INT(total_at(node_at(r, "<module>", NULL)), 1);
+    CHECK(node_at(r, "_run", NULL) == NULL);
+    CHECK_EQ_INT(pn_report_hide_root_files(r, hide, 2, &e), -1); /* too late */
+    CHECK_EQ_INT(e.code, PN_ESTATE);
+    pn_report_free(r);
+    free(raw);
+    pb_free(b);
+}
+
 TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_inlined_lines_and_symbol_fallbacks), T(test_sparse_ids),
           T(test_top_counts_recursion_once), T(test_top_formats_units_and_names),
@@ -1060,4 +1256,5 @@ TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_html_folds_beyond_node_budget), T(test_malformed_input_is_rejected),
           T(test_empty_folder_and_missing_path), T(test_mixed_sample_types_are_refused),
           T(test_deep_stacks_are_cut_at_the_leaf_end), T(test_limits),
-          T(test_bad_arguments))
+          T(test_bad_arguments), T(test_labels_select_breakdown_and_diff),
+          T(test_functions_keyed_by_name_and_file), T(test_hidden_root_files))

@@ -282,9 +282,14 @@ def shutdown():
 def flush(timeout=5.0):
     """Export the current period now and wait (at most ``timeout`` seconds)
     until it was uploaded or written. Returns True when everything queued
-    was handled in time."""
+    was handled in time and no upload failed meanwhile."""
     timeout = float(_check_number("timeout", timeout))
-    return _native.flush(timeout)
+    # Uploads that failed or were dropped while it ran make it False too.
+    before = _native.stats()
+    done = _native.flush(timeout)
+    after = _native.stats()
+    lost = ("uploads_failed", "uploads_dropped")
+    return done and all(after.get(k, 0) <= before.get(k, 0) for k in lost)
 
 
 def is_running():

@@ -2,7 +2,8 @@
 
     python -m pyroscope run [options] script.py [args...]
     python -m pyroscope run [options] -m module [args...]
-    python -m pyroscope report PATH [--output HTML] [--top N] [--title TITLE]
+    python -m pyroscope report PATH... [--output HTML] [--top N] [--title TITLE]
+        [--filter KEY=VALUE]... [--group-by KEY] [--diff [A B]]
 
 ``run`` profiles a program in this interpreter, run the way ``python
 script.py`` / ``python -m module`` would run it. Its options are the
@@ -12,7 +13,10 @@ profiles go to a local folder (./pyroscope-profiles unless told otherwise)
 and at exit a flame graph (flamegraph.html) is written next to them and the
 top functions are printed to stderr, so the program's stdout stays its own.
 
-``report`` reads saved profiles (a file or a folder) and does the same.
+``report`` reads saved profiles (files or folders) and does the same; it
+filters by labels (tags, span_name, span_id, thread_name, pid, and source,
+the path each profile came from), breaks the total down by a label's values
+and compares two selections. The page opens on the same view.
 """
 
 import argparse
@@ -24,6 +28,7 @@ import runpy
 import sys
 import threading
 import traceback
+import urllib.parse
 
 import pyroscope
 from pyroscope import _native
@@ -171,13 +176,24 @@ def _build_parsers():
         "report", allow_abbrev=False, help="flame graph and top functions of saved profiles",
         description="Read a profile (.pb or .pb.gz) or every profile in a folder, print "
                     "the top functions and write a self-contained flame graph page.")
-    report.add_argument("path", metavar="PATH", help="a profile file or a folder of them")
+    report.add_argument("paths", nargs="+", metavar="PATH",
+                        help="profile files or folders of them")
     report.add_argument("--output", "-o", metavar="HTML",
                         help=f"where to write the flame graph (default: {REPORT_NAME} in "
-                             "the folder, or next to the file)")
+                             "the first folder, or next to the first file)")
     report.add_argument("--top", type=_count, default=20, metavar="N",
                         help="functions listed (default 20; 0: none)")
     report.add_argument("--title", metavar="TITLE", help="title of the flame graph page")
+    report.add_argument("--filter", dest="filters", action="append", type=_pair, default=[],
+                        metavar="KEY=VALUE",
+                        help="only samples with this label (repeatable: different keys "
+                             "must all match, values of one key are alternatives)")
+    report.add_argument("--group-by", metavar="KEY",
+                        help="print the total per value of this label")
+    report.add_argument("--diff", nargs="*", metavar="SELECTION",
+                        help="compare two selections, each KEY=VALUE[,KEY=VALUE...] "
+                             "(e.g. --diff route=/a route=/b); with no selections and "
+                             "two paths, the first path against the second")
     return parser, run
 
 
@@ -323,7 +339,8 @@ def _report_run(folder, before, title, top):
         return
     html = os.path.join(folder, REPORT_NAME)
     try:
-        count, text = _native.report([os.path.join(folder, n) for n in new], html, title, top)
+        count, text = _native.report([os.path.join(folder, n) for n in new], html, title, top,
+                                     [], None, None, None, _launcher_files(), "")
     except (ValueError, RuntimeError, OSError) as exc:
         _say(f"cannot write the report: {exc}")
         return
@@ -331,6 +348,22 @@ def _report_run(folder, before, title, top):
         sys.stderr.write("\n" + text)
     _say(f"{count} profile{'s' if count != 1 else ''} in {folder}, "
          f"flame graph: {html}")
+
+
+_LAUNCHER = [""]  # sys.argv[0] as the CLI started, before the program's argv
+
+# Files of the frames between the interpreter and the user's program: the
+# report hides them at the root of every stack. Matched as path suffixes, so
+# profiles recorded by another install of this package are trimmed too.
+LAUNCHER_FILES = ("pyroscope/cli.py", "pyroscope/__main__.py", "runpy.py", "<frozen runpy>",
+                  "bin/pyroscope-native")
+
+
+def _launcher_files():
+    files = set(LAUNCHER_FILES)
+    if _LAUNCHER[0]:
+        files.add(_LAUNCHER[0])  # a console script of another name
+    return sorted(files)
 
 
 def _run(ns, kind, target, program_args):
@@ -406,19 +439,55 @@ def _run(ns, kind, target, program_args):
 
 # ------------------------------------------------------------------ report
 
+def _selection(text, what):
+    """KEY=VALUE[,KEY=VALUE...] as (key, value) pairs."""
+    pairs = []
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{what}: expected KEY=VALUE[,KEY=VALUE...], got {text!r}")
+        pairs.append((key.strip(), value))
+    return pairs
+
+
 def _report(ns):
-    path = ns.path
-    if not os.path.exists(path):
-        raise UsageError(f"{path}: no such file or folder")
+    paths = ns.paths
+    for path in paths:
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file or folder")
+    first = paths[0]
     if ns.output:
         html = ns.output
-    elif os.path.isdir(path):
-        html = os.path.join(path, REPORT_NAME)
+    elif os.path.isdir(first):
+        html = os.path.join(first, REPORT_NAME)
     else:
-        html = os.path.join(os.path.dirname(path), REPORT_NAME)
-    title = ns.title or os.path.basename(os.path.normpath(os.path.abspath(path)))
+        html = os.path.join(os.path.dirname(first), REPORT_NAME)
+    title = ns.title or ", ".join(os.path.basename(os.path.normpath(os.path.abspath(p)))
+                                  for p in paths)
+    diff_a = diff_b = None
+    if ns.diff is not None:
+        if len(ns.diff) == 2:
+            diff_a = _selection(ns.diff[0], "--diff")
+            diff_b = _selection(ns.diff[1], "--diff")
+        elif not ns.diff and len(paths) == 2:
+            diff_a, diff_b = [("source", paths[0])], [("source", paths[1])]
+        else:
+            raise UsageError("--diff takes two selections (--diff KEY=VALUE KEY=VALUE), "
+                             "or none with exactly two paths")
+    # The page opens on the same view (its URL-fragment syntax).
+    view = {}
+    if ns.filters:
+        view["filter"] = ",".join(f"{k}={v}" for k, v in ns.filters)
+    if ns.group_by:
+        view["group"] = ns.group_by
+    if diff_a is not None:
+        view["diff"] = ""
+        view["a"] = ",".join(f"{k}={v}" for k, v in diff_a)
+        view["b"] = ",".join(f"{k}={v}" for k, v in diff_b)
     try:
-        count, text = _native.report([path], html, title, ns.top)
+        count, text = _native.report(list(paths), html, title, ns.top, list(ns.filters),
+                                     ns.group_by, diff_a, diff_b, _launcher_files(),
+                                     urllib.parse.urlencode(view))
     except (ValueError, RuntimeError, OSError) as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(text)
@@ -430,6 +499,8 @@ def main(argv=None):
     """Entry point of ``python -m pyroscope`` and ``pyroscope-native``;
     returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if sys.argv and sys.argv[0]:
+        _LAUNCHER[0] = os.path.abspath(sys.argv[0])
     parser, run_parser = _build_parsers()
     try:
         if argv and argv[0] == "run":

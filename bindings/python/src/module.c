@@ -471,29 +471,81 @@ static PyObject *m_at_exit(PyObject *self, PyObject *unused)
 
 /* -------------------------------------------------------------- reports */
 
-/* report(paths, html_path or None, title, top) -> (profiles, top text) */
+/* A list of (key, value) str pairs as labels; the strings stay owned by
+ * the list. NULL (with an exception) on bad input or no memory. */
+static pn_label *report_pairs(PyObject *list, const char *what, size_t *n)
+{
+    *n = 0;
+    if (list == Py_None)
+        return calloc(1, sizeof(pn_label));
+    PyObject *seq = PySequence_Fast(list, what);
+    if (!seq)
+        return NULL;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    pn_label *out = calloc((size_t)len + 1, sizeof *out);
+    if (!out) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *kv = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2 ||
+            !(out[i].key = utf8_of(PyTuple_GET_ITEM(kv, 0), what)) ||
+            !(out[i].value = utf8_of(PyTuple_GET_ITEM(kv, 1), what))) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%s: expected (key, value) pairs", what);
+            free(out);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    /* The strings live in the tuples, which the caller's list keeps. */
+    Py_DECREF(seq);
+    *n = (size_t)len;
+    return out;
+}
+
+/* report(paths, html_path or None, title, top, filters, group_by or None,
+ *        diff_a or None, diff_b or None, hide_files, view)
+ * -> (profiles, text): the top table, breakdown or diff as asked. */
 static PyObject *m_report(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *paths, *html;
-    const char *title;
+    PyObject *paths, *html, *filt, *group, *da, *db, *hide;
+    const char *title, *view;
     Py_ssize_t top;
-    if (!PyArg_ParseTuple(args, "OOsn", &paths, &html, &title, &top))
+    if (!PyArg_ParseTuple(args, "OOsnOOOOOs", &paths, &html, &title, &top, &filt, &group,
+                          &da, &db, &hide, &view))
         return NULL;
     PyObject *seq = PySequence_Fast(paths, "paths must be a list of str");
-    if (!seq)
-        return NULL;
-    const char *html_path = NULL;
-    if (html != Py_None && !(html_path = utf8_of(html, "html path"))) {
-        Py_DECREF(seq);
-        return NULL;
-    }
-    pn_report *r = pn_report_new();
-    pn_error e = {0};
+    PyObject *hseq = seq ? PySequence_Fast(hide, "hide_files must be a list of str") : NULL;
+    const char *html_path = NULL, *group_key = NULL;
+    pn_label *filters = NULL, *la = NULL, *lb = NULL;
+    size_t nf = 0, na = 0, nb = 0;
+    pn_report *r = NULL;
     char *text = NULL;
     size_t text_len = 0;
     PyObject *result = NULL;
+    const char *hidden[16];
+    if (!hseq || (html != Py_None && !(html_path = utf8_of(html, "html path"))) ||
+        (group != Py_None && !(group_key = utf8_of(group, "group_by"))) ||
+        !(filters = report_pairs(filt, "filters", &nf)) ||
+        !(la = report_pairs(da, "diff_a", &na)) || !(lb = report_pairs(db, "diff_b", &nb)))
+        goto out;
+    Py_ssize_t nh = PySequence_Fast_GET_SIZE(hseq);
+    if (nh > 16) {
+        PyErr_SetString(PyExc_ValueError, "hide_files: at most 16 files");
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < nh; i++)
+        if (!(hidden[i] = utf8_of(PySequence_Fast_GET_ITEM(hseq, i), "hide_files")))
+            goto out;
+    r = pn_report_new();
+    pn_error e = {0};
     int rc = r ? 0 : pn_fail(&e, PN_ENOMEM, "out of memory building a report");
+    if (rc == 0)
+        rc = pn_report_hide_root_files(r, hidden, (size_t)nh, &e);
     for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
         const char *p = utf8_of(PySequence_Fast_GET_ITEM(seq, i), "path");
         if (!p)
@@ -503,13 +555,25 @@ static PyObject *m_report(PyObject *self, PyObject *args)
         Py_END_ALLOW_THREADS
     }
     if (rc == 0 && html_path)
-        rc = pn_report_write_html(r, title, html_path, &e);
-    if (rc == 0 && top > 0) {
+        rc = pn_report_write_html_view(r, title, view, html_path, &e);
+    if (rc == 0)
+        rc = pn_report_select(r, filters, nf, &e);
+    if (rc == 0 && (top > 0 || group_key || da != Py_None)) {
         FILE *f = open_memstream(&text, &text_len);
         if (!f) {
             rc = pn_fail(&e, PN_ENOMEM, "out of memory building a report");
         } else {
-            rc = pn_report_write_top(r, f, (size_t)top, &e);
+            if (group_key)
+                rc = pn_report_write_breakdown(r, f, group_key, &e);
+            if (rc == 0 && da != Py_None) {
+                if (group_key)
+                    fputc('\n', f);
+                rc = pn_report_write_diff(r, f, (size_t)top, la, na, lb, nb, &e);
+            } else if (rc == 0 && top > 0) {
+                if (group_key)
+                    fputc('\n', f);
+                rc = pn_report_write_top(r, f, (size_t)top, &e);
+            }
             fclose(f);
         }
     }
@@ -521,8 +585,12 @@ static PyObject *m_report(PyObject *self, PyObject *args)
                            (Py_ssize_t)(text ? text_len : 0));
 out:
     free(text);
+    free(filters);
+    free(la);
+    free(lb);
     pn_report_free(r);
-    Py_DECREF(seq);
+    Py_XDECREF(hseq);
+    Py_XDECREF(seq);
     return result;
 }
 
@@ -580,7 +648,8 @@ static PyMethodDef methods[] = {
     {"set_log_level", m_set_log_level, METH_O, "lowest level the core reports"},
     {"at_exit", m_at_exit, METH_NOARGS, "stop and detach logging (interpreter exit)"},
     {"report", m_report, METH_VARARGS,
-     "report(paths, html_path, title, top) -> (profiles read, top-functions text)"},
+     "report(paths, html_path, title, top, filters, group_by, diff_a, diff_b, hide_files, "
+     "view) -> (profiles read, report text)"},
     {"config_names", m_config_names, METH_NOARGS, "the core's setting names"},
     {NULL, NULL, 0, NULL},
 };

@@ -33,6 +33,10 @@ struct pn_agent {
     pn_config cfg;
     pn_label pid_label;
     char pid_value[24];
+    /* pid, then the static tags when profiles go to a folder (an upload
+     * carries them in its URL instead; a file has only its labels). */
+    pn_label *extra;
+    size_t nextra_tags;
     int child_of_fork;          /* label profiles with the pid even without report_pid */
     pn_queue *queue;
 
@@ -87,10 +91,11 @@ static void export_period(pn_agent *a, pn_driver *d, pn_period *p)
     if (pn_period_sample_count(p) <= 1) /* only the [overflow] placeholder */
         return;
     int with_pid = a->cfg.report_pid || a->child_of_fork;
+    size_t nextra = (with_pid ? 1 : 0) + a->nextra_tags;
     pn_profile_meta m = {a->cfg.application_name, d->profile_type,
                          (uint32_t)lround(a->cfg.sample_rate), d->nvalues, d->types,
-                         d->period_type, d->period, with_pid ? &a->pid_label : NULL,
-                         with_pid ? 1 : 0};
+                         d->period_type, d->period,
+                         nextra ? (with_pid ? a->extra : a->extra + 1) : NULL, nextra};
     pn_error e;
     pn_profile *prof = pn_profile_from_period(p, &m, &e);
     if (!prof) {
@@ -251,6 +256,7 @@ static void agent_free(pn_agent *a)
     for (int i = 0; i < a->ndrivers; i++)
         pn_driver_free(a->drivers[i]);
     pn_config_free(&a->cfg);
+    free(a->extra);
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv);
     free(a);
@@ -305,6 +311,16 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
     pn_log_set_level(c->log_level);
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
     a->pid_label = (pn_label){"pid", a->pid_value};
+    size_t ntags = a->cfg.output_dir && a->cfg.output_dir[0] ? a->cfg.ntags : 0;
+    if (!(a->extra = calloc(ntags + 1, sizeof *a->extra))) {
+        agent_free(a);
+        atomic_store(&current, NULL);
+        return pn_fail(e, PN_ENOMEM, "out of memory starting the agent"), NULL;
+    }
+    a->extra[0] = a->pid_label;
+    for (size_t i = 0; i < ntags; i++)
+        a->extra[i + 1] = a->cfg.tags[i];
+    a->nextra_tags = ntags;
 
     pn_exporter *ex[2];
     size_t nex = 0;

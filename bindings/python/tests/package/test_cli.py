@@ -63,12 +63,13 @@ def top_rows(text):
     """Function names of the top-functions table in `text`, in order."""
     lines = text.splitlines()
     start = next(i for i, ln in enumerate(lines)
-                 if "self%" in ln and ln.rstrip().endswith("function"))
+                 if "self%" in ln and ln.rstrip().endswith("function (file:line)"))
     rows = []
     for ln in lines[start + 1:]:
         if ln.count("%") < 2:
             break
-        rows.append(ln.split("%", 2)[2].strip())
+        # samples, function, then file:line when the file is known
+        rows.append(re.split(r"\s{2,}", ln.split("%", 2)[2].strip())[1])
     return rows
 
 
