@@ -5,7 +5,7 @@
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-release  core tests built as Release (-O3): -Werror must hold there too
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
-#   make test-python    Python-side tests for CPython 3.11-3.13 (part of `make test`)
+#   make test-python    Python-side tests for CPython 3.10-3.13 (part of `make test`)
 #   make bench      benchmarks (never part of `make test`)
 #   make proto      regenerate core/gen from proto/
 
@@ -53,8 +53,8 @@ build: deps $(BUILD)/CMakeCache.txt
 test: build test-c test-valgrind test-python
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
-# 3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
-PYTHONS ?= $(shell for v in 3.11 3.12 3.13; do \
+# 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
+PYTHONS ?= $(shell for v in 3.10 3.11 3.12 3.13; do \
 	p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1); \
 	[ -n "$$p" ] || p=$$(command -v python$$v 2>/dev/null); \
 	[ -n "$$p" ] && echo $$p; done)
@@ -69,7 +69,7 @@ $$v/bin/python -m pip install -q --disable-pip-version-check --no-build-isolatio
 endef
 
 test-python: build
-	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.11-3.13 found"; exit 1; }
+	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
 	@set -e; for py in $(PYTHONS); do \
 		$(call py_venv,$$py); \
 		echo "== $$($$v/bin/python -V) =="; \

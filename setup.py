@@ -14,8 +14,8 @@ from setuptools.command.build_ext import build_ext
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative, as setuptools wants
 
-if sys.version_info < (3, 11):
-    sys.exit("pyroscope-native supports CPython 3.11, 3.12 and 3.13; this is %d.%d"
+if sys.version_info < (3, 10):
+    sys.exit("pyroscope-native supports CPython 3.10, 3.11, 3.12 and 3.13; this is %d.%d"
              % sys.version_info[:2])
 
 CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow",
@@ -105,7 +105,16 @@ setup(
     version="0.1.0",
     description="Continuous profiler for CPython with a native sampler, "
                 "the pyroscope-io API and an OpenTelemetry span processor",
-    python_requires=">=3.11",
+    python_requires=">=3.10",
+    classifiers=[
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Programming Language :: Python :: Implementation :: CPython",
+        "Operating System :: POSIX :: Linux",
+    ],
     package_dir={"": "bindings/python"},
     packages=["pyroscope"],
     libraries=[core],

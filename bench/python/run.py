@@ -9,8 +9,9 @@ of the pairs, never a single time. The sections:
 
   1. overhead   fixed work (CPU-bound; 8 threads mixing CPU and sleeps) with
                 no profiler, this project, pyroscope-io and py-spy, 100 Hz
-  2. sampler    sampler CPU per stack walked (depth x threads), and the
-                sampler thread's share of a core with 10 threads at 100 Hz
+  2. sampler    sampler CPU per stack walked (depth x threads), the
+                sampler thread's share of a core with 10 threads at 100 Hz,
+                and 50-frame stacks that keep changing next to parked ones
   3. encode     pprof encode + gzip of 1k/10k/50k unique stacks (bench_core)
   4. memory     peak RSS added over a run that keeps creating new stacks
   5. accuracy   CPU attribution error against the workload's own truth
@@ -510,7 +511,12 @@ def section_sampler(envs, tmp, quick):
                                    "--seconds", "2" if quick else "5", "--chunks", chunks,
                                    "--out-dir", out_dir], timeout=300)
     log("sampler production cases done")
-    return {"grid_rate_hz": 1000, "grid": grid, "production": prod}
+    changing = run_sampler_cost(envs, ["--changing", "--threads", "4", "--rate", "1000",
+                                       "--seconds", secs, "--chunks", chunks,
+                                       "--rounds", "2" if quick else "3",
+                                       "--out-dir", out_dir], timeout=600)
+    log("sampler changing-stack rows done")
+    return {"grid_rate_hz": 1000, "grid": grid, "production": prod, "changing": changing}
 
 
 # -------------------------------------------------------------- 3. encode
@@ -820,6 +826,14 @@ def evaluate_targets(res):
             v = c["sampler_core_pct"]
             add(f"sampler thread, 10 threads at 100 Hz, {c['case']} (% of one core)", v,
                 "<= 0.5 %", v is not None and v <= 0.5)
+        ch = next((c for c in sm.get("changing", []) if c["case"] == "changing"), None)
+        pk = next((c for c in sm.get("changing", []) if c["case"] == "parked"), None)
+        if ch:
+            v = ch["us_per_stack"]
+            add("sampler CPU per 50-frame stack that keeps changing (5 threads, 1000 Hz)", v,
+                "<= 10 us", v is not None and v <= 10.0,
+                f"{fmt(ch['frames_per_stack'], '.1f')} frames/stack; parked in the same run "
+                f"{fmt(pk and pk['us_per_stack'])} us")
     en = res.get("encode")
     if en:
         row = next((r for r in en["rows"] if r["unique_stacks"] == 10000), None)
@@ -928,6 +942,17 @@ def report(res):
                  c["totals"]["stacks_walked"], c["totals"]["walk_errors"]]
                 for c in sm["production"]]
         out.append(table(rows, ["settings", "% of a core", "us/stack", "stacks", "walk errors"]))
+        if sm.get("changing"):
+            out.append(f"  Stacks that keep changing vs parked ({sm['grid_rate_hz']} Hz, 5 "
+                       "threads at depth 50, rounds interleaved; median of every chunk of "
+                       "every round)")
+            rows = [[c["case"], fmt(c["frames_per_stack"], ".1f"), fmt(c["us_per_stack"]),
+                     fmt(c["ns_per_frame"], ".0f"), c["totals"]["stacks_walked"],
+                     c["totals"]["cache_misses"], c["totals"]["missed_ticks"],
+                     c["totals"]["walk_errors"]] for c in sm["changing"]]
+            out.append(table(rows, ["threads' stacks", "frames/stack", "us/stack", "ns/frame",
+                                    "stacks", "code cache misses", "missed ticks",
+                                    "walk errors"]))
 
     en = res.get("encode")
     if en:

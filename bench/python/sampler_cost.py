@@ -2,6 +2,7 @@
 
     python sampler_cost.py --cases 10x1,50x10,... --rate 1000 --seconds 2 --out-dir DIR
     python sampler_cost.py --production --threads 10 --rate 100 --seconds 5 --out-dir DIR
+    python sampler_cost.py --changing --threads 4 --rate 1000 --seconds 2 --rounds 3
 
 Cases are DEPTHxTHREADS. For each, THREADS threads (the main thread is one
 of them) recurse to DEPTH Python frames and block; the profiler samples them
@@ -14,6 +15,14 @@ cost per stack and the median over the chunks is reported.
 threads that mix CPU and sleeps at depth ~30, and a worst case with every
 blocked thread walked on every tick, and reports the sampler thread's CPU as
 a share of one core.
+
+--changing compares, in one run with the two interleaved round by round,
+threads parked at depth 50 against threads whose 50-frame stacks keep
+changing: each builds random call chains through 1000 generated functions
+(distinct code objects, three call sites each), so consecutive ticks see
+different functions and lines and the sampler reads frames the
+application just wrote. Both rows are medians over every chunk of every
+round.
 
 Prints one `BENCH {json}` line per case.
 """
@@ -133,6 +142,76 @@ def run_mixed(nthreads, rate, seconds, chunks, out_dir):
     return rows
 
 
+CHANGING_FUNCS = 1000
+
+
+def make_changing_funcs(n=CHANGING_FUNCS):
+    """n distinct functions; f(d, k) recurses d levels through randomly
+    chosen ones (an LCG in k), at one of three call sites, then spins."""
+    src = ["def leaf(k):\n    x = 0\n    for i in range(3000):\n        x += i\n    return x\n"]
+    for i in range(n):
+        src.append(
+            f"def f{i}(d, k):\n"
+            f"    if d == 0:\n"
+            f"        return leaf(k)\n"
+            f"    k = (k * 1103515245 + 12345) & 0x7fffffff\n"
+            f"    g = FUNCS[k % {n}]\n"
+            f"    if k & 0x100:\n"
+            f"        return g(d - 1, k)\n"
+            f"    if k & 0x200:\n"
+            f"        return g(d - 1, k) + 1\n"
+            f"    y = g(d - 1, k)\n"
+            f"    return y\n")
+    ns = {}
+    exec(compile("\n".join(src), "<changing-stacks>", "exec"), ns)
+    ns["FUNCS"] = [ns[f"f{i}"] for i in range(n)]
+    return ns["FUNCS"]
+
+
+def run_changing(depth, nthreads, rate, seconds, chunks, out_dir):
+    """nthreads threads whose stacks (depth generated frames plus a few of
+    their own) change continuously while the profiler samples them all.
+    The leaf spins ~100 us, about as long as building the chain, so most
+    ticks find a thread at full depth, and never twice at the same stack."""
+    funcs = make_changing_funcs()
+    stop = threading.Event()
+    started = threading.Barrier(nthreads + 1)
+
+    def churn(seed):
+        started.wait()
+        k = seed
+        while not stop.is_set():
+            k = (k * 1103515245 + 12345) & 0x7fffffff
+            funcs[k % len(funcs)](depth - 1, k)
+
+    threads = [threading.Thread(target=churn, args=(i * 7919 + 1,), daemon=True)
+               for i in range(nthreads)]
+    for t in threads:
+        t.start()
+    started.wait()
+    pyroscope.configure(application_name="bench.sampler", output_dir=out_dir,
+                        sample_rate=rate, oncpu=False, gil_only=False,
+                        max_depth=max(256, depth + 32), upload_interval=60)
+    time.sleep(0.3)  # first ticks intern every frame: keep them out
+    # The main thread is walked too: parked at the same depth, one stack
+    # in nthreads + 1.
+    rows = at_depth(depth, lambda: measure(seconds, chunks))
+    pyroscope.shutdown()
+    stop.set()
+    for t in threads:
+        t.join()
+    return rows
+
+
+def run_changing_vs_parked(nthreads, rate, seconds, chunks, rounds, out_dir):
+    """Parked and changing rows, interleaved round by round."""
+    parked, changing = [], []
+    for _ in range(rounds):
+        parked += run_blocked(50, nthreads + 1, rate, seconds, chunks, out_dir)
+        changing += run_changing(50, nthreads, rate, seconds, chunks, out_dir)
+    return parked, changing
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="10x1")
@@ -140,6 +219,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--chunks", type=int, default=5)
     ap.add_argument("--production", action="store_true")
+    ap.add_argument("--changing", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=10)
     ap.add_argument("--out-dir", default="")
     args = ap.parse_args()
@@ -152,6 +233,14 @@ def main():
 
 
 def run(args, out_dir):
+    if args.changing:
+        parked, changing = run_changing_vs_parked(args.threads, args.rate, args.seconds,
+                                                  args.chunks, args.rounds, out_dir)
+        common = dict(depth=50, rate=args.rate, oncpu=False, gil_only=False,
+                      rounds=args.rounds)
+        emit(case="parked", threads=args.threads + 1, **common, **summarise(parked))
+        emit(case="changing", threads=args.threads + 1, **common, **summarise(changing))
+        return
     if args.production:
         rows = run_mixed(args.threads, args.rate, args.seconds, args.chunks, out_dir)
         emit(case="default settings, threads mixing CPU and sleep", threads=args.threads,

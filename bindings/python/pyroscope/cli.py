@@ -384,7 +384,8 @@ def _run(ns, kind, target, program_args):
     else:
         path0 = os.getcwd()
         default_name = target
-    if not sys.flags.safe_path:  # python -P adds no such entry; neither do we
+    # python -P (3.11+) adds no such entry; neither do we.
+    if not getattr(sys.flags, "safe_path", False):
         sys.path[0] = path0
     if kind == "module":
         try:

@@ -1,7 +1,16 @@
 /*
- * The CPython struct layouts the walker reads, taken from the interpreter's
- * own internal headers at compile time. Every difference between 3.11, 3.12
- * and 3.13 lives in this file; walker.c only uses the PNW_ names below.
+ * Where the walker finds things in CPython's memory, for 3.10 to 3.13.
+ *
+ * Every version difference lives in this file, as data: pnw_layout_init
+ * fills one pnw_layout (field offsets, how a frame names its instruction,
+ * which line-table format) and walker.c reads copied bytes at those
+ * offsets, never a version's struct. 3.13 publishes most of the offsets
+ * itself in _PyRuntime.debug_offsets ("xdebugpy"); they are taken from
+ * there, validated, so a later release with the same debug-offsets
+ * version needs the fewest changes here. What 3.13 does not publish
+ * (_co_firsttraceable, the frame-owner values, the GIL's address, tstate->context, the str
+ * layout) still comes from the internal headers this file is compiled
+ * with; so does everything for 3.10-3.12.
  *
  * Include this before anything else in a translation unit: the internal
  * headers need Py_BUILD_CORE, which changes what Python.h declares.
@@ -13,15 +22,18 @@
 #define Py_BUILD_CORE 1
 #endif
 #include <Python.h>
+#include <frameobject.h>
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "pyroscope_native.h"
 
-/* A free-threaded build has no GIL and different object headers; versions
- * before 3.11 have no _PyInterpreterFrame; later ones are not checked yet. */
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+/* A free-threaded build has no GIL and different object headers; later
+ * versions are not checked yet. */
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
 #define PNW_SUPPORTED 1
 #else
 #define PNW_SUPPORTED 0
@@ -30,91 +42,260 @@
 #if PNW_SUPPORTED
 
 #include "internal/pycore_code.h"
-#include "internal/pycore_frame.h"
 #include "internal/pycore_gil.h"
 #include "internal/pycore_interp.h"
 #include "internal/pycore_runtime.h"
-
-/* How many bytes of a frame to copy: the fixed part before the locals. */
-#define PNW_FRAME_SIZE offsetof(_PyInterpreterFrame, localsplus)
-/* How many bytes of a code object to copy: everything before the bytecode. */
-#define PNW_CODE_SIZE offsetof(PyCodeObject, co_code_adaptive)
-
-#if PY_VERSION_HEX >= 0x030D0000
-/* 3.13: f_executable is a code object or None; instr_ptr is the instruction
- * currently executing (or about to). */
-#define PNW_FRAME_CODE(f) ((const void *)(f)->f_executable)
-#define PNW_FRAME_INSTR(f) ((const void *)(f)->instr_ptr)
-#define PNW_CODE_IS_NONE(p) ((p) == (const void *)Py_None)
-#else
-/* 3.11/3.12: f_code; prev_instr is the code unit before the next
- * instruction, which is what CPython itself uses for line numbers. */
-#define PNW_FRAME_CODE(f) ((const void *)(f)->f_code)
-#define PNW_FRAME_INSTR(f) ((const void *)(f)->prev_instr)
-#define PNW_CODE_IS_NONE(p) 0
+#if PY_VERSION_HEX >= 0x030B0000
+#include "internal/pycore_frame.h"
 #endif
 
-/* C-stack shim frames exist from 3.12; 3.11 has none. */
-#if PY_VERSION_HEX >= 0x030C0000
-#define PNW_OWNER_CSTACK FRAME_OWNED_BY_CSTACK
-#else
-#define PNW_OWNER_CSTACK (-1)
-#endif
-#define PNW_OWNER_GENERATOR FRAME_OWNED_BY_GENERATOR
+/* Bytes of a struct the walker copies at most: every offset it uses must
+ * fit (checked at start), so the copies live in fixed buffers. */
+#define PNW_SPAN_MAX 512
 
-/* 3.11 strings may be "not ready" (legacy wstr only); later ones always are. */
+enum {
+    PNW_INSTR_POINTER = 0,  /* 3.11+: pointer to a code unit of co_code_adaptive */
+    PNW_INSTR_INDEX = 1,    /* 3.10: int f_lasti, in code units (-1: not started) */
+};
+enum { PNW_LINETABLE_310 = 0, PNW_LINETABLE_311 = 1 };
+
+/* 3.10/3.11 strings may be "not ready" (legacy wstr only); later ones
+ * always are. The str layouts themselves come from the headers. */
 #if PY_VERSION_HEX < 0x030C0000
 #define PNW_STR_READY(a) ((a)->state.ready)
 #else
 #define PNW_STR_READY(a) 1
 #endif
 
-/* The innermost frame of a thread, from a copy of its thread state.
- * 3.11/3.12 keep it in the _PyCFrame the thread is currently running in
- * (on that thread's C stack or inside the thread state), so it takes one
- * more safe read. Returns -1 when that read fails. */
-static inline int pnw_current_frame(const PyThreadState *ts, const void **out)
+#define PNW_NONE SIZE_MAX   /* "this version has no such field" */
+
+typedef struct {
+    const char *source;     /* "debug_offsets" or "headers", for logs and tests */
+    size_t interp_threads;  /* first thread state */
+    /* Thread state; ts_span bytes are copied. */
+    size_t ts_span, ts_next, ts_frame;
+    size_t cframe_frame;    /* 3.11/12: ts_frame is a _PyCFrame *, this its current_frame */
+    size_t ts_native_tid;   /* 3.11+ */
+    size_t ts_pthread;      /* 3.10: thread_id (a pthread_t), see pthread_tid.h */
+    size_t ts_context;      /* the PyContext running (contextvars), see context_labels.h */
+    /* Frame; fr_span bytes are copied. */
+    size_t fr_span, fr_type, fr_back, fr_code, fr_instr, fr_owner;
+    int instr_kind, owner_generator, owner_cstack; /* owners: -1 = none */
+    /* Code object; co_span bytes are copied. */
+    size_t co_span, co_type, co_units, co_name, co_filename, co_linetable, co_firstlineno,
+        co_firsttraceable, co_code;
+    int linetable_format;
+    /* The GIL's state: the struct and its fields. */
+    const void *gil;
+    size_t gil_span, gil_locked, gil_holder;
+} pnw_layout;
+
+/* Bytes of sizeof(T) at offset off of a copied buffer. */
+static inline const void *pnw_ptr(const uint8_t *b, size_t off)
 {
-#if PY_VERSION_HEX >= 0x030D0000
-    *out = ts->current_frame;
-    return 0;
+    const void *p;
+    memcpy(&p, b + off, sizeof p);
+    return p;
+}
+
+static inline int32_t pnw_i32(const uint8_t *b, size_t off)
+{
+    int32_t v;
+    memcpy(&v, b + off, sizeof v);
+    return v;
+}
+
+static inline int64_t pnw_i64(const uint8_t *b, size_t off)
+{
+    int64_t v;
+    memcpy(&v, b + off, sizeof v);
+    return v;
+}
+
+/* The interpreter's major.minor as 0xMMmm0000, from the library we run in. */
+static inline unsigned long pnw_runtime_version(void)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return Py_Version & 0xFFFF0000ul;
 #else
-    _PyCFrame cf;
-    if (ts->cframe == NULL) {
-        *out = NULL;
+    unsigned major = 0, minor = 0;
+    if (sscanf(Py_GetVersion(), "%u.%u", &major, &minor) != 2)
         return 0;
-    }
-    if (pn_safe_read(&cf, ts->cframe, sizeof cf) != 0)
-        return -1;
-    *out = cf.current_frame;
-    return 0;
+    return ((unsigned long)major << 24) | ((unsigned long)minor << 16);
 #endif
 }
 
-typedef struct _gil_runtime_state pnw_gil;
-
-/* Where the interpreter's GIL state lives. Called with the GIL held (from
- * py_walker_new); the address does not change while the interpreter runs. */
-static inline const pnw_gil *pnw_gil_address(PyInterpreterState *interp)
+/* The largest (offset + 8) among those in use, or 0 when one is past
+ * PNW_SPAN_MAX. */
+static inline size_t pnw_span(const size_t *offs, size_t n)
 {
+    size_t span = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (offs[i] == PNW_NONE)
+            continue;
+        if (offs[i] > PNW_SPAN_MAX - 8)
+            return 0;
+        if (offs[i] + 8 > span)
+            span = offs[i] + 8;
+    }
+    return span;
+}
+
+/* Computes the spans; -1 when an offset does not fit the copy buffers. */
+static inline int pnw_layout_spans(pnw_layout *L)
+{
+    size_t ts[] = {L->ts_next, L->ts_frame, L->ts_native_tid, L->ts_pthread, L->ts_context};
+    size_t fr[] = {L->fr_type, L->fr_back, L->fr_code, L->fr_instr, L->fr_owner};
+    size_t co[] = {L->co_type, L->co_units, L->co_name, L->co_filename, L->co_linetable,
+                   L->co_firstlineno, L->co_firsttraceable};
+    size_t gil[] = {L->gil_locked, L->gil_holder};
+    L->ts_span = pnw_span(ts, sizeof ts / sizeof *ts);
+    L->fr_span = pnw_span(fr, sizeof fr / sizeof *fr);
+    L->co_span = pnw_span(co, sizeof co / sizeof *co);
+    L->gil_span = pnw_span(gil, sizeof gil / sizeof *gil);
+    return L->ts_span && L->fr_span && L->co_span && L->gil_span ? 0 : -1;
+}
+
+/* The layout of the headers we were compiled with. Version sections:
+ * 3.10 frames are PyFrameObjects linked by f_back from tstate->frame, and
+ * f_lasti counts code units; 3.11/3.12 _PyInterpreterFrames hang off the
+ * thread's current _PyCFrame, 3.13's off the thread state itself. */
+static inline void pnw_layout_headers(pnw_layout *L, PyInterpreterState *interp)
+{
+    memset(L, 0xFF, sizeof *L); /* every offset PNW_NONE */
+    L->source = "headers";
+    L->co_type = L->fr_type = offsetof(PyObject, ob_type);
+    L->ts_next = offsetof(PyThreadState, next);
+    /* Not among 3.13's debug offsets: always from the headers. */
+    L->ts_context = offsetof(PyThreadState, context);
+    L->co_filename = offsetof(PyCodeObject, co_filename);
+    L->co_linetable = offsetof(PyCodeObject, co_linetable);
+    L->co_firstlineno = offsetof(PyCodeObject, co_firstlineno);
+    L->owner_generator = L->owner_cstack = -1;
+#if PY_VERSION_HEX < 0x030B0000
+    L->interp_threads = offsetof(PyInterpreterState, tstate_head);
+    L->ts_frame = offsetof(PyThreadState, frame);
+    L->ts_pthread = offsetof(PyThreadState, thread_id);
+    L->fr_back = offsetof(PyFrameObject, f_back);
+    L->fr_code = offsetof(PyFrameObject, f_code);
+    L->fr_instr = offsetof(PyFrameObject, f_lasti);
+    L->instr_kind = PNW_INSTR_INDEX;
+    L->co_name = offsetof(PyCodeObject, co_name); /* 3.10 code has no qualname */
+    L->linetable_format = PNW_LINETABLE_310;
+#else
+    L->fr_type = PNW_NONE; /* an interpreter frame is no object */
+    L->interp_threads = offsetof(PyInterpreterState, threads.head);
+    L->ts_native_tid = offsetof(PyThreadState, native_thread_id);
+    L->fr_back = offsetof(_PyInterpreterFrame, previous);
+    L->fr_owner = offsetof(_PyInterpreterFrame, owner);
+    L->owner_generator = FRAME_OWNED_BY_GENERATOR;
+    L->instr_kind = PNW_INSTR_POINTER;
+    L->co_units = offsetof(PyVarObject, ob_size);
+    L->co_name = offsetof(PyCodeObject, co_qualname);
+    L->co_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);
+    L->co_code = offsetof(PyCodeObject, co_code_adaptive);
+    L->linetable_format = PNW_LINETABLE_311;
 #if PY_VERSION_HEX >= 0x030C0000
-    return interp->ceval.gil;
+    L->owner_cstack = FRAME_OWNED_BY_CSTACK;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    L->ts_frame = offsetof(PyThreadState, current_frame);
+    L->fr_code = offsetof(_PyInterpreterFrame, f_executable);
+    L->fr_instr = offsetof(_PyInterpreterFrame, instr_ptr);
+#else
+    L->ts_frame = offsetof(PyThreadState, cframe);
+    L->cframe_frame = offsetof(_PyCFrame, current_frame);
+    L->fr_code = offsetof(_PyInterpreterFrame, f_code);
+    /* prev_instr: the code unit before the next instruction, which is
+     * what CPython itself uses for line numbers. */
+    L->fr_instr = offsetof(_PyInterpreterFrame, prev_instr);
+#endif
+#endif
+    /* The GIL's state: in the runtime up to 3.11, the interpreter's own
+     * from 3.12. The address does not change while the interpreter runs. */
+#if PY_VERSION_HEX >= 0x030C0000
+    L->gil = interp->ceval.gil;
 #else
     (void)interp;
-    return &_PyRuntime.ceval.gil;
+    L->gil = &_PyRuntime.ceval.gil;
+#endif
+#if PY_VERSION_HEX >= 0x030D0000
+    L->gil_locked = offsetof(struct _gil_runtime_state, locked);
+    L->gil_holder = offsetof(struct _gil_runtime_state, last_holder);
+#else
+    L->gil_locked = offsetof(struct _gil_runtime_state, locked._value);
+    L->gil_holder = offsetof(struct _gil_runtime_state, last_holder._value);
 #endif
 }
 
-/* From a copy of the GIL state: the thread state holding it, or NULL when
- * nobody does. take_gil() sets last_holder together with locked=1 and
- * drop_gil() clears locked, so last_holder only counts while locked. */
-static inline const void *pnw_gil_holder(const pnw_gil *g)
-{
 #if PY_VERSION_HEX >= 0x030D0000
-    return g->locked ? (const void *)g->last_holder : NULL;
+#define PNW_HAS_DEBUG_OFFSETS 1
+#define PNW_DEBUG_OFFSETS_COOKIE "xdebugpy"
+
+/* Replaces the fields the interpreter publishes in d (a copy of
+ * _PyRuntime.debug_offsets) with its values. -1 with a message when d is
+ * not what we can use: a wrong cookie, another version, a free-threaded
+ * runtime, or offsets outside the copy buffers; L is unchanged then. */
+static inline int pnw_layout_debug_offsets(pnw_layout *L, const _Py_DebugOffsets *d,
+                                           pn_error *e)
+{
+    if (memcmp(d->cookie, PNW_DEBUG_OFFSETS_COOKIE, sizeof d->cookie) != 0)
+        return pn_fail(e, PN_EINVAL, "_PyRuntime.debug_offsets has no \"xdebugpy\" cookie");
+    if ((d->version & 0xFFFF0000u) != (PY_VERSION_HEX & 0xFFFF0000u))
+        return pn_fail(e, PN_EINVAL,
+                       "_PyRuntime.debug_offsets is for version 0x%llx, not %d.%d",
+                       (unsigned long long)d->version, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    if (d->free_threaded)
+        return pn_fail(e, PN_EINVAL, "_PyRuntime.debug_offsets is for a free-threaded build");
+    pnw_layout n = *L;
+    n.source = "debug_offsets";
+    n.interp_threads = d->interpreter_state.threads_head;
+    n.ts_next = d->thread_state.next;
+    n.ts_frame = d->thread_state.current_frame;
+    n.ts_native_tid = d->thread_state.native_thread_id;
+    n.fr_back = d->interpreter_frame.previous;
+    n.fr_code = d->interpreter_frame.executable;
+    n.fr_instr = d->interpreter_frame.instr_ptr;
+    n.fr_owner = d->interpreter_frame.owner;
+    n.co_type = d->pyobject.ob_type;
+    n.co_name = d->code_object.qualname;
+    n.co_filename = d->code_object.filename;
+    n.co_linetable = d->code_object.linetable;
+    n.co_firstlineno = d->code_object.firstlineno;
+    n.co_code = d->code_object.co_code_adaptive;
+    /* The GIL fields are given inside the interpreter's own _gil; the GIL
+     * we read is the one interp->ceval.gil points to (the same struct, or
+     * the main interpreter's when shared), so take them relative to it. */
+    uint64_t gil = d->interpreter_state.gil_runtime_state;
+    n.gil_locked = d->interpreter_state.gil_runtime_state_locked - gil;
+    n.gil_holder = d->interpreter_state.gil_runtime_state_holder - gil;
+    if (d->interpreter_state.gil_runtime_state_locked < gil ||
+        d->interpreter_state.gil_runtime_state_holder < gil || pnw_layout_spans(&n) != 0 ||
+        n.co_code > (1u << 16) || n.interp_threads > d->interpreter_state.size)
+        return pn_fail(e, PN_EINVAL, "_PyRuntime.debug_offsets has offsets out of range");
+    *L = n;
+    return 0;
+}
 #else
-    return g->locked._value ? (const void *)g->last_holder._value : NULL;
+#define PNW_HAS_DEBUG_OFFSETS 0
 #endif
+
+/* Fills L for the running interpreter (GIL held). 3.13+: from the
+ * interpreter's debug offsets, falling back to the headers with a logged
+ * warning when they cannot be used. -1 only when neither fits. */
+static inline int pnw_layout_init(pnw_layout *L, PyInterpreterState *interp, pn_error *e)
+{
+    pnw_layout_headers(L, interp);
+    if (pnw_layout_spans(L) != 0)
+        return pn_fail(e, PN_EINVAL, "pyroscope: CPython %s: a field the walker reads lies past "
+                       "%d bytes", PY_VERSION, PNW_SPAN_MAX);
+#if PNW_HAS_DEBUG_OFFSETS
+    pn_error de = {0};
+    if (pnw_layout_debug_offsets(L, &_PyRuntime.debug_offsets, &de) != 0)
+        pn_log(PN_LOG_WARN, "pyroscope: %s; using the layout of the CPython %s headers instead",
+               de.msg, PY_VERSION);
+#endif
+    return 0;
 }
 
 #endif /* PNW_SUPPORTED */
@@ -132,8 +313,6 @@ static inline const void *pnw_gil_holder(const pnw_gil *g)
 #define PNW_CONTEXT_SUPPORTED 1
 #include "internal/pycore_context.h"
 #include "internal/pycore_hamt.h"
-
-#define PNW_TSTATE_CONTEXT(ts) ((const void *)(ts)->context)
 
 /* Bits of the 32-bit key hash per HAMT level, and the most levels a 32-bit
  * hash can fill. */

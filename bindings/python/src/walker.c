@@ -12,6 +12,7 @@
 
 #include "walker.h"
 #include "context_labels.h"
+#include "pthread_tid.h"
 
 #include <limits.h>
 #include <stdatomic.h>
@@ -30,10 +31,10 @@ int py_walker_supported(pn_error *e)
 #ifdef Py_GIL_DISABLED
     pn_fail(e, PN_EINVAL,
             "pyroscope: the free-threaded CPython build %s is not supported "
-            "(use a regular 3.11, 3.12 or 3.13 build)", PY_VERSION);
+            "(use a regular 3.10, 3.11, 3.12 or 3.13 build)", PY_VERSION);
 #else
     pn_fail(e, PN_EINVAL,
-            "pyroscope: CPython %s is not supported (supported: 3.11, 3.12, 3.13)",
+            "pyroscope: CPython %s is not supported (supported: 3.10, 3.11, 3.12, 3.13)",
             PY_VERSION);
 #endif
     return -1;
@@ -82,6 +83,11 @@ void py_walker_get_stats(const py_walker *w, py_walker_stats *out)
 #define LT_CHUNK 512                /* line-table bytes copied per read */
 #define LT_MAX_BYTES (64u << 20)    /* a larger "line table" is a torn read */
 
+/* Instructions remembered per code object. */
+#define LINE_WAYS 8
+#define ADDR_EMPTY INT32_MIN
+#define ADDR_ANY (INT32_MIN + 1) /* the key when lines do not depend on it */
+
 /* What we know about one code object in one symbol table. */
 typedef struct {
     const void *code;           /* key: the code object's address; NULL = empty */
@@ -91,17 +97,29 @@ typedef struct {
     const pn_symbols *syms;
     uint64_t gen;
     /* Addresses are reused: the copied code object must still have these. */
-    const void *qualname, *filename, *linetable;
+    const void *name, *filename, *linetable;
     int firstlineno;
     uint32_t name_sid, file_sid;
-    int last_addr;              /* last line lookup (byte offset; INT_MIN: none) */
-    uint32_t last_line;
+    /* Frame ids of recent instructions (byte offsets; ADDR_EMPTY: none),
+     * so a stack that moves between lines needs no line-table decoding
+     * or frame interning for instructions seen before. */
+    int32_t addr[LINE_WAYS];
+    pn_frame_id fid[LINE_WAYS];
+    uint32_t next_way;          /* the way to replace next (round robin) */
 } code_ent;
+
+/* One frame of a chain read in pass one (see read_chain). */
+typedef struct {
+    const void *code;
+    uintptr_t instr;            /* instruction pointer, or 3.10's f_lasti */
+    int owner;                  /* -1: frames have no owner (3.10) */
+} chain_frame;
 
 struct py_walker {
     /* Set by py_walker_new (GIL held), read-only afterwards. */
     PyInterpreterState *interp;
-    const pnw_gil *gil;
+    pnw_layout L;
+    size_t pthread_tid_off;     /* 3.10: see pthread_tid.h */
     int gil_only;
     /* Set before the sampler starts (py_walker_set_line_mode). */
     int line_mode;
@@ -110,6 +128,7 @@ struct py_walker {
      * sampler thread must not allocate. */
     code_ent *cache;
     pn_frame_id *frames;        /* PY_WALKER_MAX_FRAMES, leaf first */
+    chain_frame *chain;         /* PY_WALKER_MAX_FRAMES, leaf first */
     uint8_t *str_raw;           /* STR_CHARS code points of up to 4 bytes */
     char *str_utf8;             /* STR_UTF8 */
     uint8_t *lt_buf;            /* LT_CHUNK */
@@ -257,59 +276,109 @@ static int lt_svarint(lt_reader *r, int64_t *out)
     return 0;
 }
 
-/* The line of the instruction at byte offset addr of code object co (a
- * copy), as PyCode_Addr2Line computes it from the 3.11+ location table:
- * entries of (first byte: 1, code:4, units-1:3) followed by varints; codes
- * 15 = no line, 14 = long form and 13 = no columns carry a signed line
- * delta, 10..12 a delta of code-10, 0..9 the same line. Returns 0 when the
- * instruction has no line, -1 when the table cannot be read. */
-static int64_t lt_line(py_walker *w, const PyCodeObject *co, int addr)
+/* Where a decoder stands: the line so far, and the entry just read (its
+ * end as a byte offset, its line or -1 for none). */
+typedef struct {
+    int64_t computed, end, line;
+} lt_pos;
+
+/* One entry of the 3.11+ location table: a first byte (1, code:4,
+ * units-1:3) and varints; codes 15 = no line, 14 = long form and 13 = no
+ * columns carry a signed line delta, 10..12 a delta of code-10, 0..9 the
+ * same line. 1 = read, 0 = end of table, -1 = unreadable. */
+static int lt_entry_311(lt_reader *r, lt_pos *p)
+{
+    uint8_t b;
+    int rc = lt_next(r, &b);
+    if (rc <= 0)
+        return rc;
+    if (!(b & 0x80))
+        return -1;
+    int code = (b >> 3) & 15;
+    int64_t delta = 0;
+    if (code == 13 || code == 14) {
+        if (lt_svarint(r, &delta) != 0)
+            return -1;
+    } else if (code >= 10 && code <= 12) {
+        delta = code - 10;
+    }
+    p->computed += delta;
+    p->line = code == 15 ? -1 : p->computed;
+    p->end += ((b & 7) + 1) * (int64_t)sizeof(_Py_CODEUNIT);
+    /* Skip the rest of this entry (columns) up to the next start byte. */
+    for (;;) {
+        rc = lt_peek(r, &b);
+        if (rc < 0)
+            return -1;
+        if (rc == 0 || (b & 0x80))
+            return 1;
+        r->pos++;
+    }
+}
+
+/* One entry of the 3.10 line table: (byte delta, signed line delta), a
+ * line delta of -128 meaning "no line" (Objects/lnotab_notes.txt). */
+static int lt_entry_310(lt_reader *r, lt_pos *p)
+{
+    uint8_t sdelta, ldelta;
+    int rc = lt_next(r, &sdelta);
+    if (rc <= 0)
+        return rc;
+    if (lt_next(r, &ldelta) != 1)
+        return -1;
+    p->end += sdelta;
+    if ((int8_t)ldelta == -128) {
+        p->line = -1;
+    } else {
+        p->computed += (int8_t)ldelta;
+        p->line = p->computed;
+    }
+    return 1;
+}
+
+/* The line of the instruction at byte offset addr of a code object whose
+ * line table and first line are given, as PyCode_Addr2Line computes it.
+ * Returns 0 when the instruction has no line, -1 when the table cannot be
+ * read. */
+static int64_t lt_line(py_walker *w, const void *table, int64_t firstlineno, int addr)
 {
     if (addr < 0)
-        return co->co_firstlineno;
+        return firstlineno;
     PyBytesObject hdr;
-    if (co->co_linetable == NULL ||
-        pn_safe_read(&hdr, co->co_linetable, offsetof(PyBytesObject, ob_sval)) != 0)
+    if (table == NULL || pn_safe_read(&hdr, table, offsetof(PyBytesObject, ob_sval)) != 0)
         return -1;
     Py_ssize_t size = ((PyVarObject *)&hdr)->ob_size;
     if (((PyObject *)&hdr)->ob_type != &PyBytes_Type || size < 0 ||
         (size_t)size > LT_MAX_BYTES)
         return -1;
-    lt_reader r = {w->lt_buf, (const char *)co->co_linetable + offsetof(PyBytesObject, ob_sval),
+    lt_reader r = {w->lt_buf, (const char *)table + offsetof(PyBytesObject, ob_sval),
                    (size_t)size, 0, 0, 0};
-    int64_t computed = co->co_firstlineno, line = -1, end = 0;
-    while (end <= addr) {
-        uint8_t b;
-        int rc = lt_next(&r, &b);
+    int (*entry)(lt_reader *, lt_pos *) =
+        w->L.linetable_format == PNW_LINETABLE_310 ? lt_entry_310 : lt_entry_311;
+    lt_pos p = {firstlineno, 0, -1};
+    while (p.end <= addr) {
+        int rc = entry(&r, &p);
         if (rc == 0)
             return 0; /* past the table: CPython answers "no line" too */
-        if (rc < 0 || !(b & 0x80))
+        if (rc < 0)
             return -1;
-        int code = (b >> 3) & 15;
-        int64_t delta = 0;
-        if (code == 13 || code == 14) {
-            if (lt_svarint(&r, &delta) != 0)
-                return -1;
-        } else if (code >= 10 && code <= 12) {
-            delta = code - 10;
-        }
-        computed += delta;
-        line = code == 15 ? -1 : computed;
-        end += ((b & 7) + 1) * (int64_t)sizeof(_Py_CODEUNIT);
-        /* Skip the rest of this entry (columns) up to the next start byte. */
-        for (;;) {
-            rc = lt_peek(&r, &b);
-            if (rc < 0)
-                return -1;
-            if (rc == 0 || (b & 0x80))
-                break;
-            r.pos++;
-        }
     }
-    return line < 0 || line > UINT32_MAX ? 0 : line;
+    return p.line < 0 || p.line > UINT32_MAX ? 0 : p.line;
 }
 
 /* -------------------------------------------------------------- frames */
+
+/* Cache counters of one stack, added to the shared ones once per stack
+ * (an atomic add per frame costs more than the rest of a cache hit). */
+typedef struct {
+    uint64_t hits, misses;
+} walk_counts;
+
+/* The fields of a copied code object that name it. */
+typedef struct {
+    const void *name, *filename, *linetable;
+    int firstlineno;
+} code_ref;
 
 static code_ent *cache_slot(py_walker *w, const void *code, uint32_t i)
 {
@@ -317,103 +386,223 @@ static code_ent *cache_slot(py_walker *w, const void *code, uint32_t i)
     return &w->cache[((uint32_t)(x >> 32) + i) & (CACHE_SLOTS - 1)];
 }
 
-static int ent_matches(const code_ent *e, const void *code, const PyCodeObject *co,
+static int ent_matches(const code_ent *e, const void *code, const code_ref *c,
                        const pn_symbols *syms, uint64_t gen)
 {
-    return e->code == code && e->syms == syms && e->gen == gen &&
-           e->qualname == co->co_qualname && e->filename == co->co_filename &&
-           e->linetable == co->co_linetable && e->firstlineno == co->co_firstlineno;
+    return e->code == code && e->syms == syms && e->gen == gen && e->name == c->name &&
+           e->filename == c->filename && e->linetable == c->linetable &&
+           e->firstlineno == c->firstlineno;
 }
 
-/* The frame id of (code, addr): names from the cache when it still
- * matches the copied code object, else read and interned now. */
-static int frame_id(py_walker *w, const void *code, const PyCodeObject *co, int addr,
-                    pn_symbols *syms, uint64_t gen, pn_frame_id *out)
+/* The cache entry of a code object: found, or filled now by reading and
+ * interning its names. NULL when they cannot be read. */
+static code_ent *code_entry(py_walker *w, const void *code, const code_ref *c,
+                            pn_symbols *syms, uint64_t gen, walk_counts *cnt)
 {
-    code_ent *e = NULL, *victim = NULL;
-    for (uint32_t i = 0; i < CACHE_PROBE && !e; i++) {
-        code_ent *c = cache_slot(w, code, i);
-        if (ent_matches(c, code, co, syms, gen))
-            e = c;
-        else if (!victim && (c->code == NULL || c->syms != syms || c->gen != gen))
-            victim = c;
+    code_ent *victim = NULL;
+    for (uint32_t i = 0; i < CACHE_PROBE; i++) {
+        code_ent *e = cache_slot(w, code, i);
+        if (ent_matches(e, code, c, syms, gen)) {
+            cnt->hits++;
+            return e;
+        }
+        if (!victim && (e->code == NULL || e->syms != syms || e->gen != gen))
+            victim = e;
     }
-    if (e) {
-        bump(&w->cache_hits, 1);
-    } else {
-        bump(&w->cache_misses, 1);
-        long n = read_unicode(w, co->co_qualname, 1);
-        if (n < 0)
-            return -1;
-        uint32_t name = pn_symbols_string(syms, w->str_utf8, (size_t)n);
-        n = read_unicode(w, co->co_filename, 1);
-        if (n < 0)
-            return -1;
-        uint32_t file = pn_symbols_string(syms, w->str_utf8, (size_t)n);
-        e = victim ? victim : cache_slot(w, code, 0);
-        *e = (code_ent){code, syms, gen, co->co_qualname, co->co_filename, co->co_linetable,
-                        co->co_firstlineno, name, file, INT_MIN, 0};
+    cnt->misses++;
+    long n = read_unicode(w, c->name, 1);
+    if (n < 0)
+        return NULL;
+    uint32_t name = pn_symbols_string(syms, w->str_utf8, (size_t)n);
+    n = read_unicode(w, c->filename, 1);
+    if (n < 0)
+        return NULL;
+    uint32_t file = pn_symbols_string(syms, w->str_utf8, (size_t)n);
+    code_ent *e = victim ? victim : cache_slot(w, code, 0);
+    *e = (code_ent){.code = code, .syms = syms, .gen = gen, .name = c->name,
+                    .filename = c->filename, .linetable = c->linetable,
+                    .firstlineno = c->firstlineno, .name_sid = name, .file_sid = file};
+    for (int i = 0; i < LINE_WAYS; i++)
+        e->addr[i] = ADDR_EMPTY;
+    return e;
+}
+
+/* The frame id of (code, addr): from the code object's remembered
+ * instructions when there, else its line is decoded and the frame
+ * interned now. */
+static int frame_id(py_walker *w, const void *code, const uint8_t *co, int addr,
+                    pn_symbols *syms, uint64_t gen, walk_counts *n, pn_frame_id *out)
+{
+    const pnw_layout *L = &w->L;
+    code_ref c = {pnw_ptr(co, L->co_name), pnw_ptr(co, L->co_filename),
+                  pnw_ptr(co, L->co_linetable), pnw_i32(co, L->co_firstlineno)};
+    code_ent *e = code_entry(w, code, &c, syms, gen, n);
+    if (!e)
+        return -1;
+    /* Only the current-line mode tells instructions apart. */
+    int32_t key = w->line_mode == PY_WALKER_LINE_CURRENT ? addr : ADDR_ANY;
+    for (uint32_t i = 0; i < LINE_WAYS; i++) {
+        if (e->addr[i] == key) {
+            *out = e->fid[i];
+            return 0;
+        }
     }
-    if (w->line_mode == PY_WALKER_LINE_CURRENT && e->last_addr != addr) {
-        int64_t line = lt_line(w, co, addr);
-        if (line < 0)
+    uint32_t way = e->next_way++ % LINE_WAYS;
+    uint32_t line = 0;
+    if (w->line_mode == PY_WALKER_LINE_CURRENT) {
+        int64_t l = lt_line(w, c.linetable, c.firstlineno, addr);
+        if (l < 0)
             return -1;
-        e->last_addr = addr;
-        e->last_line = (uint32_t)line;
+        line = (uint32_t)l;
+    } else if (w->line_mode == PY_WALKER_LINE_FIRST && c.firstlineno > 0) {
+        line = (uint32_t)c.firstlineno;
     }
-    uint32_t line = w->line_mode == PY_WALKER_LINE_CURRENT ? e->last_line
-                    : w->line_mode == PY_WALKER_LINE_FIRST && e->firstlineno > 0
-                        ? (uint32_t)e->firstlineno
-                        : 0;
-    *out = pn_symbols_frame(syms, e->name_sid, e->file_sid, line);
+    e->fid[way] = *out = pn_symbols_frame(syms, e->name_sid, e->file_sid, line);
+    e->addr[way] = key;
     return 0;
 }
 
+/* The byte offset of the instruction a frame is at (-1: not started), as
+ * CPython computes it for line numbers, from copies of the frame and its
+ * code (integer math: the pointers come from another thread and may be
+ * garbage). 0 = *addr set, 1 = an incomplete frame to skip, -1 = torn. */
+static int frame_addr(const pnw_layout *L, const chain_frame *c, const uint8_t *co, int *addr)
+{
+    int64_t units;
+    if (L->instr_kind == PNW_INSTR_INDEX) {
+        units = (int64_t)(intptr_t)c->instr;
+        if (units < -1 || units > INT_MAX / 2)
+            return -1;
+    } else {
+        intptr_t off = (intptr_t)(c->instr - ((uintptr_t)c->code + L->co_code));
+        units = off / (intptr_t)sizeof(_Py_CODEUNIT);
+        /* Still running its prologue: skipped, as _PyFrame_IsIncomplete
+         * decides, but on our copy. */
+        if (c->owner != L->owner_generator && units < pnw_i32(co, L->co_firsttraceable))
+            return 1;
+        if (units >= pnw_i64(co, L->co_units) || units < -1)
+            return -1;
+    }
+    *addr = units < 0 ? -1 : (int)(units * (int64_t)sizeof(_Py_CODEUNIT));
+    return 0;
+}
+
+/* Frames ahead whose code object and cache entry are prefetched. */
+#define PREFETCH_AHEAD 4
+
+/* Pass one: follow the frame chain from fp, keeping each frame's code
+ * object, instruction and owner in w->chain (leaf first). Each read
+ * depends on the one before, so this pass only chases pointers; returns
+ * the frames kept. *torn as for walk_frames. */
+static size_t read_chain(py_walker *w, const void *fp, int *torn)
+{
+    const pnw_layout *L = &w->L;
+    _Alignas(8) uint8_t fr[PNW_SPAN_MAX];
+    size_t n = 0;
+    for (int steps = 0; fp && n < PY_WALKER_MAX_FRAMES; steps++) {
+        if (steps == MAX_STEPS || pn_safe_read(fr, fp, L->fr_span) != 0 ||
+            (L->fr_type != PNW_NONE && pnw_ptr(fr, L->fr_type) != (const void *)&PyFrame_Type)) {
+            *torn = 1;
+            break;
+        }
+        fp = pnw_ptr(fr, L->fr_back);
+        int owner = L->fr_owner == PNW_NONE ? -1 : (int)(int8_t)fr[L->fr_owner];
+        if (L->owner_cstack >= 0 && owner == L->owner_cstack)
+            continue; /* C-stack shim: no Python code of its own */
+        const void *code = pnw_ptr(fr, L->fr_code);
+        if (code == (const void *)Py_None)
+            continue; /* 3.13: a frame without a code object */
+        chain_frame *c = &w->chain[n++];
+        c->code = code;
+        c->instr = L->instr_kind == PNW_INSTR_INDEX ? (uintptr_t)(intptr_t)pnw_i32(fr, L->fr_instr)
+                                                    : (uintptr_t)pnw_ptr(fr, L->fr_instr);
+        c->owner = owner;
+        /* The code objects are read in pass two, while these lines come. */
+        __builtin_prefetch(code);
+        __builtin_prefetch(cache_slot(w, code, 0));
+    }
+    return n;
+}
+
 /* Walk the frame chain from fp into w->frames, leaf first; returns the
- * depth. *torn is set when a read failed or what was read is inconsistent. */
+ * depth. *torn is set when a read failed or what was read is inconsistent.
+ * Two passes, so that the code objects and cache entries of all frames
+ * (scattered, and cold after the application ran) are fetched from
+ * memory in parallel rather than one chain step at a time. */
 static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64_t gen,
                           int *torn)
 {
+    const pnw_layout *L = &w->L;
+    size_t n = read_chain(w, fp, torn);
+    walk_counts cnt = {0, 0};
+    _Alignas(8) uint8_t co[PNW_SPAN_MAX];
     size_t depth = 0;
-    for (int steps = 0; fp && depth < PY_WALKER_MAX_FRAMES; steps++) {
-        _PyInterpreterFrame f;
-        if (steps == MAX_STEPS || pn_safe_read(&f, fp, PNW_FRAME_SIZE) != 0) {
+    for (size_t i = 0; i < n; i++) {
+        const chain_frame *c = &w->chain[i];
+        if (i + PREFETCH_AHEAD < n) {
+            const void *ahead = w->chain[i + PREFETCH_AHEAD].code;
+            /* The rest of the fields copied (co_span: up to 3 lines) and
+             * of the entry (2 lines). */
+            __builtin_prefetch((const char *)ahead + 64);
+            __builtin_prefetch((const char *)ahead + 128);
+            __builtin_prefetch((const char *)cache_slot(w, ahead, 0) + 64);
+        }
+        if (c->code == NULL || pn_safe_read(co, c->code, L->co_span) != 0 ||
+            pnw_ptr(co, L->co_type) != (const void *)&PyCode_Type) {
             *torn = 1;
             break;
         }
-        fp = f.previous;
-        if (f.owner == PNW_OWNER_CSTACK)
-            continue; /* C-stack shim: no Python code of its own */
-        const void *code = PNW_FRAME_CODE(&f);
-        if (PNW_CODE_IS_NONE(code))
+        int addr, rc = frame_addr(L, c, co, &addr);
+        if (rc > 0)
             continue;
-        PyCodeObject co;
-        if (code == NULL || pn_safe_read(&co, code, PNW_CODE_SIZE) != 0 ||
-            ((PyObject *)&co)->ob_type != &PyCode_Type) {
-            *torn = 1;
-            break;
-        }
-        /* Instruction index, as _PyInterpreterFrame_LASTI (integer math:
-         * the pointers come from another thread and may be garbage). */
-        intptr_t off = (intptr_t)((uintptr_t)PNW_FRAME_INSTR(&f) -
-                                  ((uintptr_t)code + PNW_CODE_SIZE));
-        intptr_t units = off / (intptr_t)sizeof(_Py_CODEUNIT);
-        /* Incomplete frames (still running their prologue) are skipped, as
-         * _PyFrame_IsIncomplete decides, but on our copy. */
-        if (f.owner != PNW_OWNER_GENERATOR && units < co._co_firsttraceable)
-            continue;
-        if (units >= ((PyVarObject *)&co)->ob_size || units < -1) {
-            *torn = 1;
-            break;
-        }
-        int addr = units < 0 ? -1 : (int)(units * (intptr_t)sizeof(_Py_CODEUNIT));
-        if (frame_id(w, code, &co, addr, syms, gen, &w->frames[depth]) != 0) {
+        if (rc < 0 || frame_id(w, c->code, co, addr, syms, gen, &cnt, &w->frames[depth]) != 0) {
             *torn = 1;
             break;
         }
         depth++;
     }
+    bump(&w->cache_hits, cnt.hits);
+    bump(&w->cache_misses, cnt.misses);
     return depth;
+}
+
+/* ------------------------------------------------------------- threads */
+
+/* The innermost frame of a thread, from a copy of its thread state. In
+ * 3.11/3.12 it is in the _PyCFrame the thread currently runs in (on its C
+ * stack or inside the thread state): one more read. -1 when that fails. */
+static int current_frame(const pnw_layout *L, const uint8_t *ts, const void **out)
+{
+    const void *p = pnw_ptr(ts, L->ts_frame);
+    if (L->cframe_frame == PNW_NONE || p == NULL) {
+        *out = p;
+        return 0;
+    }
+    return pn_safe_read(out, (const char *)p + L->cframe_frame, sizeof *out);
+}
+
+/* The kernel tid of a copied thread state; 0 until the thread has started
+ * running (or after it ended), and for a torn value that is no pid_t. */
+static pid_t thread_tid(const py_walker *w, const uint8_t *ts)
+{
+    const pnw_layout *L = &w->L;
+    if (L->ts_native_tid == PNW_NONE)
+        return pthread_tid_of((unsigned long)(uintptr_t)pnw_ptr(ts, L->ts_pthread),
+                              w->pthread_tid_off);
+    uint64_t tid = (uint64_t)pnw_i64(ts, L->ts_native_tid);
+    return tid > INT_MAX ? 0 : (pid_t)tid;
+}
+
+/* The thread state holding the GIL, NULL when nobody does (or -1 when it
+ * cannot be read). take_gil() sets last_holder together with locked=1 and
+ * drop_gil() clears locked, so last_holder only counts while locked. */
+static int gil_holder(const pnw_layout *L, const void **out)
+{
+    _Alignas(8) uint8_t g[PNW_SPAN_MAX];
+    if (pn_safe_read(g, L->gil, L->gil_span) != 0)
+        return -1;
+    *out = pnw_i32(g, L->gil_locked) ? pnw_ptr(g, L->gil_holder) : NULL;
+    return 0;
 }
 
 /* -------------------------------------------------------------- public */
@@ -421,12 +610,12 @@ static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64
 int py_walker_supported(pn_error *e)
 {
     /* The layouts are those of the headers we were compiled with. */
-    if ((Py_Version >> 16) != ((unsigned long)PY_VERSION_HEX >> 16))
+    unsigned long run = pnw_runtime_version();
+    if (run != ((unsigned long)PY_VERSION_HEX & 0xFFFF0000ul))
         return pn_fail(e, PN_EINVAL,
                        "pyroscope: built for CPython %d.%d but running on %lu.%lu; "
                        "rebuild the extension for this interpreter",
-                       PY_MAJOR_VERSION, PY_MINOR_VERSION, Py_Version >> 24,
-                       (Py_Version >> 16) & 0xFF);
+                       PY_MAJOR_VERSION, PY_MINOR_VERSION, run >> 24, (run >> 16) & 0xFF);
     return 0;
 }
 
@@ -438,27 +627,39 @@ py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
         return pn_fail(e, PN_EINVAL, "py_walker_new: interp is NULL"), NULL;
     if (!PyGILState_Check())
         return pn_fail(e, PN_ESTATE, "py_walker_new: must be called with the GIL held"), NULL;
-    const pnw_gil *gil = pnw_gil_address(interp);
-    if (gil_only && gil == NULL)
+    pnw_layout L;
+    if (pnw_layout_init(&L, interp, e) != 0)
+        return NULL;
+    if (gil_only && L.gil == NULL)
         return pn_fail(e, PN_ESTATE, "gil_only: the interpreter has no GIL state yet"), NULL;
+    size_t tid_off = 0;
+    if (L.ts_native_tid == PNW_NONE && pthread_tid_offset(&tid_off, e) != 0)
+        return NULL;
     py_walker *w = calloc(1, sizeof *w);
     if (!w)
         return pn_fail(e, PN_ENOMEM, "py_walker_new: out of memory"), NULL;
     w->interp = interp;
-    w->gil = gil;
+    w->L = L;
+    w->pthread_tid_off = tid_off;
     w->gil_only = gil_only != 0;
     /* Page-backed: only the slots in use cost RAM, and a forked child
      * hands them back instead of writing all of them. */
     w->cache = pn_pages_new(CACHE_SLOTS * sizeof *w->cache);
     w->frames = calloc(PY_WALKER_MAX_FRAMES, sizeof *w->frames);
+    w->chain = calloc(PY_WALKER_MAX_FRAMES, sizeof *w->chain);
     w->str_raw = malloc((size_t)STR_CHARS * 4);
     w->str_utf8 = malloc(STR_UTF8);
     w->lt_buf = malloc(LT_CHUNK);
-    if (!w->cache || !w->frames || !w->str_raw || !w->str_utf8 || !w->lt_buf) {
+    if (!w->cache || !w->frames || !w->chain || !w->str_raw || !w->str_utf8 || !w->lt_buf) {
         py_walker_free(w);
         return pn_fail(e, PN_ENOMEM, "py_walker_new: out of memory"), NULL;
     }
     return w;
+}
+
+const char *py_walker_layout_source(const py_walker *w)
+{
+    return w->L.source;
 }
 
 void py_walker_free(py_walker *w)
@@ -467,6 +668,7 @@ void py_walker_free(py_walker *w)
         return;
     pn_pages_free(w->cache, CACHE_SLOTS * sizeof *w->cache);
     free(w->frames);
+    free(w->chain);
     free(w->str_raw);
     free(w->str_utf8);
     free(w->lt_buf);
@@ -487,41 +689,37 @@ void py_walker_after_fork(void *ctx)
 void py_walker_walk(void *ctx, pn_tick *t)
 {
     py_walker *w = ctx;
+    const pnw_layout *L = &w->L;
     pn_symbols *syms = pn_tick_symbols(t);
     uint64_t gen = pn_symbols_generation(syms);
     const void *holder = NULL;
     if (w->gil_only) {
-        pnw_gil g;
-        if (pn_safe_read(&g, w->gil, sizeof g) != 0) {
+        if (gil_holder(L, &holder) != 0) {
             bump(&w->walk_errors, 1);
             return;
         }
-        holder = pnw_gil_holder(&g);
         if (holder == NULL)
             return; /* nobody runs Python right now */
     }
     /* The interpreter state is large; only the list head is needed. */
-    const PyThreadState *ts;
-    if (pn_safe_read(&ts, (const char *)w->interp + offsetof(PyInterpreterState, threads.head),
-                     sizeof ts) != 0) {
+    const void *ts;
+    if (pn_safe_read(&ts, (const char *)w->interp + L->interp_threads, sizeof ts) != 0) {
         bump(&w->walk_errors, 1);
         return;
     }
+    _Alignas(8) uint8_t tc[PNW_SPAN_MAX];
     for (int n = 0; ts; n++) {
-        PyThreadState tc;
-        if (n == MAX_THREADS || pn_safe_read(&tc, ts, sizeof tc) != 0) {
+        if (n == MAX_THREADS || pn_safe_read(tc, ts, L->ts_span) != 0) {
             bump(&w->walk_errors, 1);
             break;
         }
         const void *self = ts;
-        ts = tc.next;
+        ts = pnw_ptr(tc, L->ts_next);
         if (w->gil_only && self != holder)
             continue;
-        /* 0 until the thread has started running; a garbage value from a
-         * torn read is no pid_t at all. */
-        if (tc.native_thread_id == 0 || tc.native_thread_id > INT_MAX)
+        pid_t tid = thread_tid(w, tc);
+        if (tid == 0)
             continue;
-        pid_t tid = (pid_t)tc.native_thread_id;
         bump(&w->threads_seen, 1);
         int64_t value;
         if (pn_tick_begin_thread(t, tid, &value)) {
@@ -535,7 +733,7 @@ void py_walker_walk(void *ctx, pn_tick *t)
             const void *fp;
             int torn = 0;
             size_t depth = 0;
-            if (pnw_current_frame(&tc, &fp) != 0)
+            if (current_frame(L, tc, &fp) != 0)
                 torn = 1;
             else
                 depth = walk_frames(w, fp, syms, gen, &torn);
@@ -551,7 +749,7 @@ void py_walker_walk(void *ctx, pn_tick *t)
                     name = w->thread_name;
                 /* Labels: the thread's slot under the running context's. */
                 pn_tick_sample_context(t, tid, w->frames, depth, value, name,
-                                       ctx_labels_of(PNW_TSTATE_CONTEXT(&tc)));
+                                       ctx_labels_of(pnw_ptr(tc, L->ts_context)));
                 bump(&w->stacks_walked, 1);
                 bump(&w->nframes, depth);
             }

@@ -3,10 +3,11 @@
  * core's sampler thread, without the GIL and without calling the
  * interpreter, and records one sample per thread into the tick.
  *
- * Version differences (3.11, 3.12, 3.13) are picked at compile time from
- * the interpreter's internal headers (cpython_layout.h). A build for any
- * other version, or a free-threaded build, compiles but py_walker_new fails
- * with a message naming the version.
+ * Version differences (3.10 to 3.13) are data in one layout
+ * (cpython_layout.h): offsets from the interpreter's internal headers, or
+ * on 3.13 from the debug offsets it publishes. A build for any other
+ * version, or a free-threaded build, compiles but py_walker_new fails with
+ * a message naming the version.
  */
 #ifndef PYROSCOPE_PY_WALKER_H
 #define PYROSCOPE_PY_WALKER_H
@@ -35,6 +36,8 @@ py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e);
  * sampler starts. */
 enum { PY_WALKER_LINE_CURRENT = 0, PY_WALKER_LINE_FIRST = 1, PY_WALKER_LINE_NONE = 2 };
 void py_walker_set_line_mode(py_walker *w, int mode);
+/* Where the layout came from: "debug_offsets" (3.13+) or "headers". */
+const char *py_walker_layout_source(const py_walker *w);
 /* After the sampler using w was stopped. NULL is fine. */
 void py_walker_free(py_walker *w);
 /* A pn_walker_fn: runs on the core's sampler thread. */

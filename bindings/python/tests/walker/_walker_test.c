@@ -209,13 +209,64 @@ static PyObject *t_line_of(PyObject *self, PyObject *args)
     py_walker *w = py_walker_new(PyInterpreterState_Get(), 0, &e);
     if (!w)
         return fail(&e);
-    PyCodeObject co;
+    _Alignas(8) uint8_t co[PNW_SPAN_MAX];
     int64_t line = -1;
-    if (pn_safe_read(&co, code, PNW_CODE_SIZE) == 0)
-        line = lt_line(w, &co, addr);
+    if (pn_safe_read(co, code, w->L.co_span) == 0)
+        line = lt_line(w, pnw_ptr(co, w->L.co_linetable), pnw_i32(co, w->L.co_firstlineno),
+                       addr);
     py_walker_free(w);
     return PyLong_FromLongLong(line);
 }
+
+/* Where a new walker's layout comes from ("debug_offsets" or "headers"). */
+static PyObject *t_layout_source(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pn_error e = {0};
+    py_walker *w = py_walker_new(PyInterpreterState_Get(), 0, &e);
+    if (!w)
+        return fail(&e);
+    PyObject *r = PyUnicode_FromString(py_walker_layout_source(w));
+    py_walker_free(w);
+    return r;
+}
+
+#if PNW_HAS_DEBUG_OFFSETS
+/* pnw_layout_debug_offsets on a copy of this interpreter's debug offsets,
+ * spoiled as `how` says ("", "cookie", "version", "free_threaded",
+ * "range"): None when accepted (and the offsets then equal the headers'),
+ * else the error message. */
+static PyObject *t_debug_offsets(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *how;
+    if (!PyArg_ParseTuple(args, "s", &how))
+        return NULL;
+    _Py_DebugOffsets d = _PyRuntime.debug_offsets;
+    if (strcmp(how, "cookie") == 0)
+        d.cookie[0] = 'y';
+    else if (strcmp(how, "version") == 0)
+        d.version += 0x00010000;
+    else if (strcmp(how, "free_threaded") == 0)
+        d.free_threaded = 1;
+    else if (strcmp(how, "range") == 0)
+        d.code_object.qualname = 1u << 20;
+    pnw_layout h, L;
+    pnw_layout_headers(&h, PyInterpreterState_Get());
+    pnw_layout_spans(&h);
+    L = h;
+    pn_error e = {0};
+    if (pnw_layout_debug_offsets(&L, &d, &e) != 0)
+        return PyUnicode_FromString(e.msg);
+    L.source = h.source;
+    if (memcmp(&L, &h, sizeof L) != 0) {
+        PyErr_SetString(PyExc_AssertionError, "debug offsets differ from the headers' layout");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+#endif
 
 /* The walker's UTF-8 copy of a str (exact=False also accepts subclasses,
  * whose instances use the non-compact layout). None when it failed. */
@@ -254,6 +305,7 @@ static PyObject *t_unsupported(PyObject *self, PyObject *args, PyObject *kw)
 #define t_stats t_unsupported
 #define t_line_of t_unsupported
 #define t_decode t_unsupported
+#define t_layout_source t_unsupported
 
 #endif
 
@@ -269,6 +321,12 @@ static PyMethodDef methods[] = {
      "line_of(code, byte_offset) -> line"},
     {"decode", (PyCFunction)(void (*)(void))t_decode, METH_VARARGS,
      "decode(str, exact=True) -> bytes or None"},
+    {"layout_source", (PyCFunction)(void (*)(void))t_layout_source, METH_NOARGS,
+     "layout_source() -> 'debug_offsets' or 'headers'"},
+#if PNW_SUPPORTED && PNW_HAS_DEBUG_OFFSETS
+    {"debug_offsets", (PyCFunction)(void (*)(void))t_debug_offsets, METH_VARARGS,
+     "debug_offsets(how) -> None or the error"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

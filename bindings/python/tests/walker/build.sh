@@ -18,6 +18,7 @@ $CC $CFLAGS -shared \
     -I"$INC" -I"$ROOT/core/include" -I"$ROOT/core/src" -I"$ROOT/core/gen" \
     -I"$ROOT/bindings/python/src" \
     "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c "$ROOT"/core/gen/*.c \
+    "$ROOT/bindings/python/src/pthread_tid.c" \
     "$ROOT/bindings/python/src/context_labels.c" "$ROOT/bindings/python/src/pairs.c" \
     "$ROOT/bindings/python/src/log_bridge.c" \
     -lprotobuf-c -lcurl -lz -lpthread -lm \

@@ -87,3 +87,28 @@ def short_worker(n):
     x = 0
     while x < n: x += 1  # MARK:short_worker
     return x
+
+
+def tiny(n):
+    x = 0
+    while x < n: x += 1  # MARK:tiny
+    return x
+
+
+def many_lines(seconds):
+    """Stays in one frame while moving between twelve call sites, more
+    instructions than the walker remembers per code object."""
+    stop = time.perf_counter() + seconds
+    while time.perf_counter() < stop:
+        tiny(300)  # MARK:site0
+        tiny(300)  # MARK:site1
+        tiny(300)  # MARK:site2
+        tiny(300)  # MARK:site3
+        tiny(300)  # MARK:site4
+        tiny(300)  # MARK:site5
+        tiny(300)  # MARK:site6
+        tiny(300)  # MARK:site7
+        tiny(300)  # MARK:site8
+        tiny(300)  # MARK:site9
+        tiny(300)  # MARK:site10
+        tiny(300)  # MARK:site11
