@@ -276,6 +276,10 @@ static int make_exporters(pn_agent *a, pn_exporter **ex, size_t *n, pn_error *e)
         if (!(ex[(*n)++] = pn_http_exporter_new(&ho, e)))
             return (*n)--, -1;
     }
+    if (c->otlp_endpoint && c->otlp_endpoint[0]) {
+        if (!(ex[(*n)++] = pn_otlp_exporter_from_config(c, e)))
+            return (*n)--, -1;
+    }
     if (c->output_dir && c->output_dir[0]) {
         if (!(ex[(*n)++] = pn_folder_exporter_new(c->output_dir, e)))
             return (*n)--, -1;
@@ -306,7 +310,7 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
     a->pid_label = (pn_label){"pid", a->pid_value};
 
-    pn_exporter *ex[2];
+    pn_exporter *ex[3];
     size_t nex = 0;
     pn_queue_opts qo;
     memset(&qo, 0, sizeof qo);
@@ -322,10 +326,11 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
         atomic_store(&current, NULL);
         return NULL;
     }
-    pn_log(PN_LOG_INFO, "profiling \"%s\" at %g Hz (%s), exporting every %g s to %s%s%s",
+    pn_log(PN_LOG_INFO, "profiling \"%s\" at %g Hz (%s), exporting every %g s to %s%s%s%s%s",
            c->application_name, c->sample_rate, c->oncpu ? "cpu" : "wall", c->upload_interval,
            c->server_address ? c->server_address : "",
-           c->server_address && c->output_dir ? " and " : "", c->output_dir ? c->output_dir : "");
+           c->server_address && c->output_dir ? " and " : "", c->output_dir ? c->output_dir : "",
+           c->otlp_endpoint ? " and OTLP " : "", c->otlp_endpoint ? c->otlp_endpoint : "");
     return a;
 }
 
