@@ -477,12 +477,25 @@ typedef struct {
     int64_t sampler_cpu_ns;     /* CPU used by the sampler thread itself */
 } pn_sampler_stats;
 
+/* One exporter's own counts (each retries and gives up on its own). */
+#define PN_MAX_EXPORTERS 4
+typedef struct {
+    const char *name;           /* "http" (Pyroscope), "otlp", "folder"; static */
+    uint64_t sent;              /* payloads its receiver accepted */
+    uint64_t failed;            /* payloads given up: rejected, out of attempts,
+                                 * or not encoded */
+    uint64_t retries;
+    uint64_t bytes_sent;
+} pn_exporter_stats;
+
 typedef struct {
     uint64_t uploads_ok;
     uint64_t uploads_failed;    /* gave up after retries or a 4xx */
     uint64_t uploads_dropped;   /* queue full (oldest dropped) or stop timeout */
     uint64_t retries;
     uint64_t bytes_sent;
+    pn_exporter_stats exporters[PN_MAX_EXPORTERS];
+    size_t nexporters;
 } pn_queue_stats;
 
 /* ----------------------------------------------------------------- agent */
