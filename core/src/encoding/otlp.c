@@ -292,14 +292,14 @@ static int build_lsets(enc *x, const int32_t *extra_k, const int32_t *extra_v)
     for (uint32_t ls = 0; ls < p->nlsets; ls++) {
         const pn_profile_span *sp = &p->lsets[ls];
         const uint32_t *kv = p->pairs + sp->off;
-        uint32_t trace = 0, span = 0;
+        uint32_t trace = 0, span = 0, trace_k = 0, span_k = 0;
         for (uint32_t i = 0; i < sp->n; i++) {
             size_t len;
             const char *k = pn_profile_str(p, kv[2 * i], &len);
             if (strcmp(k, PN_OTLP_TRACE_ID) == 0)
-                trace = kv[2 * i + 1];
+                trace_k = kv[2 * i], trace = kv[2 * i + 1];
             else if (strcmp(k, PN_OTLP_SPAN_ID) == 0)
-                span = kv[2 * i + 1];
+                span_k = kv[2 * i], span = kv[2 * i + 1];
         }
         lset_attrs *la = &x->lsets[ls];
         if (trace && span && link_of(x, trace, span, &la->link) < 0)
@@ -310,7 +310,8 @@ static int build_lsets(enc *x, const int32_t *extra_k, const int32_t *extra_v)
             /* A label the store could not keep (symbols full) is left out. */
             if (k == PN_STR_EMPTY || v == PN_STR_EMPTY || k >= p->nstr || v >= p->nstr)
                 continue;
-            if (la->link && (k == trace || k == span) && (v == trace || v == span))
+            /* Pyroscope (and the spec) read them from the link. */
+            if (la->link && (k == trace_k || k == span_k))
                 continue;
             int32_t a;
             if (attribute_of(x, (int32_t)k, (int32_t)v, &a) || add_attr(x, a))
