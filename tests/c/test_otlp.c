@@ -806,6 +806,110 @@ static void test_export_alone(void)
     test_server_stop(otlp);
 }
 
+/* ------------------------------------------- the Collector's own decoder */
+
+/* The go binary: $PN_GO, else /usr/local/go/bin/go, else go on PATH. */
+static const char *find_go(void)
+{
+    const char *g = getenv("PN_GO");
+    if (g && *g)
+        return access(g, X_OK) == 0 ? g : NULL;
+    if (access("/usr/local/go/bin/go", X_OK) == 0)
+        return "/usr/local/go/bin/go";
+    return system("command -v go >/dev/null 2>&1") == 0 ? "go" : NULL;
+}
+
+static int contains_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)); p++)
+        if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* The made profile, decoded by go.opentelemetry.io/collector/pdata/pprofile
+ * (the version built on the same opentelemetry-proto v1.10.0) through
+ * tests/otlp_go, built here from the Go module proxy. */
+static void test_go_pdata_decodes(void)
+{
+    const char *go = find_go();
+    if (!go) {
+        printf("  skipped: no go toolchain (set PN_GO or install Go to run this check)\n");
+        return;
+    }
+    const char *src = getenv("PN_SOURCE_DIR");
+    CHECK(src != NULL);
+    if (!src)
+        return;
+    const char *bd = getenv("PN_BUILD_DIR");
+    char build[1024], dir[] = "/tmp/pn-otlp-go-XXXXXX", cmd[4096];
+    snprintf(build, sizeof build, "%s", bd && *bd ? bd : "");
+    if (!build[0])
+        snprintf(build, sizeof build, "%s/build", src);
+    CHECK(mkdtemp(dir) != NULL);
+
+    made m;
+    make_profile(&m);
+    pn_otlp_opts o = {.resource = resource, .nresource = 3, .pid = 4242};
+    uint8_t *buf = NULL, *gz = NULL;
+    size_t len = 0, gz_len = 0;
+    pn_error e;
+    CHECK_EQ_INT(pn_otlp_encode(&m.p, &o, &buf, &len, &e), 0);
+    CHECK_EQ_INT(pn_gzip(buf, len, &gz, &gz_len, &e), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/request.pb.gz", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_EQ_INT(fwrite(gz, 1, gz_len, f), gz_len);
+        fclose(f);
+    }
+    free(buf);
+    free(gz);
+
+    /* Module and build caches under the build folder (-modcacherw: make
+     * clean can delete them). */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/tests/otlp_go' && GOFLAGS='-mod=mod -modcacherw' GOTOOLCHAIN=local "
+             "GOMODCACHE='%s/go/mod' GOCACHE='%s/go/cache' GOPATH='%s/go/path' '%s' build "
+             "-o '%s/otlp_check' . && '%s/otlp_check' '%s' > '%s/out.txt'",
+             src, build, build, build, go, dir, dir, path, dir);
+    int rc = system(cmd);
+    CHECK_EQ_INT(rc, 0);
+    char out_path[256];
+    snprintf(out_path, sizeof out_path, "%s/out.txt", dir);
+    char out[16384] = "";
+    f = fopen(out_path, "r");
+    if (f) {
+        size_t n = fread(out, 1, sizeof out - 1, f);
+        out[n] = '\0';
+        fclose(f);
+    }
+    static const char *const want[] = {
+        "service.name otlp.test",
+        "process.pid 4242",
+        "profile cpu nanoseconds samples 5 sum 43",
+        "profile samples count samples 6 sum 9",
+        "sample cpu leaf_b 20 link " TRACE " " SPAN,
+        "sample samples leaf_a 3 link " TRACE " " SPAN,
+        "sample cpu leaf_a 10 link - -",
+        "attr cpu leaf_a thread_name=worker",
+        "attr cpu leaf_b endpoint=/a",
+        "attr cpu leaf_b span_id=bad",
+        "attr cpu leaf_b region=us",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!contains_line(out, want[i]))
+            fprintf(stderr, "  pdata output lacks \"%s\"\n", want[i]);
+        CHECK(contains_line(out, want[i]));
+    }
+    /* A linked sample carries no span_id / trace_id attributes. */
+    CHECK(!contains_line(out, "attr cpu leaf_b span_id=" SPAN));
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ_INT(system(cmd), 0);
+}
+
 TEST_MAIN(T(test_encode_fields), T(test_encode_empty_and_bad), T(test_parse_id_and_url),
           T(test_otel_env), T(test_export_beside_pyroscope), T(test_exporters_fail_apart),
-          T(test_stop_with_both_hanging), T(test_export_alone))
+          T(test_stop_with_both_hanging), T(test_export_alone), T(test_go_pdata_decodes))
