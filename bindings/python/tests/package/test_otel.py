@@ -29,6 +29,12 @@ def hex_id(span):
     return format(span.context.span_id, "016x")
 
 
+def span_labels(span, name):
+    """The labels the processor pushes for span: its span and trace ids, its name."""
+    return {"span_id": hex_id(span), "trace_id": format(span.context.trace_id, "032x"),
+            "span_name": name}
+
+
 @pytest.fixture(autouse=True)
 def clean_labels():
     """Every test starts and must end with this thread's labels empty."""
@@ -78,12 +84,12 @@ def test_root_span_labels_thread_and_sets_profile_id():
     tracer, proc, exporter = make()
     with tracer.start_as_current_span("checkout") as root:
         rid = hex_id(root)
-        assert _native.labels_current() == {"span_id": rid, "span_name": "checkout"}
+        assert _native.labels_current() == span_labels(root, "checkout")
         with tracer.start_as_current_span("db") as child:
             # a local child runs under the root's labels
-            assert _native.labels_current() == {"span_id": rid, "span_name": "checkout"}
+            assert _native.labels_current() == span_labels(root, "checkout")
             assert hex_id(child) != rid
-        assert _native.labels_current() == {"span_id": rid, "span_name": "checkout"}
+        assert _native.labels_current() == span_labels(root, "checkout")
     assert _native.labels_current() == {} and _native.labels_depth() == 0
 
     root_done = finished(exporter, "checkout")
@@ -97,6 +103,7 @@ def test_span_id_is_16_lowercase_hex_digits():
     tracer, _, exporter = make(id_generator=SmallIds())
     with tracer.start_as_current_span("small"):
         assert _native.labels_current()["span_id"] == "0000000000000042"
+        assert _native.labels_current()["trace_id"] == "0" * 28 + "5eed"
     assert finished(exporter, "small").attributes[PROFILE_ID_ATTRIBUTE] == "0000000000000042"
 
 
@@ -104,8 +111,8 @@ def test_outer_tag_wrapper_labels_restored():
     tracer, proc, _ = make()
     with pyroscope.tag_wrapper({"team": "payments"}):
         with tracer.start_as_current_span("checkout") as root:
-            assert _native.labels_current() == {
-                "team": "payments", "span_id": hex_id(root), "span_name": "checkout"}
+            assert _native.labels_current() == dict(span_labels(root, "checkout"),
+                                                    team="payments")
         assert _native.labels_current() == {"team": "payments"}
         assert _native.labels_depth() == 1
     assert proc.errors == 0
@@ -120,7 +127,7 @@ def test_remote_parent_makes_a_local_root():
         assert span.parent.span_id == 0xABCD  # really a child of the remote span
         sid = hex_id(span)
         assert sid != format(0xABCD, "016x")
-        assert _native.labels_current() == {"span_id": sid, "span_name": "server"}
+        assert _native.labels_current() == span_labels(span, "server")
     assert _native.labels_current() == {}
     assert finished(exporter, "server").attributes[PROFILE_ID_ATTRIBUTE] == sid
 
@@ -129,8 +136,8 @@ def test_label_every_span_option():
     tracer, proc, exporter = make(root_span_only=False)
     with tracer.start_as_current_span("outer") as outer:
         with tracer.start_as_current_span("inner") as inner:
-            assert _native.labels_current() == {"span_id": hex_id(inner), "span_name": "inner"}
-        assert _native.labels_current() == {"span_id": hex_id(outer), "span_name": "outer"}
+            assert _native.labels_current() == span_labels(inner, "inner")
+        assert _native.labels_current() == span_labels(outer, "outer")
     assert _native.labels_current() == {}
     assert finished(exporter, "inner").attributes[PROFILE_ID_ATTRIBUTE] == hex_id(inner)
     assert finished(exporter, "outer").attributes[PROFILE_ID_ATTRIBUTE] == hex_id(outer)
@@ -178,7 +185,7 @@ def run_in_thread(fn):
 def test_span_ended_on_another_thread():
     tracer, proc, _ = make()
     span = tracer.start_span("job")
-    labels = {"span_id": hex_id(span), "span_name": "job"}
+    labels = span_labels(span, "job")
     assert _native.labels_current() == labels
 
     def end_elsewhere():
@@ -195,7 +202,7 @@ def test_span_ended_on_another_thread():
     # calls the processor; then the ended push is popped.
     assert _native.labels_current() == labels and _native.labels_depth() == 1
     with tracer.start_as_current_span("next") as nxt:
-        assert _native.labels_current() == {"span_id": hex_id(nxt), "span_name": "next"}
+        assert _native.labels_current() == span_labels(nxt, "next")
         assert _native.labels_depth() == 1
     assert _native.labels_current() == {} and _native.labels_depth() == 0
     assert proc.errors == 0
@@ -207,8 +214,7 @@ def test_span_ended_elsewhere_inside_starting_threads_tag_wrapper(poke_at_depth_
     with pyroscope.tag_wrapper({"a": "1"}):
         span = tracer.start_span("job")
         run_in_thread(span.end)
-        assert _native.labels_current() == {"a": "1", "span_id": hex_id(span),
-                                            "span_name": "job"}
+        assert _native.labels_current() == dict(span_labels(span, "job"), a="1")
     # tag_wrapper restored its own starting point, which undid the span push
     # too; the processor must notice and not pop anything more.
     assert _native.labels_current() == {} and _native.labels_depth() == 0
@@ -227,14 +233,14 @@ def test_span_ended_elsewhere_inside_starting_threads_tag_wrapper(poke_at_depth_
 def test_span_ended_under_a_later_push_on_same_thread():
     tracer, proc, _ = make()
     span = tracer.start_span("job")
-    labels = {"span_id": hex_id(span), "span_name": "job"}
+    labels = span_labels(span, "job")
     with pyroscope.tag_wrapper({"inner": "x"}):
         span.end()  # popping now would undo the tag_wrapper's push
         assert _native.labels_current() == dict(labels, inner="x")
         assert _native.labels_depth() == 2
     assert _native.labels_current() == labels  # tag_wrapper restored its start
     with tracer.start_as_current_span("next") as nxt:  # next call cleans up
-        assert _native.labels_current() == {"span_id": hex_id(nxt), "span_name": "next"}
+        assert _native.labels_current() == span_labels(nxt, "next")
     assert _native.labels_current() == {} and _native.labels_depth() == 0
     assert proc.errors == 0
 
@@ -247,9 +253,9 @@ def test_ending_thread_with_its_own_span_labels_is_not_disturbed():
         with tracer.start_as_current_span("own") as own:
             span.end()
             mine = _native.labels_current()
-        return mine, hex_id(own), _native.labels_depth()
-    mine, own_id, depth_after = run_in_thread(other)
-    assert mine == {"span_id": own_id, "span_name": "own"}
+        return mine, span_labels(own, "own"), _native.labels_depth()
+    mine, own_labels, depth_after = run_in_thread(other)
+    assert mine == own_labels
     assert depth_after == 0
     tracer.start_span("poke").end()  # the starting thread cleans up here
     assert _native.labels_current() == {} and _native.labels_depth() == 0
@@ -258,7 +264,7 @@ def test_ending_thread_with_its_own_span_labels_is_not_disturbed():
 
 def test_native_errors_are_logged_not_raised(caplog):
     tracer, proc, exporter = make()
-    # 99 labels + span_id + span_name exceed the 100-labels-per-set limit.
+    # 99 labels + span_id + trace_id + span_name exceed the 100-labels-per-set limit.
     with pyroscope.tag_wrapper({f"k{i}": "v" for i in range(99)}):
         before = _native.labels_current()
         with caplog.at_level(logging.WARNING, logger="pyroscope"):
@@ -329,6 +335,7 @@ def test_end_to_end_samples_carry_span_labels(profile_dir):
         pyroscope.shutdown()
         (span,) = exporter.get_finished_spans()
         print(json.dumps({"span_id": format(span.context.span_id, "016x"),
+                          "trace_id": format(span.context.trace_id, "032x"),
                           "attr": span.attributes.get("pyroscope.profile.id")}))
     """, args=(profile_dir,), timeout=60)
     out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -342,6 +349,7 @@ def test_end_to_end_samples_carry_span_labels(profile_dir):
     assert sum(s["values"][0] for s in outside) >= 0.1e9, outside
     for s in inside:
         assert s["labels"].get("span_id") == out["span_id"], s["labels"]
+        assert s["labels"].get("trace_id") == out["trace_id"], s["labels"]
         assert s["labels"].get("span_name") == "checkout", s["labels"]
     for s in outside:
-        assert "span_id" not in s["labels"] and "span_name" not in s["labels"], s["labels"]
+        assert not {"span_id", "trace_id", "span_name"} & set(s["labels"]), s["labels"]
