@@ -68,15 +68,6 @@ static const char *sdk_language(const char *runtime)
     return "cpp";
 }
 
-static void free_pairs(pn_label *l, size_t n)
-{
-    for (size_t i = 0; l && i < n; i++) {
-        free((char *)l[i].key);
-        free((char *)l[i].value);
-    }
-    free(l);
-}
-
 static int add_pair(otlp_exporter *x, size_t cap, const char *k, const char *v)
 {
     if (!k || !v || x->nresource >= cap)
@@ -166,7 +157,7 @@ static void otlp_destroy(pn_exporter *self)
         return;
     if (x->http)
         x->http->destroy(x->http);
-    free_pairs(x->resource, x->nresource);
+    pn_pairs_free(x->resource, x->nresource);
     free(x);
 }
 
