@@ -17,7 +17,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fPIC -Wall -Wextra -Werror -Wshadow -Wstr
 $CC $CFLAGS -shared \
     -I"$INC" -I"$ROOT/core/include" -I"$ROOT/core/src" -I"$ROOT/core/gen" \
     -I"$ROOT/bindings/python/src" \
-    "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c "$ROOT"/core/gen/*.c \
+    "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c $(find "$ROOT/core/gen" -name '*.c' | sort) \
     -lprotobuf-c -lcurl -lz -lpthread -lm \
     -o "$OUT/_walker_test$SUFFIX"
 echo "$OUT/_walker_test$SUFFIX"
