@@ -37,7 +37,7 @@ def test_import_on_310_names_the_version(tmp_path):
     shutil.copytree(os.path.join(ROOT, "bindings", "python", "pyroscope"), pkg)
     sources = sorted(glob.glob(os.path.join(ROOT, "core", "src", "*", "*.c"))
                      + glob.glob(os.path.join(ROOT, "core", "report", "*.c"))
-                     + glob.glob(os.path.join(ROOT, "core", "gen", "*.c"))
+                     + glob.glob(os.path.join(ROOT, "core", "gen", "**", "*.c"), recursive=True)
                      + glob.glob(os.path.join(ROOT, "bindings", "python", "src", "*.c")))
     cc = sysconfig.get_config_var("CC").split()[0] if sysconfig.get_config_var("CC") else "gcc"
     subprocess.run(
