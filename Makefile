@@ -107,8 +107,10 @@ test-release: deps
 	cmake --build $(RELEASE_BUILD) -j$(JOBS)
 	cd $(RELEASE_BUILD) && ctest --output-on-failure -j$(JOBS)
 
+# Every .proto under proto/ (pprof, and OTLP profiles under opentelemetry/).
+PROTOS := $(shell cd proto && find . -name '*.proto' | sed 's|^\./||' | sort)
 proto: deps
-	protoc-c --c_out=core/gen --proto_path=proto proto/profile.proto
+	cd proto && protoc-c --c_out=../core/gen --proto_path=. $(PROTOS)
 
 # bench_core's output is kept: the Python report reads its encode table.
 bench: build

@@ -26,7 +26,7 @@ CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-W
 # core/include: it cannot reach a core-private header.
 core = ("pyroscope_core", {
     "sources": sorted(glob.glob("core/src/*/*.c") + glob.glob("core/report/*.c")
-                      + glob.glob("core/gen/*.c")),
+                      + glob.glob("core/gen/**/*.c", recursive=True)),
     "include_dirs": ["core/include", "core/src", "core/report", "core/gen"],
     "cflags": CFLAGS,
 })
@@ -40,7 +40,7 @@ native = Extension(
     libraries=["pyroscope_core", "protobuf-c", "z", "pthread", "m"],
     extra_compile_args=CFLAGS,
     depends=sorted(glob.glob("core/include/*.h") + glob.glob("core/src/*/*.[ch]")
-                   + glob.glob("core/report/*.[ch]") + glob.glob("core/gen/*.[ch]")
+                   + glob.glob("core/report/*.[ch]") + glob.glob("core/gen/**/*.[ch]", recursive=True)
                    + glob.glob("bindings/python/src/*.h")),
 )
 

@@ -18,17 +18,20 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
+# Every .proto under proto/, by its path there (the OTLP files import each
+# other by such paths), generated as `make proto` does.
 status=0
-for proto in "$src"/proto/*.proto; do
-    name="$(basename "$proto" .proto)"
-    protoc-c --c_out="$tmp" --proto_path="$src/proto" "$proto"
+mapfile -t protos < <(cd "$src/proto" && find . -name '*.proto' | sed 's|^\./||' | sort)
+(cd "$src/proto" && protoc-c --c_out="$tmp" --proto_path=. "${protos[@]}")
+for rel in "${protos[@]}"; do
+    name="${rel%.proto}"
     for ext in pb-c.c pb-c.h; do
         gen="$src/core/gen/$name.$ext"
         if [[ ! -f "$gen" ]]; then
             echo "proto_fresh: $gen is missing; run 'make proto'" >&2
             status=1
         elif ! diff -u "$gen" "$tmp/$name.$ext" >"$tmp/diff.txt"; then
-            echo "proto_fresh: $gen is stale relative to proto/$name.proto; run 'make proto'" >&2
+            echo "proto_fresh: $gen is stale relative to proto/$rel; run 'make proto'" >&2
             head -n 40 "$tmp/diff.txt" >&2
             status=1
         fi

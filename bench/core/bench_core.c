@@ -21,6 +21,7 @@
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
 #include "aggregation/profile.h"
+#include "encoding/otlp.h"
 #include "encoding/pprof.h"
 
 #define REPS 7          /* repetitions per measurement; the median is shown */
@@ -318,6 +319,47 @@ static int count_profile(void *ud, const uint8_t *gz, size_t len, size_t nsample
     return 0;
 }
 
+/* The same profiles as OTLP (encode + gzip: what the OTLP exporter does
+ * per period), side by side with pprof in the same run. */
+typedef struct {
+    uint32_t unique;
+    size_t raw_bytes, gz_bytes;
+    double ms, pprof_ms;
+} otlp_row;
+static otlp_row otlp_rows[4];
+static size_t n_otlp_rows;
+
+/* pprof and OTLP alternate, rep by rep, so load on the machine hits both
+ * alike and the ratio holds. */
+static void bench_otlp(const pn_profile *prof, const pn_encode_opts *o, uint32_t unique)
+{
+    static const pn_label res[] = {{"service.name", "bench"}};
+    pn_otlp_opts oo = {.resource = res, .nresource = 1, .pid = 1, .scope_name = "bench"};
+    double ms[ENCODE_REPS], pms[ENCODE_REPS];
+    size_t raw_len = 0, gz_len = 0;
+    pn_error e = {0};
+    for (int rep = 0; rep < ENCODE_REPS; rep++) {
+        uint8_t *raw = NULL, *gz = NULL;
+        encode_sink k = {0};
+        int64_t p0 = mono_ns();
+        if (pn_pprof_encode(prof, o, count_profile, &k, &e) < 0)
+            die("pn_pprof_encode", &e);
+        pms[rep] = (double)(mono_ns() - p0) / 1e6;
+        int64_t t0 = mono_ns();
+        if (pn_otlp_encode(prof, &oo, &raw, &raw_len, &e) < 0)
+            die("pn_otlp_encode", &e);
+        if (pn_gzip(raw, raw_len, &gz, &gz_len, &e) < 0)
+            die("pn_gzip", &e);
+        int64_t t1 = mono_ns();
+        free(raw);
+        free(gz);
+        ms[rep] = (double)(t1 - t0) / 1e6;
+    }
+    if (n_otlp_rows < sizeof otlp_rows / sizeof otlp_rows[0])
+        otlp_rows[n_otlp_rows++] = (otlp_row){unique, raw_len, gz_len, median(ms, ENCODE_REPS),
+                                              median(pms, ENCODE_REPS)};
+}
+
 static void bench_encode(const frame_pool *fp, uint32_t unique, uint32_t depth)
 {
     pn_store_limits lim;
@@ -419,6 +461,7 @@ static void bench_encode(const frame_pool *fp, uint32_t unique, uint32_t depth)
     printf("    %-8u %9zu %12zu %12zu %6.1fx %10.2f %12.0f %10.2f\n", unique, profiles,
            k.raw_bytes, gz_bytes, gz_bytes ? (double)k.raw_bytes / (double)gz_bytes : 0, med,
            med * 1e6 / unique, copy_med);
+    bench_otlp(prof, &o, unique);
 
     pn_profile_free(prof);
     free(stack);
@@ -439,8 +482,20 @@ static void run_encode(const frame_pool *fp)
            ENCODE_REPS);
     printf("    %-8s %9s %12s %12s %7s %10s %12s %10s\n", "stacks", "profiles", "raw bytes",
            "gzip bytes", "ratio", "ms", "ns/sample", "copy ms");
+    n_otlp_rows = 0;
     for (size_t i = 0; i < n; i++)
         bench_encode(fp, sz[i], 30);
+    printf("\n");
+    printf("(c2) OTLP: pn_otlp_encode + gzip of the same profiles (one request, both sample "
+           "types, no split), median of %d;\n    pprof ms: pn_pprof_encode of the same, "
+           "alternating with it rep by rep\n", ENCODE_REPS);
+    printf("    %-8s %12s %12s %10s %10s %12s\n", "stacks", "raw bytes", "gzip bytes", "ms",
+           "pprof ms", "otlp/pprof");
+    for (size_t i = 0; i < n_otlp_rows; i++) {
+        const otlp_row *r = &otlp_rows[i];
+        printf("    %-8u %12zu %12zu %10.2f %10.2f %11.2fx\n", r->unique, r->raw_bytes,
+               r->gz_bytes, r->ms, r->pprof_ms, r->pprof_ms > 0 ? r->ms / r->pprof_ms : 0);
+    }
     printf("\n");
 }
 

@@ -437,6 +437,13 @@ typedef struct {
     double stop_timeout;        /* seconds stop may take, default 5 */
     char *spy_name;             /* set by the binding, e.g. "pyspy" */
     int fault_guard;            /* default 1; 0: syscall reads only */
+    /* OTLP profiles export (beside or instead of server_address). */
+    char *otlp_endpoint;        /* NULL/empty: none */
+    pn_label *otlp_headers;     /* sent with each OTLP request (auth) */
+    size_t notlp_headers;
+    char *resource_attributes;  /* "k=v,..." as OTEL_RESOURCE_ATTRIBUTES */
+    char *runtime_name;         /* set by the binding: process.runtime.* */
+    char *runtime_version;
 } pn_config;
 
 void pn_config_init(pn_config *c);
@@ -453,7 +460,13 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
 int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size_t n,
                         pn_error *e);
 /* Apply every PYROSCOPE_<NAME> variable of envp (NULL: environ). Unknown
- * PYROSCOPE_* variables are logged as warnings and ignored. */
+ * PYROSCOPE_* variables are logged as warnings and ignored. The standard
+ * OpenTelemetry variables come first, so PYROSCOPE_* ones win:
+ * OTEL_SERVICE_NAME (application_name, when it passes its rules),
+ * OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT or else OTEL_EXPORTER_OTLP_ENDPOINT
+ * (otlp_endpoint), OTEL_EXPORTER_OTLP_PROFILES_HEADERS or else
+ * OTEL_EXPORTER_OTLP_HEADERS (otlp_headers, values percent-decoded) and
+ * OTEL_RESOURCE_ATTRIBUTES (resource_attributes). */
 int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e);
 /* Whole-config rules (an application name, at least one destination...). */
 int pn_config_validate(const pn_config *c, pn_error *e);
@@ -471,12 +484,25 @@ typedef struct {
     int64_t sampler_cpu_ns;     /* CPU used by the sampler thread itself */
 } pn_sampler_stats;
 
+/* One exporter's own counts (each retries and gives up on its own). */
+#define PN_MAX_EXPORTERS 4
+typedef struct {
+    const char *name;           /* "http" (Pyroscope), "otlp", "folder"; static */
+    uint64_t sent;              /* payloads its receiver accepted */
+    uint64_t failed;            /* payloads given up: rejected, out of attempts,
+                                 * or not encoded */
+    uint64_t retries;
+    uint64_t bytes_sent;
+} pn_exporter_stats;
+
 typedef struct {
     uint64_t uploads_ok;
     uint64_t uploads_failed;    /* gave up after retries or a 4xx */
     uint64_t uploads_dropped;   /* queue full (oldest dropped) or stop timeout */
     uint64_t retries;
     uint64_t bytes_sent;
+    pn_exporter_stats exporters[PN_MAX_EXPORTERS];
+    size_t nexporters;
 } pn_queue_stats;
 
 /* ----------------------------------------------------------------- agent */

@@ -141,6 +141,11 @@ static const struct {
     {"stop_timeout", "2.5"},
     {"spy_name", "pyspy"},
     {"fault_guard", "off"},
+    {"otlp_endpoint", "http://127.0.0.1:4318"},
+    {"otlp_headers", "Authorization=Bearer x"},
+    {"resource_attributes", "deployment.environment=prod"},
+    {"runtime_name", "cpython"},
+    {"runtime_version", "3.11.7"},
 };
 
 static void test_every_name_settable(void)

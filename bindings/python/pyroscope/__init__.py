@@ -13,6 +13,8 @@ native threads too. See the README for every setting.
 import atexit
 import logging
 import os
+import platform
+import sys
 import threading
 import warnings
 from enum import Enum
@@ -143,13 +145,15 @@ def _line_mode(line_no):
 def _core_env(given=()):
     """PYROSCOPE_* variables for the core: ours removed (so it does not
     warn), and those of settings given as keywords too, since a keyword wins
-    and its variable is then not even parsed. A value that is not UTF-8 is
+    and its variable is then not even parsed; and the OTEL_* ones it reads
+    (OTLP endpoint, headers, resource). A value that is not UTF-8 is
     refused here, naming the variable (and never showing the value: it may
     be a password)."""
     out = []
     for k, v in os.environ.items():
-        if not k.startswith("PYROSCOPE_") or k in _PY_ONLY_ENV or \
-                k[len("PYROSCOPE_"):].lower() in given:
+        ours = k.startswith("PYROSCOPE_") and k not in _PY_ONLY_ENV and \
+            k[len("PYROSCOPE_"):].lower() not in given
+        if not (ours or k.startswith("OTEL_")):
             continue
         for part, text in (("name", k), ("value", v)):
             try:
@@ -199,6 +203,8 @@ def configure(
         mem_enable_mem_domain=None,
         cpu_enabled=None,
         cpu_implementation=None,
+        otlp_endpoint=None,
+        otlp_headers=None,
 ):
     """Start profiling this process (or restart it with new settings).
 
@@ -261,6 +267,14 @@ def configure(
         settings["tags"] = _check_pairs("tags", tags)
     if http_headers is not None:
         settings["http_headers"] = _check_pairs("http_headers", http_headers)
+    # OTLP profiles (beside or instead of server_address); the OTEL_EXPORTER_OTLP_*
+    # variables are read by the core too.
+    if otlp_endpoint is not None:
+        settings["otlp_endpoint"] = _check_str("otlp_endpoint", otlp_endpoint)
+    if otlp_headers is not None:
+        settings["otlp_headers"] = _check_pairs("otlp_headers", otlp_headers)
+    settings["runtime_name"] = sys.implementation.name
+    settings["runtime_version"] = platform.python_version()
 
     gil = _check_bool("gil_only", gil_only) if gil_only is not None else \
         _env_bool("PYROSCOPE_GIL_ONLY", True)
@@ -282,7 +296,9 @@ def configure(
     # pyroscope-io uploads to localhost:4040 unless told otherwise; with only
     # an output folder we upload nowhere.
     if "server_address" not in settings and not _env_set("server_address") \
-            and "output_dir" not in settings and not _env_set("output_dir"):
+            and "output_dir" not in settings and not _env_set("output_dir") \
+            and "otlp_endpoint" not in settings and not _env_set("otlp_endpoint") \
+            and not os.environ.get("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "").strip():
         settings["server_address"] = DEFAULT_SERVER
     if not _env_set("spy_name"):
         settings["spy_name"] = "pyspy"  # the server's name for Python profiles

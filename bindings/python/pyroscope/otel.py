@@ -9,7 +9,9 @@
 When a *local root* span starts (no parent, or a remote parent), the
 processor sets its attribute ``pyroscope.profile.id`` to the span id (16
 lowercase hex digits) and labels the samples of the span's code with
-``span_id`` (the same value) and ``span_name``. Child spans run under the
+``span_id`` (the same value), ``trace_id`` (32 lowercase hex digits: Pyroscope
+indexes it, and the OTLP exporter turns the pair into the sample's Link) and
+``span_name``. Child spans run under the
 root's labels. With ``root_span_only=False`` every span labels with its own
 ``span_id``/``span_name`` (and gets the attribute); a nested span's end
 restores the outer span's labels.
@@ -98,7 +100,7 @@ class PyroscopeSpanProcessor(SpanProcessor):
                 return
             ctx = span.context
             span_id = format(ctx.span_id, "016x")
-            labels = {"span_id": span_id}
+            labels = {"span_id": span_id, "trace_id": format(ctx.trace_id, "032x")}
             name = _label_value(span.name)
             if name:
                 labels["span_name"] = name

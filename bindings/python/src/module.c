@@ -381,6 +381,21 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
             return NULL;
         }
     }
+    /* Each exporter's own counts: "<name>_sent", e.g. otlp_sent, http_failed. */
+    for (size_t i = 0; i < s.queue.nexporters && i < PN_MAX_EXPORTERS; i++) {
+        const pn_exporter_stats *x = &s.queue.exporters[i];
+        const struct { const char *k; uint64_t v; } per[] = {
+            {"sent", x->sent}, {"failed", x->failed}, {"retries", x->retries},
+            {"bytes_sent", x->bytes_sent}};
+        for (size_t j = 0; j < sizeof per / sizeof per[0]; j++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s_%s", x->name ? x->name : "exporter", per[j].k);
+            if (put_u64(d, key, per[j].v) != 0) {
+                Py_DECREF(d);
+                return NULL;
+            }
+        }
+    }
     return d;
 }
 

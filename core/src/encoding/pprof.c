@@ -28,6 +28,8 @@
 #include "encoding/pprof.h"
 #include "support/scratch.h"
 #include "encoding/wire.h"
+#include "support/grow.h"
+#include "support/u64map.h"
 
 #define NONE UINT32_MAX
 
@@ -45,111 +47,6 @@ void pn_encode_opts_default(pn_encode_opts *o)
     o->period = DEFAULT_PERIOD_NS;
     o->max_samples = DEFAULT_MAX_SAMPLES;
     o->max_bytes = DEFAULT_MAX_BYTES;
-}
-
-/* ------------------------------------------------------------ growth */
-
-/* arr grown to hold `need` (at least one) elements of `size` bytes, its
- * capacity in *cap; NULL when that fails, arr then still being valid. */
-static void *grow_buf(void *arr, size_t *cap, size_t need, size_t size)
-{
-    if (need < 1)
-        need = 1;
-    if (arr && need <= *cap)
-        return arr;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2 / size)
-            return NULL;
-        ncap *= 2;
-    }
-    void *p = realloc(arr, ncap * size);
-    if (p)
-        *cap = ncap;
-    return p;
-}
-
-/* ------------------------------------------------------- u64 -> u32 map */
-
-/* Open addressing, linear probing, load <= 1/2. vals hold value + 1 so a
- * zero marks a free slot. */
-typedef struct {
-    uint64_t *keys;
-    uint32_t *vals;
-    size_t mask; /* slots - 1; 0 before the first insert */
-    size_t n;
-} u64map;
-
-static size_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return (size_t)x;
-}
-
-static void u64map_free(u64map *m)
-{
-    free(m->keys);
-    free(m->vals);
-}
-
-static uint32_t u64map_get(const u64map *m, uint64_t key)
-{
-    if (!m->vals)
-        return NONE;
-    for (size_t i = mix64(key) & m->mask;; i = (i + 1) & m->mask) {
-        if (m->vals[i] == 0)
-            return NONE;
-        if (m->keys[i] == key)
-            return m->vals[i] - 1;
-    }
-}
-
-static int u64map_rehash(u64map *m, size_t slots)
-{
-    uint64_t *keys = malloc(slots * sizeof *keys);
-    uint32_t *vals = calloc(slots, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
-        return -1;
-    }
-    size_t mask = slots - 1;
-    for (size_t j = 0; m->vals && j <= m->mask; j++) {
-        if (!m->vals[j])
-            continue;
-        size_t i = mix64(m->keys[j]) & mask;
-        while (vals[i])
-            i = (i + 1) & mask;
-        keys[i] = m->keys[j];
-        vals[i] = m->vals[j];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->mask = mask;
-    return 0;
-}
-
-/* Insert a key known to be absent. */
-static int u64map_put(u64map *m, uint64_t key, uint32_t val)
-{
-    if (!m->vals || (m->n + 1) * 2 > m->mask + 1) {
-        size_t slots = m->vals ? (m->mask + 1) * 2 : 64;
-        if (u64map_rehash(m, slots) < 0)
-            return -1;
-    }
-    size_t i = mix64(key) & m->mask;
-    while (m->vals[i])
-        i = (i + 1) & m->mask;
-    m->keys[i] = key;
-    m->vals[i] = val + 1;
-    m->n++;
-    return 0;
 }
 
 /* ------------------------------------------------------- string table */
@@ -217,13 +114,13 @@ static uint32_t strtab_intern(strtab *t, const char *s, size_t len)
         if (strtab_rehash(t, t->index ? (t->mask + 1) * 2 : 1024) < 0)
             return NONE;
     }
-    gstr *nv = grow_buf(t->v, &t->cap, t->n + 1, sizeof *t->v);
+    gstr *nv = pn_grow_buf(t->v, &t->cap, t->n + 1, sizeof *t->v);
     if (!nv)
         return NONE;
     t->v = nv;
     if (t->arena_used + len > UINT32_MAX)
         return NONE;
-    char *na = grow_buf(t->arena, &t->arena_cap, t->arena_used + len, 1);
+    char *na = pn_grow_buf(t->arena, &t->arena_cap, t->arena_used + len, 1);
     if (!na)
         return NONE;
     t->arena = na;
@@ -308,10 +205,10 @@ typedef struct {
 
     gfunc *fns;
     size_t nfns, fns_cap;
-    u64map fn_map;
+    pn_u64map fn_map;
     gloc *locs;
     size_t nlocs, locs_cap;
-    u64map loc_map;
+    pn_u64map loc_map;
 
     uint32_t *sid_str;   /* symbols string id -> string; NONE until seen */
     uint32_t nsids;
@@ -324,8 +221,8 @@ typedef struct {
     size_t npairs, pairs_cap;
     glabels *lsets;
     size_t nlsets, lsets_cap;
-    u64map lset_map; /* label set id -> lsets index */
-    u64map tid_map;  /* thread id -> string */
+    pn_u64map lset_map; /* label set id -> lsets index */
+    pn_u64map tid_map;  /* thread id -> string */
 
     kept_sample *kept;
     size_t nkept;
@@ -394,14 +291,14 @@ static int intern_sid(enc *x, uint32_t sid, uint32_t *out)
 static int function_of(enc *x, uint32_t name, uint32_t file, uint32_t *out)
 {
     uint64_t key = (uint64_t)name << 32 | file;
-    uint32_t f = u64map_get(&x->fn_map, key);
+    uint32_t f = pn_u64map_get(&x->fn_map, key);
     if (f == NONE) {
-        gfunc *nf = grow_buf(x->fns, &x->fns_cap, x->nfns + 1, sizeof *x->fns);
+        gfunc *nf = pn_grow_buf(x->fns, &x->fns_cap, x->nfns + 1, sizeof *x->fns);
         if (!nf)
             return oom(x, "the function table");
         x->fns = nf;
         f = (uint32_t)x->nfns;
-        if (u64map_put(&x->fn_map, key, f) < 0)
+        if (pn_u64map_put(&x->fn_map, key, f) < 0)
             return oom(x, "the function table");
         x->fns[x->nfns++] = (gfunc){name, file};
     }
@@ -412,14 +309,14 @@ static int function_of(enc *x, uint32_t name, uint32_t file, uint32_t *out)
 static int location_of(enc *x, uint32_t func, uint32_t line, uint32_t *out)
 {
     uint64_t key = (uint64_t)func << 32 | line;
-    uint32_t l = u64map_get(&x->loc_map, key);
+    uint32_t l = pn_u64map_get(&x->loc_map, key);
     if (l == NONE) {
-        gloc *nl = grow_buf(x->locs, &x->locs_cap, x->nlocs + 1, sizeof *x->locs);
+        gloc *nl = pn_grow_buf(x->locs, &x->locs_cap, x->nlocs + 1, sizeof *x->locs);
         if (!nl)
             return oom(x, "the location table");
         x->locs = nl;
         l = (uint32_t)x->nlocs;
-        if (u64map_put(&x->loc_map, key, l) < 0)
+        if (pn_u64map_put(&x->loc_map, key, l) < 0)
             return oom(x, "the location table");
         x->locs[x->nlocs++] = (gloc){func, line};
     }
@@ -452,7 +349,7 @@ static int frame_location(enc *x, pn_frame_id f, uint32_t *out)
 
 static int add_pair(enc *x, uint32_t key, uint32_t value)
 {
-    gpair *np = grow_buf(x->pairs, &x->pairs_cap, x->npairs + 1, sizeof *x->pairs);
+    gpair *np = pn_grow_buf(x->pairs, &x->pairs_cap, x->npairs + 1, sizeof *x->pairs);
     if (!np)
         return oom(x, "the label table");
     x->pairs = np;
@@ -476,12 +373,12 @@ static int lset_has_key(const enc *x, uint32_t ls, const char *key)
 /* The glabels entry for the profile's label set `ls`, built on first use. */
 static int labels_of(enc *x, uint32_t ls, uint32_t *out)
 {
-    uint32_t idx = u64map_get(&x->lset_map, ls);
+    uint32_t idx = pn_u64map_get(&x->lset_map, ls);
     if (idx != NONE) {
         *out = idx;
         return 0;
     }
-    glabels *ng = grow_buf(x->lsets, &x->lsets_cap, x->nlsets + 1, sizeof *x->lsets);
+    glabels *ng = pn_grow_buf(x->lsets, &x->lsets_cap, x->nlsets + 1, sizeof *x->lsets);
     if (!ng)
         return oom(x, "the label table");
     x->lsets = ng;
@@ -512,7 +409,7 @@ static int labels_of(enc *x, uint32_t ls, uint32_t *out)
         g.has_tname |= x->pairs[i].key == x->tname_key;
     }
     idx = (uint32_t)x->nlsets;
-    if (u64map_put(&x->lset_map, ls, idx) < 0)
+    if (pn_u64map_put(&x->lset_map, ls, idx) < 0)
         return oom(x, "the label table");
     x->lsets[x->nlsets++] = g;
     *out = idx;
@@ -521,13 +418,13 @@ static int labels_of(enc *x, uint32_t ls, uint32_t *out)
 
 static int tid_string(enc *x, uint64_t tid, uint32_t *out)
 {
-    uint32_t s = u64map_get(&x->tid_map, tid);
+    uint32_t s = pn_u64map_get(&x->tid_map, tid);
     if (s == NONE) {
         char buf[24];
         int n = snprintf(buf, sizeof buf, "%" PRIu64, tid);
         if (intern(x, buf, (size_t)n, &s) < 0)
             return -1;
-        if (u64map_put(&x->tid_map, tid, s) < 0)
+        if (pn_u64map_put(&x->tid_map, tid, s) < 0)
             return oom(x, "the thread id table");
     }
     *out = s;
@@ -1002,15 +899,15 @@ static void enc_free(enc *x)
 {
     strtab_free(&x->strs);
     free(x->fns);
-    u64map_free(&x->fn_map);
+    pn_u64map_free(&x->fn_map);
     free(x->locs);
-    u64map_free(&x->loc_map);
+    pn_u64map_free(&x->loc_map);
     free(x->sid_str);
     free(x->frame_loc);
     free(x->pairs);
     free(x->lsets);
-    u64map_free(&x->lset_map);
-    u64map_free(&x->tid_map);
+    pn_u64map_free(&x->lset_map);
+    pn_u64map_free(&x->tid_map);
     free(x->kept);
     free(x->c.str_id);
     free(x->c.strs);

@@ -54,6 +54,12 @@ typedef struct {
      * against; NULL: $SSL_CERT_FILE (and $SSL_CERT_DIR) when set, else
      * libcurl's default bundle. */
     const char *ca_file;
+    /* Non-NULL: POST the payload itself (no multipart, no ingest query) to
+     * server_address as given, with this Content-Type and
+     * Content-Encoding: gzip (the OTLP exporter). */
+    const char *raw_content_type;
+    const char *address_setting; /* named in messages; NULL: "server_address" */
+    const char *headers_setting; /* named in messages; NULL: "http_headers" */
 } pn_http_opts;
 
 /* Every upload goes through libcurl, which is loaded (dlopen) here, on the
@@ -68,6 +74,31 @@ int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url,
                        pn_error *e);
 
 pn_exporter *pn_folder_exporter_new(const char *dir, pn_error *e);
+
+/* The OTLP profiles exporter (otlp_exporter.c): encodes each profile as an
+ * ExportProfilesServiceRequest (encoding/otlp.h), gzip'ed, and POSTs it as
+ * application/x-protobuf to otlp_url(endpoint) over the HTTP exporter's
+ * transport (libcurl, retries by the queue, bounded stop). */
+typedef struct {
+    const char *endpoint;       /* otlp_endpoint: base URL or the full one */
+    const pn_label *headers;    /* otlp_headers (auth goes here) */
+    size_t nheaders;
+    const char *app_name;       /* service.name */
+    const char *runtime_name, *runtime_version; /* NULL: not sent */
+    /* Extra resource attributes (OTEL_RESOURCE_ATTRIBUTES, already parsed);
+     * service.name among them is overridden by app_name. */
+    const pn_label *resource;
+    size_t nresource;
+    double timeout_s;           /* 0: the HTTP exporter's default */
+} pn_otlp_exporter_opts;
+
+pn_exporter *pn_otlp_exporter_new(const pn_otlp_exporter_opts *o, pn_error *e);
+/* The same from the config's otlp_* settings, application name, runtime
+ * and resource_attributes. */
+pn_exporter *pn_otlp_exporter_from_config(const pn_config *c, pn_error *e);
+/* endpoint + "/v1development/profiles" unless it already ends so; *url
+ * malloc'ed. */
+int pn_otlp_url(const char *endpoint, char **url, pn_error *e);
 
 typedef struct {
     size_t queue_capacity;      /* uploads held; default 16 */

@@ -1,6 +1,7 @@
 /* The Pyroscope HTTP exporter: POST {server}/ingest with the gzip'ed pprof
  * as the `profile` file part (with a filename) of a multipart/form-data
- * body.
+ * body. With raw_content_type set it is the OTLP exporter's transport
+ * instead: the payload is the whole body, POSTed to the address as given.
  *
  * The ingest name is opts->app_name plus the global tags, sorted by key, in
  * braces: "app{env=prod,region=eu}". No `format=pprof` parameter: with it the
@@ -138,62 +139,69 @@ static int bad_timeout(double t) { return !(t >= 0 && t <= MAX_TIMEOUT_S); }
 static int framing_header(const char *name)
 {
     return strcasecmp(name, "Content-Type") == 0 || strcasecmp(name, "Content-Length") == 0 ||
-           strcasecmp(name, "Transfer-Encoding") == 0;
+           strcasecmp(name, "Transfer-Encoding") == 0 || strcasecmp(name, "Content-Encoding") == 0;
+}
+
+static const char *address_setting(const pn_http_opts *o)
+{
+    return o->address_setting ? o->address_setting : "server_address";
 }
 
 /* libcurl sends header lines as it is given them: a CR or LF in a value
  * would end the line and let the rest inject headers (or a body). */
-static int check_header(size_t i, const char *name, const char *value, pn_error *e)
+static int check_header(const char *what, size_t i, const char *name, const char *value, pn_error *e)
 {
     if (!name || !*name)
-        return pn_fail(e, PN_EINVAL, "http_headers: header %zu has an empty name", i);
+        return pn_fail(e, PN_EINVAL, "%s: header %zu has an empty name", what, i);
     for (const unsigned char *c = (const unsigned char *)name; *c; c++)
         if (*c <= ' ' || *c >= 0x7f || *c == ':')
             return pn_fail(e, PN_EINVAL,
-                           "http_headers: header %zu name '%s' must not contain ':', spaces, control or "
-                           "non-ASCII characters", i, name);
+                           "%s: header %zu name '%s' must not contain ':', spaces, control or "
+                           "non-ASCII characters", what, i, name);
     if (!value)
-        return pn_fail(e, PN_EINVAL, "http_headers: '%s' has no value", name);
+        return pn_fail(e, PN_EINVAL, "%s: '%s' has no value", what, name);
     for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
         if (*c == '\r' || *c == '\n')
             return pn_fail(e, PN_EINVAL,
-                           "http_headers: the value of '%s' contains CR or LF, which would inject headers "
-                           "into the request", name);
+                           "%s: the value of '%s' contains CR or LF, which would inject headers "
+                           "into the request", what, name);
         if ((*c < 0x20 && *c != '\t') || *c == 0x7f)
-            return pn_fail(e, PN_EINVAL, "http_headers: the value of '%s' contains a control character",
-                           name);
+            return pn_fail(e, PN_EINVAL, "%s: the value of '%s' contains a control character",
+                           what, name);
     }
     if (framing_header(name))
         return pn_fail(e, PN_EINVAL,
-                       "http_headers: '%s' cannot be set: the exporter sets it for its multipart body", name);
+                       "%s: '%s' cannot be set: the exporter sets it for its body", what, name);
     return 0;
 }
 
 /* libcurl's URL parser has the last word on the address (port range, IPv6
  * brackets, host syntax), so what passes here is what it will send to. */
-static int check_address(const pn_curl_api *cu, const char *url, pn_error *e)
+static int check_address(const pn_curl_api *cu, const char *what, const char *url, pn_error *e)
 {
     char s[256]; /* messages show the address without its password */
     pn_url_redact(url, s, sizeof s);
     size_t skip = strncasecmp(url, "http://", 7) == 0 ? 7 : strncasecmp(url, "https://", 8) == 0 ? 8 : 0;
     if (!skip)
-        return pn_fail(e, PN_EINVAL, "server_address '%s': must start with http:// or https://", s);
+        return pn_fail(e, PN_EINVAL, "%s '%s': must start with http:// or https://", what, s);
     if (url[skip] == '\0' || url[skip] == '/')
-        return pn_fail(e, PN_EINVAL, "server_address '%s': has no host", s);
+        return pn_fail(e, PN_EINVAL, "%s '%s': has no host", what, s);
     if (strpbrk(url, "?# ") || has_ctl(url))
         return pn_fail(e, PN_EINVAL,
-                       "server_address '%s': must not contain a query, fragment, space or control character", s);
+                       "%s '%s': must not contain a query, fragment, space or control character", what,
+                       s);
     CURLU *u = cu->url();
     if (!u)
-        return pn_fail(e, PN_ENOMEM, "server_address: out of memory");
+        return pn_fail(e, PN_ENOMEM, "%s: out of memory", what);
     CURLUcode rc = cu->url_set(u, CURLUPART_URL, url, 0);
     cu->url_cleanup(u);
     if (rc == CURLUE_OUT_OF_MEMORY)
-        return pn_fail(e, PN_ENOMEM, "server_address: out of memory");
+        return pn_fail(e, PN_ENOMEM, "%s: out of memory", what);
     if (rc != CURLUE_OK) {
         if (cu->url_strerror)
-            return pn_fail(e, PN_EINVAL, "server_address '%s': %s", s, cu->url_strerror(rc));
-        return pn_fail(e, PN_EINVAL, "server_address '%s': libcurl cannot parse it (CURLUcode %d)", s, (int)rc);
+            return pn_fail(e, PN_EINVAL, "%s '%s': %s", what, s, cu->url_strerror(rc));
+        return pn_fail(e, PN_EINVAL, "%s '%s': libcurl cannot parse it (CURLUcode %d)", what, s,
+                           (int)rc);
     }
     return 0;
 }
@@ -204,11 +212,11 @@ static int check_opts(const pn_http_opts *o, pn_error *e)
     if (!o)
         return pn_fail(e, PN_EINVAL, "http exporter: options are NULL");
     if (!o->server_address || !*o->server_address)
-        return pn_fail(e, PN_EINVAL, "server_address is empty");
+        return pn_fail(e, PN_EINVAL, "%s is empty", address_setting(o));
     const pn_curl_api *cu = pn_curl_load(e);
     if (!cu)
         return -1;
-    if (check_address(cu, o->server_address, e))
+    if (check_address(cu, address_setting(o), o->server_address, e))
         return -1;
     if (!o->app_name || !*o->app_name)
         return pn_fail(e, PN_EINVAL, "application_name is empty");
@@ -226,7 +234,8 @@ static int check_opts(const pn_http_opts *o, pn_error *e)
     if (o->nheaders && !o->headers)
         return pn_fail(e, PN_EINVAL, "http_headers: %zu headers but no array", o->nheaders);
     for (size_t i = 0; i < o->nheaders; i++)
-        if (check_header(i, o->headers[i].key, o->headers[i].value, e))
+        if (check_header(o->headers_setting ? o->headers_setting : "http_headers", i,
+                         o->headers[i].key, o->headers[i].value, e))
             return -1;
     if (o->tenant_id && has_ctl(o->tenant_id))
         return pn_fail(e, PN_EINVAL, "tenant_id must not contain control characters");
@@ -631,15 +640,22 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
         return PN_SEND_RETRY;
     }
     char *url = NULL;
-    if (build_url(&h->o, u, &url, e))
+    if (h->o.raw_content_type) {
+        if (!(url = strdup(h->o.server_address))) {
+            pn_fail(e, PN_ENOMEM, "upload to %s: out of memory", h->display);
+            return PN_SEND_RETRY;
+        }
+    } else if (build_url(&h->o, u, &url, e)) {
         return PN_SEND_RETRY;
+    }
     if (take_handles(h, e)) {
         free(url);
         return PN_SEND_RETRY;
     }
     CURL *c = h->easy;
-    curl_mime *body = profile_body(cu, c, &t);
-    if (!body) {
+    int raw = h->o.raw_content_type != NULL;
+    curl_mime *body = raw ? NULL : profile_body(cu, c, &t);
+    if (!raw && !body) {
         free(url);
         pn_fail(e, PN_ENOMEM, "upload to %s: out of memory preparing the request", h->display);
         return PN_SEND_RETRY;
@@ -656,7 +672,9 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
         conn_until = until;
     h->curl_err[0] = '\0';
     int ok = cu->easy_setopt(c, CURLOPT_URL, url) == CURLE_OK &&
-             cu->easy_setopt(c, CURLOPT_MIMEPOST, body) == CURLE_OK &&
+             (raw ? cu->easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)t.len) == CURLE_OK &&
+                        cu->easy_setopt(c, CURLOPT_POSTFIELDS, (const char *)t.data) == CURLE_OK
+                  : cu->easy_setopt(c, CURLOPT_MIMEPOST, body) == CURLE_OK) &&
              cu->easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms_until(conn_until, now)) == CURLE_OK &&
              cu->easy_setopt(c, CURLOPT_TIMEOUT_MS, ms_until(until, now)) == CURLE_OK &&
              cu->easy_setopt(c, CURLOPT_WRITEDATA, &t) == CURLE_OK &&
@@ -694,8 +712,12 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
     if (added)
         cu->multi_remove_handle(h->multi, c);
     h->in_flight = 0;
-    cu->easy_setopt(c, CURLOPT_MIMEPOST, NULL);
-    cu->mime_free(body);
+    if (raw) {
+        cu->easy_setopt(c, CURLOPT_POSTFIELDS, NULL);
+    } else {
+        cu->easy_setopt(c, CURLOPT_MIMEPOST, NULL);
+        cu->mime_free(body);
+    }
     return r;
 }
 
@@ -730,6 +752,9 @@ static void http_destroy(pn_exporter *self)
     free((char *)h->o.tenant_id);
     free_labels((pn_label *)h->o.tags, h->o.ntags);
     free_labels((pn_label *)h->o.headers, h->o.nheaders);
+    free((char *)h->o.raw_content_type);
+    free((char *)h->o.address_setting);
+    free((char *)h->o.headers_setting);
     free(h->ca_file);
     free(h->ca_dir);
     free(h->display);
@@ -821,6 +846,16 @@ static int build_headers(http_exporter *h)
     if (!l)
         return -1;
     h->headers = l;
+    if (h->o.raw_content_type) {
+        char line[160];
+        snprintf(line, sizeof line, "Content-Type: %s", h->o.raw_content_type);
+        if (!(l = h->cu->slist_append(h->headers, line)))
+            return -1;
+        h->headers = l;
+        if (!(l = h->cu->slist_append(h->headers, "Content-Encoding: gzip")))
+            return -1;
+        h->headers = l;
+    }
     if (h->o.tenant_id && *h->o.tenant_id && !user_has_header(&h->o, "X-Scope-OrgID") &&
         add_header(h, "X-Scope-OrgID", h->o.tenant_id))
         return -1;
@@ -851,6 +886,9 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
     h->o.tags = dup_labels(o->tags, o->ntags, &oom);
     h->o.headers = dup_labels(o->headers, o->nheaders, &oom);
     h->o.ca_file = NULL;
+    h->o.raw_content_type = dup_or_null(o->raw_content_type, &oom);
+    h->o.address_setting = dup_or_null(o->address_setting, &oom);
+    h->o.headers_setting = dup_or_null(o->headers_setting, &oom);
     if (!h->o.tags)
         h->o.ntags = 0;
     if (!h->o.headers)

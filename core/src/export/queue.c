@@ -11,7 +11,10 @@
  *                   (still queued, or aborted while being sent),
  * so once the queue is stopped ok + failed + dropped == uploads pushed.
  * `retries` counts repeated attempts of any exporter, and `bytes_sent` adds
- * the upload's size once for every exporter that accepted it.
+ * the upload's size once for every exporter that accepted it. Each
+ * exporter also has its own counts (stats.exporters[i], per payload): one
+ * that is down retries and gives up without holding back another's
+ * accepted uploads from its counters.
  *
  * Uploads still queued in a forked child belong to the parent: the child
  * frees them without counting and starts its stats from zero.
@@ -259,10 +262,12 @@ static int sleep_backoff(pn_queue *q, double s, uint64_t gen)
     return !q->stopping;
 }
 
-/* Send one part to exporter x, retrying RETRY answers. Exporter thread,
+/* Send one part to exporter xi, retrying RETRY answers. Exporter thread,
  * mu not held. */
-static outcome send_part(pn_queue *q, pn_exporter *x, const pn_upload *u, const char *what)
+static outcome send_part(pn_queue *q, size_t xi, const pn_upload *u, const char *what)
 {
+    pn_exporter *x = q->exporters[xi];
+    pn_exporter_stats *xs = &q->stats.exporters[xi];
     const char *name = x->name ? x->name : "exporter";
     for (int attempt = 1;; attempt++) {
         if (aborted(q))
@@ -270,8 +275,10 @@ static outcome send_part(pn_queue *q, pn_exporter *x, const pn_upload *u, const 
         /* A flush that starts while this attempt runs also cuts the
          * backoff after it short. */
         pthread_mutex_lock(&q->mu);
-        if (attempt > 1)
+        if (attempt > 1) {
             q->stats.retries++;
+            xs->retries++;
+        }
         uint64_t gen = q->flush_gen;
         pthread_mutex_unlock(&q->mu);
         pn_error err;
@@ -281,12 +288,19 @@ static outcome send_part(pn_queue *q, pn_exporter *x, const pn_upload *u, const 
         if (r == PN_SEND_OK) {
             pthread_mutex_lock(&q->mu);
             q->stats.bytes_sent += u->len;
+            xs->sent++;
+            xs->bytes_sent += u->len;
             pthread_mutex_unlock(&q->mu);
             return OUT_OK;
         }
         /* An abort makes send() fail; that is shutdown, not the server. */
         if (aborted(q))
             return OUT_DROPPED;
+        if (r != PN_SEND_RETRY || attempt >= q->opts.max_attempts) {
+            pthread_mutex_lock(&q->mu);
+            xs->failed++;
+            pthread_mutex_unlock(&q->mu);
+        }
         if (r != PN_SEND_RETRY) {
             pn_log(PN_LOG_ERROR, "upload of %s part %u to %s failed: %s", what, u->part, name,
                    msg);
@@ -327,6 +341,9 @@ static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
             if (x->encode(x, p, &own, &nparts, &err) < 0) {
                 pn_log(PN_LOG_ERROR, "encoding %s for %s failed, not sent there: %s", what,
                        x->name ? x->name : "exporter", err.msg);
+                pthread_mutex_lock(&q->mu);
+                q->stats.exporters[i].failed++;
+                pthread_mutex_unlock(&q->mu);
                 failed = 1;
                 continue;
             }
@@ -347,6 +364,9 @@ static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
                            err.msg);
             }
             if (pprof_state < 0) {
+                pthread_mutex_lock(&q->mu);
+                q->stats.exporters[i].failed++;
+                pthread_mutex_unlock(&q->mu);
                 failed = 1;
                 continue;
             }
@@ -354,7 +374,7 @@ static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
             nparts = npprof;
         }
         for (size_t k = 0; k < nparts && oc != OUT_DROPPED; k++) {
-            outcome r = send_part(q, x, parts[k], what);
+            outcome r = send_part(q, i, parts[k], what);
             if (r == OUT_DROPPED)
                 oc = OUT_DROPPED;
             else if (r == OUT_FAILED)
@@ -461,6 +481,14 @@ static int check_opts(const pn_queue_opts *in, pn_queue_opts *o, pn_error *e)
     return 0;
 }
 
+/* The per-exporter counters' names (after every reset of the stats). */
+static void name_exporters(pn_queue *q)
+{
+    q->stats.nexporters = q->nexporters;
+    for (size_t i = 0; i < q->nexporters; i++)
+        q->stats.exporters[i].name = q->exporters[i]->name ? q->exporters[i]->name : "exporter";
+}
+
 /* On success the queue owns the exporters (stop destroys them); on failure
  * the caller still does. */
 pn_queue *pn_queue_new(const pn_queue_opts *o, pn_exporter **exporters, size_t n, pn_error *e)
@@ -468,8 +496,8 @@ pn_queue *pn_queue_new(const pn_queue_opts *o, pn_exporter **exporters, size_t n
     pn_queue_opts opts;
     if (check_opts(o, &opts, e))
         return NULL;
-    if (!exporters || n == 0) {
-        pn_fail(e, PN_EINVAL, "upload queue: at least one exporter is needed");
+    if (!exporters || n == 0 || n > PN_MAX_EXPORTERS) {
+        pn_fail(e, PN_EINVAL, "upload queue: %zu exporters (1 to %d)", n, PN_MAX_EXPORTERS);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
@@ -496,6 +524,7 @@ pn_queue *pn_queue_new(const pn_queue_opts *o, pn_exporter **exporters, size_t n
         goto fail;
     }
     memcpy(q->exporters, exporters, n * sizeof *exporters);
+    name_exporters(q);
     seed_rng(q);
     int rc = start_thread(q);
     if (rc) {
@@ -701,6 +730,7 @@ void pn_queue_fork_child(pn_queue *q)
     q->aborted_seq = 0;
     q->flushers = 0;
     memset(&q->stats, 0, sizeof q->stats);
+    name_exporters(q);
     __atomic_store_n(&q->abort_flag, 0, __ATOMIC_RELEASE);
     seed_rng(q);
     q->thread_running = 0;

@@ -292,6 +292,10 @@ static int make_exporters(pn_agent *a, pn_exporter **ex, size_t *n, pn_error *e)
         if (!(ex[(*n)++] = pn_http_exporter_new(&ho, e)))
             return (*n)--, -1;
     }
+    if (c->otlp_endpoint && c->otlp_endpoint[0]) {
+        if (!(ex[(*n)++] = pn_otlp_exporter_from_config(c, e)))
+            return (*n)--, -1;
+    }
     if (c->output_dir && c->output_dir[0]) {
         if (!(ex[(*n)++] = pn_folder_exporter_new(c->output_dir, e)))
             return (*n)--, -1;
@@ -351,7 +355,7 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
         a->extra[i + 1] = a->cfg.tags[i];
     a->nextra_tags = ntags;
 
-    pn_exporter *ex[2];
+    pn_exporter *ex[3];
     size_t nex = 0;
     pn_queue_opts qo;
     memset(&qo, 0, sizeof qo);
@@ -369,10 +373,13 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
     }
     char shown[256]; /* the address without its password */
     pn_url_redact(c->server_address ? c->server_address : "", shown, sizeof shown);
-    pn_log(PN_LOG_INFO, "profiling \"%s\" at %g Hz (%s), exporting every %g s to %s%s%s",
+    char shown_otlp[256];
+    pn_url_redact(c->otlp_endpoint ? c->otlp_endpoint : "", shown_otlp, sizeof shown_otlp);
+    pn_log(PN_LOG_INFO, "profiling \"%s\" at %g Hz (%s), exporting every %g s to %s%s%s%s%s",
            c->application_name, c->sample_rate, c->oncpu ? "cpu" : "wall", c->upload_interval,
            shown,
-           c->server_address && c->output_dir ? " and " : "", c->output_dir ? c->output_dir : "");
+           c->server_address && c->output_dir ? " and " : "", c->output_dir ? c->output_dir : "",
+           c->otlp_endpoint ? " and OTLP " : "", c->otlp_endpoint ? shown_otlp : "");
     return a;
 }
 

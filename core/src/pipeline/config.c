@@ -11,6 +11,7 @@
 
 #include "pyroscope_native.h"
 #include "support/url.h"
+#include "pipeline/otel_env.h"
 
 extern char **environ;
 
@@ -47,6 +48,11 @@ void pn_config_free(pn_config *c)
     free_pairs(c->http_headers, c->nheaders);
     free(c->output_dir);
     free(c->spy_name);
+    free(c->otlp_endpoint);
+    free_pairs(c->otlp_headers, c->notlp_headers);
+    free(c->resource_attributes);
+    free(c->runtime_name);
+    free(c->runtime_version);
     memset(c, 0, sizeof *c);
 }
 
@@ -87,6 +93,9 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e)
     tmp.basic_auth_password = tmp.tenant_id = tmp.output_dir = tmp.spy_name = NULL;
     tmp.tags = tmp.http_headers = NULL;
     tmp.ntags = tmp.nheaders = 0;
+    tmp.otlp_endpoint = tmp.resource_attributes = tmp.runtime_name = tmp.runtime_version = NULL;
+    tmp.otlp_headers = NULL;
+    tmp.notlp_headers = 0;
     *dst = tmp;
     if (dup_str(&dst->application_name, src->application_name, e) ||
         dup_str(&dst->server_address, src->server_address, e) ||
@@ -96,7 +105,13 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e)
         dup_str(&dst->output_dir, src->output_dir, e) ||
         dup_str(&dst->spy_name, src->spy_name, e) ||
         dup_pairs(&dst->tags, &dst->ntags, src->tags, src->ntags, e) ||
-        dup_pairs(&dst->http_headers, &dst->nheaders, src->http_headers, src->nheaders, e)) {
+        dup_pairs(&dst->http_headers, &dst->nheaders, src->http_headers, src->nheaders, e) ||
+        dup_str(&dst->otlp_endpoint, src->otlp_endpoint, e) ||
+        dup_pairs(&dst->otlp_headers, &dst->notlp_headers, src->otlp_headers,
+                  src->notlp_headers, e) ||
+        dup_str(&dst->resource_attributes, src->resource_attributes, e) ||
+        dup_str(&dst->runtime_name, src->runtime_name, e) ||
+        dup_str(&dst->runtime_version, src->runtime_version, e)) {
         pn_config_free(dst);
         return -1;
     }
@@ -313,7 +328,8 @@ static int parse_pairs(const char *setting, const char *v, pair_check check, int
 /* ------------------------------------------------------------------ table */
 
 typedef enum {
-    K_STR, K_BOOL, K_RATE, K_SECONDS, K_TAGS, K_HEADERS, K_LEVEL, K_U32
+    K_STR, K_BOOL, K_RATE, K_SECONDS, K_TAGS, K_HEADERS, K_LEVEL, K_U32,
+    K_OTLP_HEADERS
 } kind;
 
 typedef struct {
@@ -346,6 +362,11 @@ static const setting settings[] = {
     {"stop_timeout", K_SECONDS, OFF(stop_timeout), 0, 60},
     {"spy_name", K_STR, OFF(spy_name), 0, 0},
     {"fault_guard", K_BOOL, OFF(fault_guard), 0, 0},
+    {"otlp_endpoint", K_STR, OFF(otlp_endpoint), 0, 0},
+    {"otlp_headers", K_OTLP_HEADERS, OFF(otlp_headers), 0, 0},
+    {"resource_attributes", K_STR, OFF(resource_attributes), 0, 0},
+    {"runtime_name", K_STR, OFF(runtime_name), 0, 0},
+    {"runtime_version", K_STR, OFF(runtime_version), 0, 0},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -371,7 +392,9 @@ static int check_string(const char *name, const char *v, pn_error *e)
 {
     if (strcmp(name, "application_name") == 0)
         return pn_label_check_app_name(v, e);
-    if (strcmp(name, "server_address") == 0) {
+    if (strcmp(name, "resource_attributes") == 0)
+        return pn_resource_attributes_parse(v, NULL, NULL, e);
+    if (strcmp(name, "server_address") == 0 || strcmp(name, "otlp_endpoint") == 0) {
         /* The rules the HTTP exporter applies at start, so a bad address
          * fails here, where the setting is named. */
         if (!v[0])
@@ -382,14 +405,14 @@ static int check_string(const char *name, const char *v, pn_error *e)
                       : strncasecmp(v, "https://", 8) == 0 ? 8
                                                            : 0;
         if (!skip)
-            return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" must start with http:// "
-                           "or https://", shown);
+            return pn_fail(e, PN_EINVAL, "%s: \"%.200s\" must start with http:// "
+                           "or https://", name, shown);
         if (v[skip] == '\0' || v[skip] == '/')
-            return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" has no host after the "
-                           "scheme", shown);
+            return pn_fail(e, PN_EINVAL, "%s: \"%.200s\" has no host after the "
+                           "scheme", name, shown);
         if (strpbrk(v, " ?#") || has_control(v))
-            return pn_fail(e, PN_EINVAL, "server_address: \"%.200s\" must not contain white "
-                           "space, control characters, a query (?) or a fragment (#)", shown);
+            return pn_fail(e, PN_EINVAL, "%s: \"%.200s\" must not contain white "
+                           "space, control characters, a query (?) or a fragment (#)", name, shown);
         return 0;
     }
     if (strcmp(name, "tenant_id") == 0 && has_control(v))
@@ -447,6 +470,8 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
         return parse_pairs(name, value, check_tag, 1, &c->tags, &c->ntags, e);
     case K_HEADERS:
         return parse_pairs(name, value, check_header, 0, &c->http_headers, &c->nheaders, e);
+    case K_OTLP_HEADERS:
+        return parse_pairs(name, value, check_header, 0, &c->otlp_headers, &c->notlp_headers, e);
     case K_LEVEL: {
         int level;
         double d;
@@ -469,9 +494,10 @@ int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size
                         pn_error *e)
 {
     int tags = name && strcmp(name, "tags") == 0;
-    if (!tags && !(name && strcmp(name, "http_headers") == 0))
+    int otlp = name && strcmp(name, "otlp_headers") == 0;
+    if (!tags && !otlp && !(name && strcmp(name, "http_headers") == 0))
         return pn_fail(e, PN_EINVAL, "%.100s: not a setting made of key/value pairs (only "
-                       "tags and http_headers are)", name ? name : "(null)");
+                       "tags, http_headers and otlp_headers are)", name ? name : "(null)");
     if (n > PN_MAX_LABELS)
         return pn_fail(e, PN_ELIMIT, "%s: more than %d entries", name, PN_MAX_LABELS);
     for (size_t i = 0; i < n; i++) {
@@ -482,6 +508,8 @@ int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size
     }
     if (tags && check_unique(name, kv, n, e) != 0)
         return -1;
+    if (otlp)
+        return dup_pairs(&c->otlp_headers, &c->notlp_headers, kv, n, e);
     return tags ? dup_pairs(&c->tags, &c->ntags, kv, n, e)
                 : dup_pairs(&c->http_headers, &c->nheaders, kv, n, e);
 }
@@ -490,6 +518,8 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
 {
     if (!envp)
         envp = environ;
+    if (pn_config_apply_otel_env(c, envp, e) != 0)
+        return -1;
     static const char prefix[] = "PYROSCOPE_";
     for (; envp && *envp; envp++) {
         const char *kv = *envp;
@@ -546,9 +576,11 @@ int pn_config_validate(const pn_config *c, pn_error *e)
         return -1;
     int has_server = c->server_address && c->server_address[0];
     int has_dir = c->output_dir && c->output_dir[0];
-    if (!has_server && !has_dir)
-        return pn_fail(e, PN_EINVAL, "no destination: set server_address (a Pyroscope server) "
-                       "or output_dir (a local folder), or both");
+    int has_otlp = c->otlp_endpoint && c->otlp_endpoint[0];
+    if (!has_server && !has_dir && !has_otlp)
+        return pn_fail(e, PN_EINVAL, "no destination: set server_address (a Pyroscope server), "
+                       "otlp_endpoint (an OTLP profiles receiver) or output_dir (a local "
+                       "folder)");
     /* Bindings may also fill fields directly: the same rules as
      * pn_config_set, from the same table. */
     for (size_t i = 0; i < NSETTINGS; i++) {
@@ -588,13 +620,17 @@ int pn_config_validate(const pn_config *c, pn_error *e)
                 return -1;
             break;
         case K_HEADERS:
-            if (check_pair_array(s->name, c->http_headers, c->nheaders, e) != 0)
+        case K_OTLP_HEADERS: {
+            const pn_label *h = s->k == K_HEADERS ? c->http_headers : c->otlp_headers;
+            size_t nh = s->k == K_HEADERS ? c->nheaders : c->notlp_headers;
+            if (check_pair_array(s->name, h, nh, e) != 0)
                 return -1;
-            for (size_t j = 0; j < c->nheaders; j++) {
-                if (check_header(s->name, c->http_headers[j].key, c->http_headers[j].value, e))
+            for (size_t j = 0; j < nh; j++) {
+                if (check_header(s->name, h[j].key, h[j].value, e))
                     return -1;
             }
             break;
+        }
         case K_BOOL:
         case K_LEVEL:
             break;

@@ -32,7 +32,14 @@ def hex_id(span):
 
 
 def current():
-    """What a sample of this thread carries now."""
+    """What a sample of this thread carries now, without ``trace_id`` (which
+    every span label set has: see test_trace_id_is_the_span_trace)."""
+    labels = current_with_trace()
+    labels.pop("trace_id", None)
+    return labels
+
+
+def current_with_trace():
     return {**_native.labels_current(), **_native.context_labels()}
 
 
@@ -104,7 +111,19 @@ def test_span_id_is_16_lowercase_hex_digits():
     tracer, _, exporter = make(id_generator=SmallIds())
     with tracer.start_as_current_span("small"):
         assert current()["span_id"] == "0000000000000042"
+        assert current_with_trace()["trace_id"] == "0" * 28 + "5eed"
     assert finished(exporter, "small").attributes[PROFILE_ID_ATTRIBUTE] == "0000000000000042"
+
+
+def test_trace_id_is_the_span_trace():
+    tracer, proc, _ = make()
+    with tracer.start_as_current_span("checkout") as root:
+        with tracer.start_as_current_span("db"):
+            labels = current_with_trace()
+    assert labels == {"span_id": hex_id(root), "span_name": "checkout",
+                      "trace_id": format(root.context.trace_id, "032x")}
+    assert current_with_trace() == {}
+    assert proc.errors == 0
 
 
 def test_outer_tag_wrapper_labels_restored():

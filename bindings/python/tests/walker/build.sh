@@ -17,7 +17,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fPIC -Wall -Wextra -Werror -Wshadow -Wstr
 $CC $CFLAGS -shared \
     -I"$INC" -I"$ROOT/core/include" -I"$ROOT/core/src" -I"$ROOT/core/gen" \
     -I"$ROOT/bindings/python/src" \
-    "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c "$ROOT"/core/gen/*.c \
+    "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c $(find "$ROOT/core/gen" -name '*.c' | sort) \
     "$ROOT/bindings/python/src/pthread_tid.c" \
     "$ROOT/bindings/python/src/context_labels.c" "$ROOT/bindings/python/src/pairs.c" \
     "$ROOT/bindings/python/src/log_bridge.c" \
