@@ -165,8 +165,10 @@ static PyObject *entry_new(const pn_labelset *ls, PyObject *parent, PyObject *ow
     }
     atomic_init(&e->set, NULL);
     atomic_init(&e->check, 0);
-    e->parent = Py_XNewRef(parent);
-    e->owner = owner == Py_None ? NULL : Py_XNewRef(owner);
+    Py_XINCREF(parent);
+    e->parent = parent;
+    e->owner = owner == Py_None ? NULL : owner;
+    Py_XINCREF(e->owner);
     e->retired = 0;
     e->applied = 1;
     entry_publish(e, ls);
@@ -479,15 +481,27 @@ static int learn_layout(void) { return 0; }
 
 /* ------------------------------------------------------------ module */
 
+/* PyModule_AddObjectRef is 3.10+; the file still compiles for older
+ * versions so that their build fails with the walker's clear message. */
+static int add_object(PyObject *module, const char *name, PyObject *o)
+{
+    Py_INCREF(o);
+    if (PyModule_AddObject(module, name, o) != 0) {
+        Py_DECREF(o);
+        return -1;
+    }
+    return 0;
+}
+
 int ctx_labels_init(PyObject *module)
 {
     if (PyType_Ready(&ctx_entry_type) != 0 ||
-        PyModule_AddObjectRef(module, "ContextLabels", (PyObject *)&ctx_entry_type) != 0 ||
+        add_object(module, "ContextLabels", (PyObject *)&ctx_entry_type) != 0 ||
         PyModule_AddFunctions(module, functions) != 0)
         return -1;
     if (!var && !(var = PyContextVar_New("pyroscope_labels", NULL)))
         return -1;
-    if (PyModule_AddObjectRef(module, "context_var", var) != 0)
+    if (add_object(module, "context_var", var) != 0)
         return -1;
     int ok = learn_layout();
     if (ok < 0)
