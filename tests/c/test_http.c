@@ -429,11 +429,16 @@ static void test_closed_port(void)
 typedef struct {
     volatile int *flag;
     int after_ms;
+    test_server *srv; /* abort only once it holds the request */
 } aborter;
 
 static void *abort_later(void *arg)
 {
     aborter *a = arg;
+    /* On a loaded machine (or under valgrind) the request may take longer
+     * than after_ms to arrive: the abort must hit a send in progress. */
+    if (a->srv)
+        test_server_wait(a->srv, 1, 60);
     usleep((useconds_t)a->after_ms * 1000);
     __atomic_store_n(a->flag, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -454,7 +459,7 @@ static void test_abort_from_other_thread(void)
         uint8_t data[4] = {1, 2, 3, 4};
         pn_upload u = upload_of(data, sizeof data);
         volatile int flag = 0;
-        aborter a = {&flag, 200};
+        aborter a = {&flag, 200, srv};
         pthread_t t;
         CHECK_EQ_INT(pthread_create(&t, NULL, abort_later, &a), 0);
         double t0 = pn_test_now_s();
