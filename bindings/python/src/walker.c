@@ -489,6 +489,10 @@ void py_walker_walk(void *ctx, pn_tick *t)
     pn_symbols *syms = pn_tick_symbols(t);
     uint64_t gen = pn_symbols_generation(syms);
     const void *holder = NULL;
+    /* gil_only on-CPU: the holder's one sample carries the CPU of every
+     * thread of the interpreter (the core's pool), so every thread is
+     * visited to read its clock, even when nobody holds the GIL. */
+    int pool = w->gil_only && pn_tick_opts(t)->oncpu;
     if (w->gil_only) {
         pnw_gil g;
         if (pn_safe_read(&g, w->gil, sizeof g) != 0) {
@@ -496,7 +500,7 @@ void py_walker_walk(void *ctx, pn_tick *t)
             return;
         }
         holder = pnw_gil_holder(&g);
-        if (holder == NULL)
+        if (holder == NULL && !pool)
             return; /* nobody runs Python right now */
     }
     /* The interpreter state is large; only the list head is needed. */
@@ -514,23 +518,27 @@ void py_walker_walk(void *ctx, pn_tick *t)
         }
         const void *self = ts;
         ts = tc.next;
-        if (w->gil_only && self != holder)
+        if (w->gil_only && self != holder && !pool)
             continue;
         /* 0 until the thread has started running; a garbage value from a
          * torn read is no pid_t at all. */
         if (tc.native_thread_id == 0 || tc.native_thread_id > INT_MAX)
             continue;
         pid_t tid = (pid_t)tc.native_thread_id;
+        if (w->gil_only && self != holder) {
+            pn_tick_pool_thread(t, tid);
+            continue;
+        }
         bump(&w->threads_seen, 1);
         int64_t value;
-        if (pn_tick_begin_thread(t, tid, &value)) {
-            /* Only the holder is sampled, but every thread that ran Python
-             * since the last tick held the GIL for part of it: the holder
-             * stands for the whole interval, as any sampling profiler's
-             * sample does. Its own CPU since it was last the holder would
-             * drop the others' share. */
-            if (w->gil_only && pn_tick_opts(t)->oncpu)
-                value = pn_tick_wall_ns(t);
+        /* Only the holder is sampled, but every thread that ran Python
+         * since the last tick held the GIL for part of it: the holder
+         * stands for all of them, with the CPU they used (its own alone
+         * would drop the others' share; the wall interval would count
+         * time they waited for a core). CPU used without the GIL (I/O, C
+         * code that releases it) is in that pool too, see README. */
+        if (w->gil_only ? pn_tick_begin_pooled(t, tid, &value)
+                        : pn_tick_begin_thread(t, tid, &value)) {
             const void *fp;
             int torn = 0;
             size_t depth = 0;
@@ -553,7 +561,7 @@ void py_walker_walk(void *ctx, pn_tick *t)
                 bump(&w->nframes, depth);
             }
         }
-        if (w->gil_only)
+        if (w->gil_only && !pool)
             break; /* the holder was the one thread to sample */
     }
 }

@@ -12,6 +12,7 @@
  * loads and stores.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -330,7 +331,40 @@ static int copy_types(pn_driver *d, const pn_driver_opts *o, const pn_config *c,
     }
     d->period_type = o->period_type.type && o->period_type.unit ? o->period_type : d->types[0];
     d->period = o->period > 0 ? o->period : (int64_t)(1e9 / c->sample_rate + 0.5);
+    d->sample_rate = c->sample_rate;
     return 0;
+}
+
+void pn_driver_period_rate(pn_driver *d, uint32_t *sample_rate, int64_t *period)
+{
+    double hz = d->sample_rate;
+    *period = d->period;
+    if (d->sampler) {
+        /* The ticks and the deadlines they covered since the last cut. A
+         * period with no throttled deadline keeps the configured rate (a
+         * missed deadline is the machine's doing; its time is folded into
+         * the next tick's value). With some, the rate is what the ticks
+         * really were: ticks per second of the deadlines covered, and the
+         * period their mean spacing, so count x period is still the time
+         * covered. The values are nanoseconds, right whatever the rate. */
+        pn_sampler_stats ss;
+        pn_sampler_get_stats(d->sampler, &ss);
+        uint64_t ticks = ss.ticks - d->cut_ticks;
+        uint64_t slots = ss.ticks + ss.missed_ticks + ss.budget_throttled_ticks - d->cut_slots;
+        uint64_t throttled = ss.budget_throttled_ticks - d->cut_throttled;
+        d->cut_ticks = ss.ticks;
+        d->cut_slots = ss.ticks + ss.missed_ticks + ss.budget_throttled_ticks;
+        d->cut_throttled = ss.budget_throttled_ticks;
+        if (throttled > 0 && ticks > 0 && slots >= ticks) {
+            hz = d->sample_rate * (double)ticks / (double)slots;
+            if (d->o.period <= 0)
+                *period = (int64_t)(1e9 / hz + 0.5);
+        }
+    }
+    /* sampleRate is a whole number of Hz: never 0 for a rate below 1 Hz
+     * (the period field keeps the exact spacing). */
+    long r = lround(hz);
+    *sample_rate = r < 1 ? 1 : (uint32_t)r;
 }
 
 static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interval, pn_error *e)
@@ -392,7 +426,7 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     lim.max_stacks = c->max_stacks;
     lim.max_depth = c->max_depth;
     pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
-                          c->fault_guard};
+                          c->fault_guard, c->sampler_cpu_budget};
     int64_t interval = (int64_t)(1e9 / c->sample_rate);
     if (copy_types(d, o, c, e) != 0)
         goto fail;
@@ -464,6 +498,7 @@ void pn_driver_fork_child(pn_driver *d)
         atomic_store(&tl_capture->tid, pn_gettid());
     atomic_store(&d->watermark, 0);
     atomic_store(&d->recorded, 0);
+    d->cut_ticks = d->cut_slots = d->cut_throttled = 0; /* the new sampler counts from 0 */
     if (d->sampler)
         pn_sampler_fork_child(d->sampler); /* fresh store, new thread */
     else
