@@ -464,6 +464,11 @@ void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out)
         out->sampler.idle_skipped += ss.idle_skipped;
         out->sampler.syscall_ticks += ss.syscall_ticks;
         out->sampler.sampler_cpu_ns += ss.sampler_cpu_ns;
+        out->sampler.budget_throttled_ticks += ss.budget_throttled_ticks;
+        /* Several samplers: the slowest one's. */
+        if (out->sampler.effective_rate_hz == 0 ||
+            ss.effective_rate_hz < out->sampler.effective_rate_hz)
+            out->sampler.effective_rate_hz = ss.effective_rate_hz;
     }
     pthread_mutex_unlock(&a->mu);
     out->late_samples = atomic_load(&a->late);
