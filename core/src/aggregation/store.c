@@ -528,6 +528,13 @@ int64_t pn_period_end_mono(const pn_period *p) { return p->end_mono; }
 
 uint64_t pn_period_seq(const pn_period *p) { return p->seq; }
 
+void pn_period_add_tick(pn_period *p, uint64_t slots, uint64_t throttled)
+{
+    p->stats.ticks++;
+    p->stats.tick_slots += slots;
+    p->stats.throttled_slots += throttled;
+}
+
 void pn_period_get_stats(const pn_period *p, pn_period_stats *out)
 {
     *out = p->stats;

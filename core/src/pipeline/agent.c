@@ -72,10 +72,6 @@ static void wait_for_watermark(pn_driver *d, int64_t cut_mono, int64_t give_up)
 
 static void export_period(pn_agent *a, pn_driver *d, pn_period *p)
 {
-    /* Every cut moves the rate's counters on, exported or not. */
-    uint32_t rate;
-    int64_t period;
-    pn_driver_period_rate(d, &rate, &period);
     pn_period_stats st;
     pn_period_get_stats(p, &st);
     uint64_t lost = st.overflow_samples + st.symbols_dropped;
@@ -91,6 +87,9 @@ static void export_period(pn_agent *a, pn_driver *d, pn_period *p)
     if (pn_period_sample_count(p) <= 1) /* only the [overflow] placeholder */
         return;
     int with_pid = a->cfg.report_pid || a->child_of_fork;
+    uint32_t rate;
+    int64_t period;
+    pn_driver_period_rate(d, p, &rate, &period);
     pn_profile_meta m = {a->cfg.application_name, d->profile_type, rate, d->nvalues, d->types,
                          d->period_type, period, with_pid ? &a->pid_label : NULL,
                          with_pid ? 1 : 0};

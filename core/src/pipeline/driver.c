@@ -335,31 +335,23 @@ static int copy_types(pn_driver *d, const pn_driver_opts *o, const pn_config *c,
     return 0;
 }
 
-void pn_driver_period_rate(pn_driver *d, uint32_t *sample_rate, int64_t *period)
+void pn_driver_period_rate(pn_driver *d, const pn_period *p, uint32_t *sample_rate,
+                           int64_t *period)
 {
     double hz = d->sample_rate;
     *period = d->period;
-    if (d->sampler) {
-        /* The ticks and the deadlines they covered since the last cut. A
-         * period with no throttled deadline keeps the configured rate (a
-         * missed deadline is the machine's doing; its time is folded into
-         * the next tick's value). With some, the rate is what the ticks
-         * really were: ticks per second of the deadlines covered, and the
-         * period their mean spacing, so count x period is still the time
-         * covered. The values are nanoseconds, right whatever the rate. */
-        pn_sampler_stats ss;
-        pn_sampler_get_stats(d->sampler, &ss);
-        uint64_t ticks = ss.ticks - d->cut_ticks;
-        uint64_t slots = ss.ticks + ss.missed_ticks + ss.budget_throttled_ticks - d->cut_slots;
-        uint64_t throttled = ss.budget_throttled_ticks - d->cut_throttled;
-        d->cut_ticks = ss.ticks;
-        d->cut_slots = ss.ticks + ss.missed_ticks + ss.budget_throttled_ticks;
-        d->cut_throttled = ss.budget_throttled_ticks;
-        if (throttled > 0 && ticks > 0 && slots >= ticks) {
-            hz = d->sample_rate * (double)ticks / (double)slots;
-            if (d->o.period <= 0)
-                *period = (int64_t)(1e9 / hz + 0.5);
-        }
+    /* A period the CPU budget did not throttle keeps the configured rate
+     * (a missed deadline is the machine's doing; its time is folded into
+     * the next tick's value). One it did: the rate the ticks really had,
+     * ticks per second of the intervals they covered, and as period their
+     * mean spacing, so samples x period is still the time covered. The
+     * values are nanoseconds, right whatever the rate. */
+    pn_period_stats st;
+    pn_period_get_stats(p, &st);
+    if (st.throttled_slots > 0 && st.ticks > 0 && st.tick_slots >= st.ticks) {
+        hz = d->sample_rate * (double)st.ticks / (double)st.tick_slots;
+        if (d->o.period <= 0)
+            *period = (int64_t)(1e9 / hz + 0.5);
     }
     /* sampleRate is a whole number of Hz: never 0 for a rate below 1 Hz
      * (the period field keeps the exact spacing). */
@@ -498,7 +490,6 @@ void pn_driver_fork_child(pn_driver *d)
         atomic_store(&tl_capture->tid, pn_gettid());
     atomic_store(&d->watermark, 0);
     atomic_store(&d->recorded, 0);
-    d->cut_ticks = d->cut_slots = d->cut_throttled = 0; /* the new sampler counts from 0 */
     if (d->sampler)
         pn_sampler_fork_child(d->sampler); /* fresh store, new thread */
     else

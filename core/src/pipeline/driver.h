@@ -31,9 +31,6 @@ struct pn_driver {
     int signo;
     int64_t min_cpu_ns, wait_ns;
 
-    /* Flusher-owned: the sampler's counters at the last cut. */
-    uint64_t cut_ticks, cut_slots, cut_throttled;
-
     /* Batch: written by the binding, read by the flusher. */
     _Atomic int64_t watermark;
 
@@ -50,9 +47,10 @@ void pn_driver_free(pn_driver *d);
 /* In a forked child, from the fork path: forget threads that are gone,
  * empty the store, restart the sampler thread. */
 void pn_driver_fork_child(pn_driver *d);
-/* The sampleRate and pprof period of the period cut now: the configured
- * ones, or what the ticks really were when the CPU budget throttled them
- * since the last cut. Flusher (one cut at a time). */
-void pn_driver_period_rate(pn_driver *d, uint32_t *sample_rate, int64_t *period);
+/* The sampleRate and pprof period of a sealed period: the configured ones,
+ * or what its ticks really were when the CPU budget throttled them.
+ * Flusher. */
+void pn_driver_period_rate(pn_driver *d, const pn_period *p, uint32_t *sample_rate,
+                           int64_t *period);
 
 #endif

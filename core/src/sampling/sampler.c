@@ -70,6 +70,7 @@ struct pn_sampler {
      * (pn_tick_pool_thread): it waits for the next pooled sample. */
     int64_t pool_ns;
     pn_budget budget;
+    uint32_t skipped; /* intervals the budget skipped before the next tick */
 
     /* Written by the sampler thread, read by anyone. */
     _Atomic uint64_t ticks, missed, samples, idle_skipped, syscall_ticks, throttled;
@@ -240,6 +241,8 @@ static void tick(pn_sampler *s, int64_t wall_ns)
 {
     pn_store_write_begin(s->store);
     pn_tick t = {s, pn_store_active(s->store), wall_ns, 0, NULL};
+    /* The period this tick writes to learns the rate it was taken at. */
+    pn_period_add_tick(t.period, (uint64_t)(wall_ns / s->interval_ns), s->skipped);
     /* Every tick: the application may have replaced our fault handler. */
     if (!pn_fault_guard_arm(s->o.fault_guard))
         atomic_fetch_add_explicit(&s->syscall_ticks, 1, memory_order_relaxed);
@@ -294,6 +297,7 @@ static void *sampler_main(void *arg)
         int64_t cpu = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
         uint32_t stride = pn_budget_after_tick(&s->budget, cpu - cpu_was);
         cpu_was = cpu;
+        s->skipped = stride - 1;
         if (stride > 1)
             atomic_fetch_add_explicit(&s->throttled, stride - 1, memory_order_relaxed);
         atomic_store_explicit(&s->stride, stride, memory_order_relaxed);
@@ -314,6 +318,7 @@ int pn_sampler_start(pn_sampler *s, pn_error *e)
     cpu_clear(s->cur);
     s->baseline = 1;
     s->pool_ns = 0;
+    s->skipped = 0;
     pn_budget_init(&s->budget, s->interval_ns, s->o.cpu_budget);
     atomic_store(&s->stride, 1);
     pn_error ge = {0};
