@@ -131,7 +131,7 @@ RUN_OPTIONS = (
     ("--stop-timeout", "stop_timeout", "number", "SECONDS",
      "longest wait for the last export at exit (default 5)"),
     ("--sampler-cpu-budget", "sampler_cpu_budget", "number", "PERCENT",
-     "the sampler's CPU limit, % of one core (default 1; 0: no limit)"),
+     "the sampler's CPU limit, %% of one core (default 1; 0: no limit)"),
 )
 
 _TYPES = {"str": str, "number": _number, "whole": _whole, "pairs": _pair, "line": _line_mode}
