@@ -287,13 +287,14 @@ int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid);
 int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns);
 /* One sample that stands for several threads (CPython's gil_only: the GIL
  * holder stands for every thread that ran Python since the last tick). In
- * on-CPU mode, pool adds the CPU thread tid used since the last tick to a
- * pool, and begin_pooled pools tid's own, then samples tid with the whole
- * pool as its value (emptying it), or returns 0 when the pool is empty.
- * CPU pooled after the tick's pooled sample, or in a tick without one,
- * waits for the next: every nanosecond is charged once. Ask about every
- * thread every tick, or a thread's CPU counts from its next sighting only.
- * In wall mode pool does nothing and begin_pooled is begin_thread. */
+ * on-CPU mode, pool adds the CPU thread tid used since the last tick to
+ * the period's pooled CPU; begin_pooled pools tid's own, then samples tid
+ * with the tick's wall time as its value, or returns 0 when no pooled
+ * thread used CPU since the last pooled sample. At export the period's
+ * pooled values are scaled so they total the pooled CPU: the CPU is what
+ * the threads used, split between stacks by ticks. Ask about every thread
+ * every tick, or a thread's CPU counts from its next sighting only. In
+ * wall mode pool does nothing and begin_pooled is begin_thread. */
 void pn_tick_pool_thread(pn_tick *t, pid_t tid);
 int pn_tick_begin_pooled(pn_tick *t, pid_t tid, int64_t *value_ns);
 /* Nanoseconds of wall time this tick stands for: from the previous tick's

@@ -456,16 +456,21 @@ static void test_pooled_sample_carries_every_thread(void)
         pn_period *p = pn_store_swap(st, 1);
         int64_t total = total_for(p, "holder", 0, NULL);
         int64_t count = total_for(p, "holder", 1, NULL);
-        printf("  oncpu=%d holder carries %.3f s; the three threads used %.3f s (%.3f s "
-               "between first and last reading), %lld samples over %llu ticks\n", oncpu,
-               total / 1e9, used / 1e9, bracket / 1e9, (long long)count,
-               (unsigned long long)stats.ticks);
+        pn_period_stats ps;
+        pn_period_get_stats(p, &ps);
+        printf("  oncpu=%d holder: %.3f s recorded, pooled CPU %.3f s; the three threads used "
+               "%.3f s (%.3f s between first and last reading), %lld samples over %llu "
+               "ticks\n", oncpu, total / 1e9, ps.pooled_cpu_ns / 1e9, used / 1e9,
+               bracket / 1e9, (long long)count, (unsigned long long)stats.ticks);
         if (oncpu) {
-            /* All three threads' CPU from the first reading to the last, on
-             * the one sampled stack, and nothing from outside the run; not
-             * the sampled thread's alone (about half of it). */
-            CHECK(total >= bracket);
-            CHECK(total <= used);
+            /* The period knows all three threads' CPU from the first reading
+             * to the last, and nothing from outside the run (not the
+             * sampled thread's alone, about a half); the samples carry the
+             * ticks' wall time, which the export scales to that CPU. */
+            CHECK(ps.pooled_cpu_ns >= bracket);
+            CHECK(ps.pooled_cpu_ns <= used);
+            CHECK_EQ_INT(ps.pooled_value_ns, total);
+            CHECK(count >= 1 && count <= (long long)stats.ticks);
         } else {
             /* Wall mode: the tick's wall time, once per tick. */
             CHECK_EQ_INT(count, (long long)stats.ticks);

@@ -66,8 +66,8 @@ struct pn_sampler {
     int baseline; /* 1 until the first tick after a start took its readings */
     cpu_table *prev, *cur;
     cpu_table tables[2];
-    /* CPU of threads a pooled sample stands for, not yet charged to one
-     * (pn_tick_pool_thread): it waits for the next pooled sample. */
+    /* CPU the threads a pooled sample stands for used since the last one
+     * (pn_tick_pool_thread): none means an idle tick. */
     int64_t pool_ns;
     pn_budget budget;
     uint32_t skipped; /* intervals the budget skipped before the next tick */
@@ -187,13 +187,23 @@ int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
     return 1;
 }
 
+/* A pooled sample is recorded with the tick's wall interval, and the
+ * period learns the CPU its threads used; the flusher scales the period's
+ * values by CPU / wall (pn_profile_scale_pooled). So the CPU total is what
+ * the threads used, and the split between stacks follows the ticks, each
+ * of equal weight: charging each tick the CPU used since the previous one
+ * would also be right on average, but under contention those amounts swing
+ * from nothing to several intervals and the split gets noisier (measured:
+ * docs/benchmarks.md). */
 void pn_tick_pool_thread(pn_tick *t, pid_t tid)
 {
     if (!t->s->o.oncpu)
         return;
     int64_t d = pn_tick_cpu_delta(t, tid);
-    if (d > 0)
+    if (d > 0) {
         t->s->pool_ns += d;
+        pn_period_add_pooled(t->period, d, 0);
+    }
 }
 
 int pn_tick_begin_pooled(pn_tick *t, pid_t tid, int64_t *value_ns)
@@ -201,15 +211,17 @@ int pn_tick_begin_pooled(pn_tick *t, pid_t tid, int64_t *value_ns)
     pn_sampler *s = t->s;
     if (!s->o.oncpu)
         return pn_tick_begin_thread(t, tid, value_ns);
-    /* The sampled thread's own CPU joins the pool it stands for. Its clock
-     * not advancing does not matter: the pool is what the sample carries. */
+    /* The sampled thread's own CPU joins the pool. Its clock not advancing
+     * does not matter: it stands for the others too. Nobody used CPU since
+     * the last pooled sample: an idle tick. */
     pn_tick_pool_thread(t, tid);
     if (s->pool_ns <= 0) {
         atomic_fetch_add_explicit(&s->idle_skipped, 1, memory_order_relaxed);
         return 0;
     }
-    *value_ns = s->pool_ns;
     s->pool_ns = 0;
+    *value_ns = t->wall_ns;
+    pn_period_add_pooled(t->period, 0, t->wall_ns);
     t->labels_tid = tid;
     t->labels = pn_labels_of_thread(tid);
     return 1;
