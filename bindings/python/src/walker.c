@@ -533,10 +533,10 @@ void py_walker_walk(void *ctx, pn_tick *t)
         int64_t value;
         /* Only the holder is sampled, but every thread that ran Python
          * since the last tick held the GIL for part of it: the holder
-         * stands for all of them, with the CPU they used (its own alone
-         * would drop the others' share; the wall interval would count
-         * time they waited for a core). CPU used without the GIL (I/O, C
-         * code that releases it) is in that pool too, see README. */
+         * stands for all of them, with the CPU they used (the core's pool;
+         * its own alone would drop the others' share, the wall interval
+         * would count time they waited for a core). CPU used without the
+         * GIL (C code that releases it) is in that pool too, see README. */
         if (w->gil_only ? pn_tick_begin_pooled(t, tid, &value)
                         : pn_tick_begin_thread(t, tid, &value)) {
             const void *fp;
