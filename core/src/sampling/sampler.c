@@ -189,7 +189,7 @@ int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
 
 /* A pooled sample is recorded with the tick's wall interval, and the
  * period learns the CPU its threads used; the flusher scales the period's
- * values by CPU / wall (pn_profile_scale_pooled). So the CPU total is what
+ * values by CPU / wall (profile.c, scale_pooled). So the CPU total is what
  * the threads used, and the split between stacks follows the ticks, each
  * of equal weight: charging each tick the CPU used since the previous one
  * would also be right on average, but under contention those amounts swing
@@ -286,6 +286,7 @@ static void *sampler_main(void *arg)
             atomic_store(&s->parked, 0);
             due = pn_clock_ns(CLOCK_MONOTONIC);
             next = due + s->interval_ns;
+            s->skipped = 0; /* the next tick covers one interval from here */
             continue;
         }
         int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
