@@ -516,7 +516,19 @@ def section_sampler(envs, tmp, quick):
                                        "--rounds", "2" if quick else "3",
                                        "--out-dir", out_dir], timeout=600)
     log("sampler changing-stack rows done")
-    return {"grid_rate_hz": 1000, "grid": grid, "production": prod, "changing": changing}
+    # 1000 idle threads, wall mode, 1000 Hz: the default budget and none,
+    # interleaved round by round. Throttled, a tick comes every ~0.4 s:
+    # chunks of 2 s so each holds several.
+    idle = {"1": [], "0": []}
+    for r in range(1 if quick else 3):
+        for budget in idle:
+            idle[budget] += run_sampler_cost(
+                envs, ["--idle", "1000", "--rate", "1000", "--budget", budget, "--seconds",
+                       "2" if quick else "6", "--chunks", "1" if quick else "3",
+                       "--out-dir", out_dir], timeout=300)
+            log(f"sampler idle round {r + 1} budget {budget} %: "
+                f"{idle[budget][-1]['sampler_core_pct']:.2f} % of a core")
+    return {"grid_rate_hz": 1000, "grid": grid, "production": prod, "idle": idle, "changing": changing}
 
 
 # -------------------------------------------------------------- 3. encode
@@ -834,6 +846,12 @@ def evaluate_targets(res):
                 "<= 10 us", v is not None and v <= 10.0,
                 f"{fmt(ch['frames_per_stack'], '.1f')} frames/stack; parked in the same run "
                 f"{fmt(pk and pk['us_per_stack'])} us")
+        if sm.get("idle"):
+            v = median([c["sampler_core_pct"] for c in sm["idle"]["1"]])
+            off = median([c["sampler_core_pct"] for c in sm["idle"]["0"]])
+            add("sampler thread, 1000 idle threads, wall mode, 1000 Hz, default budget "
+                "(% of one core)", v, "<= 1 %", v <= 1.0,
+                f"{fmt(off, '.1f')} % with no budget on the same run")
     en = res.get("encode")
     if en:
         row = next((r for r in en["rows"] if r["unique_stacks"] == 10000), None)
@@ -953,6 +971,22 @@ def report(res):
             out.append(table(rows, ["threads' stacks", "frames/stack", "us/stack", "ns/frame",
                                     "stacks", "code cache misses", "missed ticks",
                                     "walk errors"]))
+        idle = sm.get("idle")
+        if idle:
+            out.append("  1000 idle threads, wall mode, 1000 Hz, every stack walked: the CPU "
+                       "budget (sampler_cpu_budget) against none,")
+            out.append(f"  medians of {len(idle['1'])} interleaved rounds (each the median "
+                       "of its chunks)")
+            rows = []
+            for budget, name in (("1", "budget 1 % (default)"), ("0", "no budget (0)")):
+                runs = idle[budget]
+                rows.append([name, fmt(median([c["sampler_core_pct"] for c in runs]), ".2f"),
+                             fmt(median([c["ticks_per_s"] for c in runs]), ".1f"),
+                             fmt(median([c["us_per_stack"] for c in runs])),
+                             sum(c["totals"]["budget_throttled_ticks"] for c in runs),
+                             sum(c["totals"]["walk_errors"] for c in runs)])
+            out.append(table(rows, ["settings", "% of a core", "ticks/s", "us/stack",
+                                    "throttled deadlines", "walk errors"]))
 
     en = res.get("encode")
     if en:

@@ -11,6 +11,13 @@ walked on every tick. The sampler's own counters (CPU of the sampler thread,
 stacks walked, frames, walk errors) are read in chunks; each chunk gives one
 cost per stack and the median over the chunks is reported.
 
+--idle N runs N threads parked in Event.wait at depth 10, sampled in wall
+mode at --rate with every stack walked, under --budget (sampler_cpu_budget,
+% of one core; 0: no limit): the sampler's share of a core and the rate it
+kept.
+
+Cases, --changing and --production measure the raw cost, so they run with no budget.
+
 --production runs the default settings (oncpu=True, gil_only=True) with
 threads that mix CPU and sleeps at depth ~30, and a worst case with every
 blocked thread walked on every tick, and reports the sampler thread's CPU as
@@ -60,7 +67,7 @@ def measure(seconds, chunks):
         row = {k: cur[k] - prev[k] for k in ("ticks", "missed_ticks", "samples",
                                                 "sampler_cpu_ns", "stacks_walked", "frames",
                                                 "walk_errors", "idle_skipped", "cache_hits",
-                                                "cache_misses")}
+                                                "cache_misses", "budget_throttled_ticks")}
         row["wall_ns"] = int((t_cur - t_prev) * 1e9)
         rows.append(row)
         prev, t_prev = cur, t_cur
@@ -72,6 +79,7 @@ def summarise(rows):
                  if r["stacks_walked"]]
     per_frame = [r["sampler_cpu_ns"] / r["frames"] for r in rows if r["frames"]]
     core_pct = [100.0 * r["sampler_cpu_ns"] / r["wall_ns"] for r in rows if r["wall_ns"]]
+    rate = [1e9 * r["ticks"] / r["wall_ns"] for r in rows if r["wall_ns"]]
     tot = {k: sum(r[k] for r in rows) for k in rows[0]}
     return {
         "us_per_stack": statistics.median(per_stack) if per_stack else None,
@@ -79,11 +87,13 @@ def summarise(rows):
         "ns_per_frame": statistics.median(per_frame) if per_frame else None,
         "frames_per_stack": tot["frames"] / tot["stacks_walked"] if tot["stacks_walked"] else 0,
         "sampler_core_pct": statistics.median(core_pct) if core_pct else None,
+        "ticks_per_s": statistics.median(rate) if rate else None,
         "totals": tot,
     }
 
 
-def run_blocked(depth, nthreads, rate, seconds, chunks, out_dir, oncpu=False, gil_only=False):
+def run_blocked(depth, nthreads, rate, seconds, chunks, out_dir, oncpu=False, gil_only=False,
+                budget=0):
     """nthreads threads (main included) parked at `depth` frames while the
     profiler samples them."""
     release = threading.Event()
@@ -98,7 +108,8 @@ def run_blocked(depth, nthreads, rate, seconds, chunks, out_dir, oncpu=False, gi
         parked.wait()  # every worker is at its depth now
         pyroscope.configure(application_name="bench.sampler", output_dir=out_dir,
                             sample_rate=rate, oncpu=oncpu, gil_only=gil_only,
-                            max_depth=max(256, depth + 32), upload_interval=60)
+                            max_depth=max(256, depth + 32), upload_interval=60,
+                            sampler_cpu_budget=budget)
         time.sleep(0.3)  # first ticks intern every frame: keep them out
         result["rows"] = measure(seconds, chunks)
         pyroscope.shutdown()
@@ -130,7 +141,7 @@ def run_mixed(nthreads, rate, seconds, chunks, out_dir):
     threads = [threading.Thread(target=at_depth, args=(30, work), daemon=True)
                for _ in range(nthreads)]
     pyroscope.configure(application_name="bench.sampler", output_dir=out_dir,
-                        sample_rate=rate, upload_interval=60)
+                        sample_rate=rate, upload_interval=60, sampler_cpu_budget=0)
     for t in threads:
         t.start()
     time.sleep(0.3)
@@ -191,7 +202,8 @@ def run_changing(depth, nthreads, rate, seconds, chunks, out_dir):
     started.wait()
     pyroscope.configure(application_name="bench.sampler", output_dir=out_dir,
                         sample_rate=rate, oncpu=False, gil_only=False,
-                        max_depth=max(256, depth + 32), upload_interval=60)
+                        max_depth=max(256, depth + 32), upload_interval=60,
+                        sampler_cpu_budget=0)
     time.sleep(0.3)  # first ticks intern every frame: keep them out
     # The main thread is walked too: parked at the same depth, one stack
     # in nthreads + 1.
@@ -221,6 +233,8 @@ def main():
     ap.add_argument("--production", action="store_true")
     ap.add_argument("--changing", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--idle", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=10)
     ap.add_argument("--out-dir", default="")
     args = ap.parse_args()
@@ -240,6 +254,12 @@ def run(args, out_dir):
                       rounds=args.rounds)
         emit(case="parked", threads=args.threads + 1, **common, **summarise(parked))
         emit(case="changing", threads=args.threads + 1, **common, **summarise(changing))
+        return
+    if args.idle:
+        rows = run_blocked(10, args.idle, args.rate, args.seconds, args.chunks, out_dir,
+                           budget=args.budget)
+        emit(case=f"{args.idle} idle threads, wall mode", threads=args.idle, depth=10,
+             rate=args.rate, budget=args.budget, oncpu=False, gil_only=False, **summarise(rows))
         return
     if args.production:
         rows = run_mixed(args.threads, args.rate, args.seconds, args.chunks, out_dir)

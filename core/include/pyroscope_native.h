@@ -270,6 +270,8 @@ typedef struct {
     int report_thread_id;
     int report_thread_name;
     int fault_guard;            /* read stacks through the fault guard */
+    double cpu_budget;          /* % of one core the sampler thread may use;
+                                 * over it, ticks go further apart. 0: none */
 } pn_sampler_opts;
 
 /* Walker API, valid only inside the walker callback. */
@@ -283,8 +285,21 @@ int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid);
  * on-CPU mode 0 (skip) when its CPU clock did not advance, else 1 with
  * *value_ns = CPU ns; in wall mode always 1 with the tick's wall ns. */
 int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns);
-/* Nanoseconds of wall time this tick stands for (the scheduled interval,
- * times 1 + missed deadlines). */
+/* One sample that stands for several threads (CPython's gil_only: the GIL
+ * holder stands for every thread that ran Python since the last tick). In
+ * on-CPU mode, pool adds the CPU thread tid used since the last tick to
+ * the period's pooled CPU; begin_pooled pools tid's own, then samples tid
+ * with the tick's wall time as its value, or returns 0 when no pooled
+ * thread used CPU since the last pooled sample. At export the period's
+ * pooled values are scaled so they total the pooled CPU: the CPU is what
+ * the threads used, split between stacks by ticks. Ask about every thread
+ * every tick, or a thread's CPU counts from its next sighting only. In
+ * wall mode pool does nothing and begin_pooled is begin_thread. */
+void pn_tick_pool_thread(pn_tick *t, pid_t tid);
+int pn_tick_begin_pooled(pn_tick *t, pid_t tid, int64_t *value_ns);
+/* Nanoseconds of wall time this tick stands for: from the previous tick's
+ * deadline to this one's (the interval, times the budget's stride, plus
+ * missed deadlines). */
 int64_t pn_tick_wall_ns(const pn_tick *t);
 /* Record one stack for `tid` with the given value (CPU or wall ns, per the
  * mode); labels come from tid's slot, read when the thread was begun.
@@ -444,6 +459,7 @@ typedef struct {
     char *resource_attributes;  /* "k=v,..." as OTEL_RESOURCE_ATTRIBUTES */
     char *runtime_name;         /* set by the binding: process.runtime.* */
     char *runtime_version;
+    double sampler_cpu_budget;  /* % of one core, default 1; 0: no limit */
 } pn_config;
 
 void pn_config_init(pn_config *c);
@@ -482,6 +498,8 @@ typedef struct {
     uint64_t idle_skipped;      /* threads skipped by on-CPU mode */
     uint64_t syscall_ticks;     /* ticks read without the fault guard */
     int64_t sampler_cpu_ns;     /* CPU used by the sampler thread itself */
+    uint64_t budget_throttled_ticks; /* deadlines skipped to stay in the CPU budget */
+    double effective_rate_hz;   /* the rate now: sample_rate / the budget's stride */
 } pn_sampler_stats;
 
 /* One exporter's own counts (each retries and gives up on its own). */

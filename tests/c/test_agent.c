@@ -148,6 +148,9 @@ static void base_config(pn_config *c, const char *dir)
     pn_config_set(c, "upload_interval", "0.3", NULL);
     pn_config_set(c, "report_thread_name", "true", NULL);
     pn_config_set(c, "report_pid", "true", NULL);
+    /* Under valgrind a tick costs more than 1 % of 10 ms: these tests are
+     * about the configured rate (test_http_upload_throttled is not). */
+    pn_config_set(c, "sampler_cpu_budget", "0", NULL);
 }
 
 /* Start an agent and give it one walker driver (the old one-call start).
@@ -287,6 +290,70 @@ static void test_http_upload(void)
         CHECK_STR(test_request_header(r, "X-Scope-OrgID"), "tenant-7");
         CHECK(strstr(test_request_header(r, "Content-Type"), "multipart/form-data") != NULL);
     }
+    test_server_stop(srv);
+    pn_config_free(&c);
+    pn_labels_reclaim();
+}
+
+/* The walker above, burning 1 ms of the sampler's CPU per tick. */
+static void burning_walker(void *ctx, pn_tick *t)
+{
+    int64_t end = pn_thread_cpu_ns(pn_gettid()) + 1000000;
+    while (pn_thread_cpu_ns(pn_gettid()) < end)
+        ;
+    walker(ctx, t);
+}
+
+/* At 100 Hz with 1 % of a core a tick may cost 100 us; it costs 1 ms, so
+ * ticks go at least 10 intervals apart, and the upload says so. */
+static void test_http_upload_throttled(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    pn_config c;
+    base_config(&c, NULL);
+    pn_config_set(&c, "server_address", test_server_url(srv), NULL);
+    pn_config_set(&c, "sampler_cpu_budget", "1", NULL);
+    pthread_t t = start_worker();
+    pn_error e;
+    pn_agent *a = start_agent(&c, burning_walker, NULL, &e);
+    CHECK(a != NULL);
+    pn_agent_stats st = {0};
+    if (a) {
+        /* At least 5 ticks, however slow the machine. */
+        for (int i = 0; i < 6000 && st.sampler.ticks < 5; i++) {
+            struct timespec d = {0, 10 * 1000000};
+            nanosleep(&d, NULL);
+            pn_agent_get_stats(a, &st);
+        }
+        CHECK_EQ_INT(pn_agent_flush(a, pn_test_timing_strict() ? 5 : 60, &e), 0);
+        pn_agent_stop_stats(a, &st);
+    }
+    stop_worker(t);
+    printf("  ticks %llu, throttled %llu, effective %.1f Hz\n",
+           (unsigned long long)st.sampler.ticks,
+           (unsigned long long)st.sampler.budget_throttled_ticks, st.sampler.effective_rate_hz);
+    CHECK(st.sampler.budget_throttled_ticks >= 9 * st.sampler.ticks);
+    CHECK(st.sampler.effective_rate_hz <= 10);
+    CHECK(test_server_count(srv) >= 1);
+    long slowest = 100;
+    for (size_t i = 0; i < test_server_count(srv); i++) {
+        const test_request *r = test_server_request(srv, i);
+        const char *rate = r ? strstr(r->target, "&sampleRate=") : NULL;
+        CHECK(rate != NULL);
+        if (!rate)
+            continue;
+        /* Ticks per interval covered, x 100 Hz: the first tick of a run is
+         * not throttled yet, so a period holding it is a little faster. */
+        long hz = strtol(rate + 12, NULL, 10);
+        printf("  upload %zu: sampleRate=%ld\n", i, hz);
+        CHECK(hz >= 1 && hz < 100);
+        if (hz < slowest)
+            slowest = hz;
+    }
+    CHECK(slowest <= 10);
     test_server_stop(srv);
     pn_config_free(&c);
     pn_labels_reclaim();
@@ -589,7 +656,7 @@ static void test_fork_child_profiles_itself(void)
     pn_config_free(&c);
 }
 
-TEST_MAIN(T(test_folder_end_to_end), T(test_http_upload), T(test_stop_bounded_with_hanging_server),
+TEST_MAIN(T(test_folder_end_to_end), T(test_http_upload), T(test_http_upload_throttled), T(test_stop_bounded_with_hanging_server),
           T(test_one_agent_and_bad_config), T(test_fork_child_profiles_itself),
           T(test_flush_while_stopping), T(test_flush_timeout_out_of_range),
           T(test_start_while_previous_stops))

@@ -97,6 +97,7 @@ static void test_defaults(void)
     CHECK_EQ_INT(c.max_depth, 128);
     CHECK_EQ_INT(c.max_stacks, 16384);
     CHECK(c.stop_timeout == 5);
+    CHECK(c.sampler_cpu_budget == 1);
     CHECK(c.application_name == NULL);
     CHECK(c.server_address == NULL);
     CHECK(c.output_dir == NULL);
@@ -146,6 +147,7 @@ static const struct {
     {"resource_attributes", "deployment.environment=prod"},
     {"runtime_name", "cpython"},
     {"runtime_version", "3.11.7"},
+    {"sampler_cpu_budget", "2.5"},
 };
 
 static void test_every_name_settable(void)
@@ -194,6 +196,7 @@ static void test_every_name_settable(void)
     CHECK(c.stop_timeout == 2.5);
     CHECK_STR(c.spy_name, "pyspy");
     CHECK_EQ_INT(c.fault_guard, 0);
+    CHECK(c.sampler_cpu_budget == 2.5);
     pn_error e;
     CHECK_EQ_INT(pn_config_validate(&c, &e), 0);
     pn_config_free(&c);
@@ -256,6 +259,23 @@ static void test_booleans(void)
 }
 
 /* ---------------------------------------------------------------- numbers */
+
+static void test_sampler_cpu_budget(void)
+{
+    pn_config c;
+    pn_config_init(&c);
+    accept(&c, "sampler_cpu_budget", "0"); /* no limit */
+    CHECK(c.sampler_cpu_budget == 0);
+    accept(&c, "sampler_cpu_budget", "0.25");
+    CHECK(c.sampler_cpu_budget == 0.25);
+    accept(&c, "sampler_cpu_budget", "100");
+    CHECK(c.sampler_cpu_budget == 100);
+    const char *bad[] = {"-1", "100.5", "1%", "abc", "nan", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        reject(&c, "sampler_cpu_budget", bad[i], NEEDLES("sampler_cpu_budget", "one core"));
+    CHECK(c.sampler_cpu_budget == 100); /* every rejection left the value alone */
+    pn_config_free(&c);
+}
 
 static void test_sample_rate(void)
 {
@@ -856,6 +876,7 @@ static void test_validate(void)
         {"sample_rate", "sample_rate"},   {"sample_rate_nan", "sample_rate"},
         {"upload_interval", "upload_interval"}, {"max_depth", "max_depth"},
         {"max_stacks", "max_stacks"},     {"stop_timeout", "stop_timeout"},
+        {"budget", "sampler_cpu_budget"}, {"budget_nan", "sampler_cpu_budget"},
         {"app", "application_name"},      {"server", "server_address"},
         {"tag", "tags"},                  {"header", "http_headers"},
         {"user", "basic_auth_username"},  {"tenant", "tenant_id"},
@@ -882,6 +903,10 @@ static void test_validate(void)
             c.max_stacks = 1;
         else if (strcmp(f, "stop_timeout") == 0)
             c.stop_timeout = 120;
+        else if (strcmp(f, "budget") == 0)
+            c.sampler_cpu_budget = -0.5;
+        else if (strcmp(f, "budget_nan") == 0)
+            c.sampler_cpu_budget = NAN;
         else if (strcmp(f, "app") == 0)
             c.application_name[0] = ' ';
         else if (strcmp(f, "server") == 0) {
@@ -991,7 +1016,7 @@ static void test_copy(void)
 }
 
 TEST_MAIN(T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
-          T(test_sample_rate), T(test_durations), T(test_whole_numbers),
+          T(test_sample_rate), T(test_sampler_cpu_budget), T(test_durations), T(test_whole_numbers),
           T(test_numbers_ignore_locale), T(test_tags), T(test_headers), T(test_pairs), T(test_strings),
           T(test_address_errors_hide_password),
           T(test_log_level), T(test_env_applied), T(test_env_bad_value),

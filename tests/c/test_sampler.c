@@ -447,5 +447,186 @@ static void test_fork_child_samples(void)
     pn_labels_reclaim();
 }
 
+/* A walker that samples known[0] on behalf of every known thread (as
+ * CPython's gil_only samples the GIL holder), recording each thread's CPU
+ * clock around the core's first and last reading of it. */
+static int64_t pool_first_after[8], pool_last_before[8];
+
+static void pooled_walker(void *ctx, pn_tick *t)
+{
+    (void)ctx;
+    atomic_fetch_add(&walks, 1);
+    int r = atomic_load(&nrec);
+    if (r < REC_MAX) {
+        rec_wall[r] = pn_tick_wall_ns(t);
+        atomic_store(&nrec, r + 1);
+    }
+    int64_t v = 0;
+    int take = 0;
+    /* The sampled thread comes second: what the others used after it
+     * waits for the next tick's sample. */
+    for (int i = atomic_load(&nknown) - 1; i >= 0; i--) {
+        pid_t tid = atomic_load(&known[i].tid);
+        int64_t before = pn_thread_cpu_ns(tid);
+        if (i == 0)
+            take = pn_tick_begin_pooled(t, tid, &v);
+        else
+            pn_tick_pool_thread(t, tid);
+        if (pool_first_after[i] < 0)
+            pool_first_after[i] = pn_thread_cpu_ns(tid);
+        pool_last_before[i] = before;
+    }
+    if (take) {
+        pn_frame_id f = pn_symbols_frame3(pn_tick_symbols(t), "holder", 6, "t.c", 3, 1);
+        pn_tick_sample(t, atomic_load(&known[0].tid), &f, 1, v, NULL);
+    }
+}
+
+static void test_pooled_sample_carries_every_thread(void)
+{
+    for (int oncpu = 1; oncpu >= 0; oncpu--) {
+        reset_known();
+        for (int i = 0; i < 8; i++)
+            pool_first_after[i] = pool_last_before[i] = -1;
+        known[0].fn = known[1].fn = "spin";
+        known[2].fn = "sleep";
+        atomic_store(&nknown, 3);
+        pthread_t th[3];
+        pthread_create(&th[0], NULL, spinner, &known[0]);
+        pthread_create(&th[1], NULL, spinner, &known[1]);
+        pthread_create(&th[2], NULL, sleeper, &known[2]);
+        for (int i = 0; i < 3; i++)
+            while (!atomic_load(&known[i].tid))
+                sched_yield();
+        pn_store *st = new_store();
+        pn_sampler_opts o = {.hz = 100, .oncpu = oncpu};
+        pn_sampler *s = pn_sampler_new(st, &o, pooled_walker, NULL, NULL);
+        int64_t cpu0[3];
+        for (int i = 0; i < 3; i++)
+            cpu0[i] = pn_thread_cpu_ns(known[i].tid);
+        pn_sampler_start(s, NULL);
+        pn_sampler_stats stats;
+        CHECK(wait_stats(s, ticks_at_least, 60, &stats));
+        pn_sampler_stop(s);
+        pn_sampler_get_stats(s, &stats);
+        int64_t used = 0, bracket = 0;
+        for (int i = 0; i < 3; i++) {
+            used += pn_thread_cpu_ns(known[i].tid) - cpu0[i];
+            bracket += pool_last_before[i] - pool_first_after[i];
+        }
+        pn_period *p = pn_store_swap(st, 1);
+        int64_t total = total_for(p, "holder", 0, NULL);
+        int64_t count = total_for(p, "holder", 1, NULL);
+        pn_period_stats ps;
+        pn_period_get_stats(p, &ps);
+        printf("  oncpu=%d holder: %.3f s recorded, pooled CPU %.3f s; the three threads used "
+               "%.3f s (%.3f s between first and last reading), %lld samples over %llu "
+               "ticks\n", oncpu, total / 1e9, ps.pooled_cpu_ns / 1e9, used / 1e9,
+               bracket / 1e9, (long long)count, (unsigned long long)stats.ticks);
+        if (oncpu) {
+            /* The period knows all three threads' CPU from the first reading
+             * to the last, and nothing from outside the run (not the
+             * sampled thread's alone, about a half); the samples carry the
+             * ticks' wall time, which the export scales to that CPU. */
+            CHECK(ps.pooled_cpu_ns >= bracket);
+            CHECK(ps.pooled_cpu_ns <= used);
+            CHECK_EQ_INT(ps.pooled_value_ns, total);
+            CHECK(count >= 1 && count <= (long long)stats.ticks);
+        } else {
+            /* Wall mode: the tick's wall time, once per tick. */
+            CHECK_EQ_INT(count, (long long)stats.ticks);
+            CHECK_EQ_INT(total, (long long)(stats.ticks + stats.missed_ticks) * 10000000);
+        }
+        atomic_store(&stop_threads, 1);
+        for (int i = 0; i < 3; i++)
+            pthread_join(th[i], NULL);
+        pn_sampler_free(s);
+        pn_store_free(st);
+        pn_labels_reclaim();
+    }
+}
+
+/* Burns `burn_ns` of the sampler thread's own CPU per tick. */
+static int64_t burn_ns;
+
+static void burning_walker(void *ctx, pn_tick *t)
+{
+    (void)ctx;
+    int r = atomic_load(&nrec);
+    if (r < REC_MAX) {
+        rec_wall[r] = pn_tick_wall_ns(t);
+        atomic_store(&nrec, r + 1);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    int64_t end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + burn_ns;
+    do
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    while ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec < end);
+}
+
+static void test_budget_spaces_ticks_and_keeps_totals(void)
+{
+    reset_known();
+    pn_store *st = new_store();
+    /* 1000 Hz, 5 % of a core: a tick may cost 50 us; it costs 500 us, so
+     * ticks go at least 10 intervals apart. */
+    burn_ns = 500000;
+    const int64_t interval = 1000000;
+    pn_sampler_opts o = {.hz = 1000, .oncpu = 0, .cpu_budget = 5};
+    pn_sampler *s = pn_sampler_new(st, &o, burning_walker, NULL, NULL);
+    CHECK_EQ_INT(pn_sampler_start(s, NULL), 0);
+    pn_sampler_stats stats;
+    CHECK(wait_stats(s, ticks_at_least, 40, &stats));
+    pn_sampler_stop(s);
+    pn_sampler_get_stats(s, &stats);
+    uint32_t stride = (uint32_t)(1000 / stats.effective_rate_hz + 0.5);
+    printf("  ticks %llu, missed %llu, throttled %llu, effective %.1f Hz, sampler CPU %.3f s\n",
+           (unsigned long long)stats.ticks, (unsigned long long)stats.missed_ticks,
+           (unsigned long long)stats.budget_throttled_ticks, stats.effective_rate_hz,
+           stats.sampler_cpu_ns / 1e9);
+    CHECK(stride >= 10);
+    CHECK(stats.effective_rate_hz <= 100.0);
+    CHECK(stats.budget_throttled_ticks >= 9 * (stats.ticks - 1));
+    /* Every deadline is in some tick's wall value once: the ticks taken,
+     * those missed and those the budget skipped, but the skips planned
+     * after the last tick. */
+    int nr = atomic_load(&nrec);
+    CHECK_EQ_INT(nr, (long long)stats.ticks);
+    int64_t wall = 0;
+    for (int i = 0; i < nr && i < REC_MAX; i++)
+        wall += rec_wall[i];
+    CHECK_EQ_INT(wall, (long long)(stats.ticks + stats.missed_ticks +
+                                   stats.budget_throttled_ticks - (stride - 1)) * interval);
+    /* The sampler's CPU over the deadlines it covered: within the budget,
+     * give or take the first tick (before it was measured) and overheads
+     * the smoothing averages out. Without a budget this is 50 %. */
+    CHECK(stats.sampler_cpu_ns < 0.10 * (double)wall);
+    pn_sampler_free(s);
+
+    /* 0: no limit, every deadline is a tick. */
+    reset_known();
+    o.cpu_budget = 0;
+    burn_ns = 100000;
+    s = pn_sampler_new(st, &o, burning_walker, NULL, NULL);
+    pn_sampler_start(s, NULL);
+    CHECK(wait_stats(s, ticks_at_least, 20, &stats));
+    pn_sampler_stop(s);
+    pn_sampler_get_stats(s, &stats);
+    CHECK_EQ_INT(stats.budget_throttled_ticks, 0);
+    CHECK(stats.effective_rate_hz == 1000.0);
+    pn_sampler_free(s);
+
+    pn_error e;
+    o.cpu_budget = -1;
+    CHECK(pn_sampler_new(st, &o, burning_walker, NULL, &e) == NULL);
+    CHECK(strstr(e.msg, "sampler_cpu_budget") != NULL);
+    o.cpu_budget = 101;
+    CHECK(pn_sampler_new(st, &o, burning_walker, NULL, &e) == NULL);
+    pn_store_free(st);
+}
+
 TEST_MAIN(T(test_rate_accuracy), T(test_oncpu_vs_wall), T(test_stop_is_prompt_at_low_rate),
-          T(test_fork_child_samples), T(test_context_labels_merge_with_thread_slot))
+          T(test_fork_child_samples), T(test_context_labels_merge_with_thread_slot),
+          T(test_pooled_sample_carries_every_thread),
+          T(test_budget_spaces_ticks_and_keeps_totals))

@@ -197,6 +197,7 @@ def configure(
         max_depth=None,
         stop_timeout=None,
         fault_guard=None,
+        sampler_cpu_budget=None,
         mem_enabled=None,
         mem_max_nframe=None,
         mem_heap_sample_size=None,
@@ -251,7 +252,8 @@ def configure(
         if value is not None:
             settings[name] = _check_str(name, value)
     for name, value in (("sample_rate", sample_rate), ("upload_interval", upload_interval),
-                        ("stop_timeout", stop_timeout)):
+                        ("stop_timeout", stop_timeout),
+                        ("sampler_cpu_budget", sampler_cpu_budget)):
         if value is not None:
             settings[name] = _check_number(name, value)
     for name, value in (("max_stacks", max_stacks), ("max_depth", max_depth)):
@@ -341,7 +343,8 @@ def is_running():
 
 
 def stats():
-    """Counters of the sampler, walker and exporters (a dict of ints)."""
+    """Counters of the sampler, walker and exporters (a dict of ints, and
+    ``effective_rate_hz``, the sampling rate after the CPU budget, a float)."""
     return _native.stats()
 
 

@@ -135,6 +135,8 @@ RUN_OPTIONS = (
     ("--max-depth", "max_depth", "whole", "N", "frames kept per stack"),
     ("--stop-timeout", "stop_timeout", "number", "SECONDS",
      "longest wait for the last export at exit (default 5)"),
+    ("--sampler-cpu-budget", "sampler_cpu_budget", "number", "PERCENT",
+     "the sampler's CPU limit, %% of one core (default 1; 0: no limit)"),
 )
 
 _TYPES = {"str": str, "number": _number, "whole": _whole, "pairs": _pair, "line": _line_mode}

@@ -352,6 +352,7 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
         {"idle_skipped", s.sampler.idle_skipped},
         {"syscall_ticks", s.sampler.syscall_ticks},
         {"sampler_cpu_ns", (uint64_t)(s.sampler.sampler_cpu_ns > 0 ? s.sampler.sampler_cpu_ns : 0)},
+        {"budget_throttled_ticks", s.sampler.budget_throttled_ticks},
         {"uploads_ok", s.queue.uploads_ok},
         {"uploads_failed", s.queue.uploads_failed},
         {"uploads_dropped", s.queue.uploads_dropped},
@@ -395,6 +396,13 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
                 return NULL;
             }
         }
+    }
+    PyObject *rate = PyFloat_FromDouble(s.sampler.effective_rate_hz);
+    int rc = rate ? PyDict_SetItemString(d, "effective_rate_hz", rate) : -1;
+    Py_XDECREF(rate);
+    if (rc != 0) {
+        Py_DECREF(d);
+        return NULL;
     }
     return d;
 }

@@ -693,12 +693,16 @@ void py_walker_walk(void *ctx, pn_tick *t)
     pn_symbols *syms = pn_tick_symbols(t);
     uint64_t gen = pn_symbols_generation(syms);
     const void *holder = NULL;
+    /* gil_only on-CPU: the holder's one sample carries the CPU of every
+     * thread of the interpreter (the core's pool), so every thread is
+     * visited to read its clock, even when nobody holds the GIL. */
+    int pool = w->gil_only && pn_tick_opts(t)->oncpu;
     if (w->gil_only) {
         if (gil_holder(L, &holder) != 0) {
             bump(&w->walk_errors, 1);
             return;
         }
-        if (holder == NULL)
+        if (holder == NULL && !pool)
             return; /* nobody runs Python right now */
     }
     /* The interpreter state is large; only the list head is needed. */
@@ -715,21 +719,25 @@ void py_walker_walk(void *ctx, pn_tick *t)
         }
         const void *self = ts;
         ts = pnw_ptr(tc, L->ts_next);
-        if (w->gil_only && self != holder)
+        if (w->gil_only && self != holder && !pool)
             continue;
         pid_t tid = thread_tid(w, tc);
         if (tid == 0)
             continue;
+        if (w->gil_only && self != holder) {
+            pn_tick_pool_thread(t, tid);
+            continue;
+        }
         bump(&w->threads_seen, 1);
         int64_t value;
-        if (pn_tick_begin_thread(t, tid, &value)) {
-            /* Only the holder is sampled, but every thread that ran Python
-             * since the last tick held the GIL for part of it: the holder
-             * stands for the whole interval, as any sampling profiler's
-             * sample does. Its own CPU since it was last the holder would
-             * drop the others' share. */
-            if (w->gil_only && pn_tick_opts(t)->oncpu)
-                value = pn_tick_wall_ns(t);
+        /* Only the holder is sampled, but every thread that ran Python
+         * since the last tick held the GIL for part of it: the holder
+         * stands for all of them, with the CPU they used (the core's pool;
+         * its own alone would drop the others' share, the wall interval
+         * would count time they waited for a core). CPU used without the
+         * GIL (C code that releases it) is in that pool too, see README. */
+        if (w->gil_only ? pn_tick_begin_pooled(t, tid, &value)
+                        : pn_tick_begin_thread(t, tid, &value)) {
             const void *fp;
             int torn = 0;
             size_t depth = 0;
@@ -754,7 +762,7 @@ void py_walker_walk(void *ctx, pn_tick *t)
                 bump(&w->nframes, depth);
             }
         }
-        if (w->gil_only)
+        if (w->gil_only && !pool)
             break; /* the holder was the one thread to sample */
     }
 }

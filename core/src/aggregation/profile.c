@@ -1,5 +1,6 @@
 /* A sealed period copied into the neutral form the queue carries
  * (profile.h). Flusher thread; exporters read the copy. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,6 +155,20 @@ static int copy_tables(pn_profile *p, const pn_period *per)
     return 0;
 }
 
+/* Pooled samples were recorded with wall values: scale them so the
+ * period's total is the CPU their threads used (sampler.c says why). The
+ * rounding may move a total by a nanosecond per sample. */
+static void scale_pooled(pn_profile *p, const pn_period *per)
+{
+    pn_period_stats st;
+    pn_period_get_stats(per, &st);
+    if (st.pooled_value_ns <= 0)
+        return;
+    double f = (double)st.pooled_cpu_ns / (double)st.pooled_value_ns;
+    for (uint32_t i = 0; i < p->nsamples; i++)
+        p->samples[i].values[0] = llround((double)p->samples[i].values[0] * f);
+}
+
 pn_profile *pn_profile_from_period(const pn_period *per, const pn_profile_meta *m, pn_error *e)
 {
     if (m->nvalues != pn_period_nvalues(per) || (m->n_extra && !m->extra_labels))
@@ -165,6 +180,7 @@ pn_profile *pn_profile_from_period(const pn_period *per, const pn_profile_meta *
         pn_profile_free(p);
         return pn_fail(e, PN_ENOMEM, "out of memory copying a period for export"), NULL;
     }
+    scale_pooled(p, per);
     p->start_ns = pn_period_start_ns(per);
     p->end_ns = pn_period_end_ns(per);
     return p;

@@ -577,6 +577,19 @@ int64_t pn_period_end_mono(const pn_period *p) { return p->end_mono; }
 
 uint64_t pn_period_seq(const pn_period *p) { return p->seq; }
 
+void pn_period_add_tick(pn_period *p, uint64_t slots, uint64_t throttled)
+{
+    p->stats.ticks++;
+    p->stats.tick_slots += slots;
+    p->stats.throttled_slots += throttled;
+}
+
+void pn_period_add_pooled(pn_period *p, int64_t cpu_ns, int64_t value_ns)
+{
+    p->stats.pooled_cpu_ns += cpu_ns;
+    p->stats.pooled_value_ns += value_ns;
+}
+
 void pn_period_get_stats(const pn_period *p, pn_period_stats *out)
 {
     *out = p->stats;

@@ -57,6 +57,12 @@ typedef struct {
     uint64_t truncated_stacks;  /* cut at max_depth */
     uint64_t symbols_dropped;
     uint64_t labels_dropped;    /* samples kept without labels: label tables full */
+    /* Sampler ticks that wrote here, the configured intervals they
+     * covered, and how many of those the CPU budget skipped. */
+    uint64_t ticks, tick_slots, throttled_slots;
+    /* Pooled samples (pn_tick_begin_pooled): the CPU of the threads they
+     * stand for, and the wall values they were recorded with. */
+    int64_t pooled_cpu_ns, pooled_value_ns;
 } pn_period_stats;
 
 pn_store *pn_store_new(const pn_store_limits *l, pn_error *e);
@@ -116,6 +122,10 @@ int64_t pn_period_start_mono(const pn_period *p);
 int64_t pn_period_end_mono(const pn_period *p);
 uint64_t pn_period_seq(const pn_period *p);
 void pn_period_get_stats(const pn_period *p, pn_period_stats *out);
+/* The writer: one sampler tick covering `slots` intervals, `throttled` of
+ * them skipped by the CPU budget, recorded into p. */
+void pn_period_add_tick(pn_period *p, uint64_t slots, uint64_t throttled);
+void pn_period_add_pooled(pn_period *p, int64_t cpu_ns, int64_t value_ns);
 /* Bytes of both periods' tables
  * (symbols included) resident in RAM now. Any thread (a page-table query;
  * it reads no table contents). */

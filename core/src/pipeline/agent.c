@@ -102,9 +102,11 @@ static void export_period(pn_agent *a, pn_driver *d, pn_period *p)
         return;
     int with_pid = a->cfg.report_pid || a->child_of_fork;
     size_t nextra = (with_pid ? 1 : 0) + a->nextra_tags;
-    pn_profile_meta m = {a->cfg.application_name, d->profile_type,
-                         (uint32_t)lround(a->cfg.sample_rate), d->nvalues, d->types,
-                         d->period_type, d->period,
+    uint32_t rate;
+    int64_t period;
+    pn_driver_period_rate(d, p, &rate, &period);
+    pn_profile_meta m = {a->cfg.application_name, d->profile_type, rate, d->nvalues, d->types,
+                         d->period_type, period,
                          nextra ? (with_pid ? a->extra : a->extra + 1) : NULL, nextra};
     pn_error e;
     pn_profile *prof = pn_profile_from_period(p, &m, &e);
@@ -531,6 +533,11 @@ void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out)
         out->sampler.idle_skipped += ss.idle_skipped;
         out->sampler.syscall_ticks += ss.syscall_ticks;
         out->sampler.sampler_cpu_ns += ss.sampler_cpu_ns;
+        out->sampler.budget_throttled_ticks += ss.budget_throttled_ticks;
+        /* Several samplers: the slowest one's. */
+        if (out->sampler.effective_rate_hz == 0 ||
+            ss.effective_rate_hz < out->sampler.effective_rate_hz)
+            out->sampler.effective_rate_hz = ss.effective_rate_hz;
     }
     pthread_mutex_unlock(&a->mu);
     out->late_samples = atomic_load(&a->late);

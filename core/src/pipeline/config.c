@@ -26,6 +26,7 @@ void pn_config_init(pn_config *c)
     c->max_stacks = 16384;
     c->max_depth = 128;
     c->stop_timeout = 5;
+    c->sampler_cpu_budget = 1;
 }
 
 static void free_pairs(pn_label *kv, size_t n)
@@ -329,7 +330,7 @@ static int parse_pairs(const char *setting, const char *v, pair_check check, int
 
 typedef enum {
     K_STR, K_BOOL, K_RATE, K_SECONDS, K_TAGS, K_HEADERS, K_LEVEL, K_U32,
-    K_OTLP_HEADERS
+    K_OTLP_HEADERS, K_PERCENT
 } kind;
 
 typedef struct {
@@ -367,6 +368,7 @@ static const setting settings[] = {
     {"resource_attributes", K_STR, OFF(resource_attributes), 0, 0},
     {"runtime_name", K_STR, OFF(runtime_name), 0, 0},
     {"runtime_version", K_STR, OFF(runtime_version), 0, 0},
+    {"sampler_cpu_budget", K_PERCENT, OFF(sampler_cpu_budget), 0, 100},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -457,6 +459,9 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
         return parse_bool(name, value, (int *)field, e);
     case K_RATE:
         return parse_number(name, value, s->lo, s->hi, "Hz", 0, (double *)field, e);
+    case K_PERCENT:
+        return parse_number(name, value, s->lo, s->hi, "% of one core (0: no limit)", 0,
+                            (double *)field, e);
     case K_SECONDS:
         return parse_seconds(name, value, s->lo, s->hi, (double *)field, e);
     case K_U32: {
@@ -594,12 +599,15 @@ int pn_config_validate(const pn_config *c, pn_error *e)
             break;
         }
         case K_RATE:
-        case K_SECONDS: {
+        case K_SECONDS:
+        case K_PERCENT: {
             double d = *(const double *)field;
             if (!(d >= s->lo && d <= s->hi))
                 return pn_fail(e, PN_EINVAL, "%s: %.15g is out of range; it must be between "
                                "%.15g and %.15g %s", s->name, d, s->lo, s->hi,
-                               s->k == K_RATE ? "Hz" : "seconds");
+                               s->k == K_RATE      ? "Hz"
+                               : s->k == K_SECONDS ? "seconds"
+                                                   : "% of one core (0: no limit)");
             break;
         }
         case K_U32: {

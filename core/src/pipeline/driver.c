@@ -12,6 +12,7 @@
  * loads and stores.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -330,7 +331,32 @@ static int copy_types(pn_driver *d, const pn_driver_opts *o, const pn_config *c,
     }
     d->period_type = o->period_type.type && o->period_type.unit ? o->period_type : d->types[0];
     d->period = o->period > 0 ? o->period : (int64_t)(1e9 / c->sample_rate + 0.5);
+    d->sample_rate = c->sample_rate;
     return 0;
+}
+
+void pn_driver_period_rate(pn_driver *d, const pn_period *p, uint32_t *sample_rate,
+                           int64_t *period)
+{
+    double hz = d->sample_rate;
+    *period = d->period;
+    /* A period the CPU budget did not throttle keeps the configured rate
+     * (a missed deadline is the machine's doing; its time is folded into
+     * the next tick's value). One it did: the rate the ticks really had,
+     * ticks per second of the intervals they covered, and as period their
+     * mean spacing, so samples x period is still the time covered. The
+     * values are nanoseconds, right whatever the rate. */
+    pn_period_stats st;
+    pn_period_get_stats(p, &st);
+    if (st.throttled_slots > 0 && st.ticks > 0 && st.tick_slots >= st.ticks) {
+        hz = d->sample_rate * (double)st.ticks / (double)st.tick_slots;
+        if (d->o.period <= 0)
+            *period = (int64_t)(1e9 / hz + 0.5);
+    }
+    /* sampleRate is a whole number of Hz: never 0 for a rate below 1 Hz
+     * (the period field keeps the exact spacing). */
+    long r = lround(hz);
+    *sample_rate = r < 1 ? 1 : (uint32_t)r;
 }
 
 static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interval, pn_error *e)
@@ -392,7 +418,7 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     lim.max_stacks = c->max_stacks;
     lim.max_depth = c->max_depth;
     pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
-                          c->fault_guard};
+                          c->fault_guard, c->sampler_cpu_budget};
     int64_t interval = (int64_t)(1e9 / c->sample_rate);
     if (copy_types(d, o, c, e) != 0)
         goto fail;

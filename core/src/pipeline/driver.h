@@ -17,6 +17,7 @@ struct pn_driver {
     pn_value_type types[PN_MAX_VALUES];
     pn_value_type period_type;
     int64_t period;
+    double sample_rate;         /* the configured rate (Hz) */
     int report_thread_id, report_thread_name;
     int64_t max_delay_ns;
     pn_store *store;
@@ -46,5 +47,10 @@ void pn_driver_free(pn_driver *d);
 /* In a forked child, from the fork path: forget threads that are gone,
  * empty the store, restart the sampler thread. */
 void pn_driver_fork_child(pn_driver *d);
+/* The sampleRate and pprof period of a sealed period: the configured ones,
+ * or what its ticks really were when the CPU budget throttled them.
+ * Flusher. */
+void pn_driver_period_rate(pn_driver *d, const pn_period *p, uint32_t *sample_rate,
+                           int64_t *period);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
+#include "sampling/budget.h"
 #include "sampling/sampler.h"
 #include "support/clock.h"
 #include "support/threads.h"
@@ -65,10 +66,16 @@ struct pn_sampler {
     int baseline; /* 1 until the first tick after a start took its readings */
     cpu_table *prev, *cur;
     cpu_table tables[2];
+    /* CPU the threads a pooled sample stands for used since the last one
+     * (pn_tick_pool_thread): none means an idle tick. */
+    int64_t pool_ns;
+    pn_budget budget;
+    uint32_t skipped; /* intervals the budget skipped before the next tick */
 
     /* Written by the sampler thread, read by anyone. */
-    _Atomic uint64_t ticks, missed, samples, idle_skipped, syscall_ticks;
+    _Atomic uint64_t ticks, missed, samples, idle_skipped, syscall_ticks, throttled;
     _Atomic int64_t cpu_ns;
+    _Atomic uint32_t stride; /* the budget's, for effective_rate_hz */
 };
 
 static void sleep_until(int64_t deadline)
@@ -87,6 +94,10 @@ pn_sampler *pn_sampler_new(pn_store *store, const pn_sampler_opts *o, pn_walker_
     if (!(hz >= 0.1 && hz <= 10000))
         return pn_fail(e, PN_EINVAL, "sample_rate must be between 0.1 and 10000 Hz, got %g",
                        hz), NULL;
+    double budget = o ? o->cpu_budget : 0;
+    if (!(budget >= 0 && budget <= 100))
+        return pn_fail(e, PN_EINVAL, "sampler_cpu_budget must be between 0 (no limit) and 100 "
+                       "%% of one core, got %g", budget), NULL;
     pn_sampler *s = calloc(1, sizeof *s);
     if (!s)
         return pn_fail(e, PN_ENOMEM, "out of memory creating the sampler"), NULL;
@@ -97,6 +108,8 @@ pn_sampler *pn_sampler_new(pn_store *store, const pn_sampler_opts *o, pn_walker_
     s->walker = walker;
     s->ctx = ctx;
     s->interval_ns = (int64_t)(1e9 / hz);
+    pn_budget_init(&s->budget, s->interval_ns, budget);
+    atomic_store(&s->stride, 1);
     s->prev = &s->tables[0];
     s->cur = &s->tables[1];
     return s;
@@ -174,6 +187,46 @@ int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
     return 1;
 }
 
+/* A pooled sample is recorded with the tick's wall interval, and the
+ * period learns the CPU its threads used; the flusher scales the period's
+ * values by CPU / wall (profile.c, scale_pooled). So the CPU total is what
+ * the threads used, and the split between stacks follows the ticks, each
+ * of equal weight: charging each tick the CPU used since the previous one
+ * would also be right on average, but under contention those amounts swing
+ * from nothing to several intervals and the split gets noisier (measured:
+ * docs/benchmarks.md). */
+void pn_tick_pool_thread(pn_tick *t, pid_t tid)
+{
+    if (!t->s->o.oncpu)
+        return;
+    int64_t d = pn_tick_cpu_delta(t, tid);
+    if (d > 0) {
+        t->s->pool_ns += d;
+        pn_period_add_pooled(t->period, d, 0);
+    }
+}
+
+int pn_tick_begin_pooled(pn_tick *t, pid_t tid, int64_t *value_ns)
+{
+    pn_sampler *s = t->s;
+    if (!s->o.oncpu)
+        return pn_tick_begin_thread(t, tid, value_ns);
+    /* The sampled thread's own CPU joins the pool. Its clock not advancing
+     * does not matter: it stands for the others too. Nobody used CPU since
+     * the last pooled sample: an idle tick. */
+    pn_tick_pool_thread(t, tid);
+    if (s->pool_ns <= 0) {
+        atomic_fetch_add_explicit(&s->idle_skipped, 1, memory_order_relaxed);
+        return 0;
+    }
+    s->pool_ns = 0;
+    *value_ns = t->wall_ns;
+    pn_period_add_pooled(t->period, 0, t->wall_ns);
+    t->labels_tid = tid;
+    t->labels = pn_labels_of_thread(tid);
+    return 1;
+}
+
 /* Record with labels base ∪ labels (labels win on equal keys). */
 static void sample_merged(pn_tick *t, pid_t tid, const pn_frame_id *frames, size_t depth,
                           int64_t value_ns, const char *thread_name, const pn_labelset *base,
@@ -220,6 +273,8 @@ static void tick(pn_sampler *s, int64_t wall_ns)
 {
     pn_store_write_begin(s->store);
     pn_tick t = {s, pn_store_active(s->store), wall_ns, 0, NULL};
+    /* The period this tick writes to learns the rate it was taken at. */
+    pn_period_add_tick(t.period, (uint64_t)(wall_ns / s->interval_ns), s->skipped);
     /* Every tick: the application may have replaced our fault handler. */
     if (!pn_fault_guard_arm(s->o.fault_guard))
         atomic_fetch_add_explicit(&s->syscall_ticks, 1, memory_order_relaxed);
@@ -235,7 +290,11 @@ static void tick(pn_sampler *s, int64_t wall_ns)
 static void *sampler_main(void *arg)
 {
     pn_sampler *s = arg;
-    int64_t next = pn_clock_ns(CLOCK_MONOTONIC) + s->interval_ns;
+    /* due: the deadline the previous tick ran for (at first: the start);
+     * a tick's wall value is the time from that deadline to its own. */
+    int64_t due = pn_clock_ns(CLOCK_MONOTONIC);
+    int64_t next = due + s->interval_ns;
+    int64_t cpu_was = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     /* Sleep in slices so stop and fork requests are seen within 50 ms even
      * at very low rates. */
     const int64_t slice = 50 * 1000000;
@@ -245,7 +304,9 @@ static void *sampler_main(void *arg)
             while (atomic_load(&s->park) && !atomic_load(&s->stop))
                 sleep_until(pn_clock_ns(CLOCK_MONOTONIC) + 1000000);
             atomic_store(&s->parked, 0);
-            next = pn_clock_ns(CLOCK_MONOTONIC) + s->interval_ns;
+            due = pn_clock_ns(CLOCK_MONOTONIC);
+            next = due + s->interval_ns;
+            s->skipped = 0; /* the next tick covers one interval from here */
             continue;
         }
         int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
@@ -253,17 +314,28 @@ static void *sampler_main(void *arg)
             sleep_until(next - now > slice ? now + slice : next);
             continue;
         }
-        /* Absolute schedule: deadlines advance by the interval, not from
-         * "now", so the rate does not drift. Deadlines we slept through
-         * are counted and folded into this tick's wall time. */
+        /* Absolute schedule: deadlines advance by whole intervals, not
+         * from "now", so the rate does not drift. Deadlines we slept
+         * through are counted and folded into this tick's wall time, as
+         * are those the budget skipped. */
         int64_t late = (now - next) / s->interval_ns;
         if (late > 0)
             atomic_fetch_add_explicit(&s->missed, (uint64_t)late, memory_order_relaxed);
-        tick(s, s->interval_ns * (1 + late));
+        int64_t at = next + s->interval_ns * late;
+        tick(s, at - due);
+        due = at;
         atomic_fetch_add_explicit(&s->ticks, 1, memory_order_relaxed);
-        next += s->interval_ns * (1 + late);
-        atomic_store_explicit(&s->cpu_ns, pn_clock_ns(CLOCK_THREAD_CPUTIME_ID),
-                              memory_order_relaxed);
+        /* The budget sees everything the thread used since the previous
+         * tick (sleep wake-ups included) and spaces the next deadline. */
+        int64_t cpu = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+        uint32_t stride = pn_budget_after_tick(&s->budget, cpu - cpu_was);
+        cpu_was = cpu;
+        s->skipped = stride - 1;
+        if (stride > 1)
+            atomic_fetch_add_explicit(&s->throttled, stride - 1, memory_order_relaxed);
+        atomic_store_explicit(&s->stride, stride, memory_order_relaxed);
+        next = at + s->interval_ns * stride;
+        atomic_store_explicit(&s->cpu_ns, cpu, memory_order_relaxed);
     }
     return NULL;
 }
@@ -278,6 +350,10 @@ int pn_sampler_start(pn_sampler *s, pn_error *e)
     cpu_clear(s->prev);
     cpu_clear(s->cur);
     s->baseline = 1;
+    s->pool_ns = 0;
+    s->skipped = 0;
+    pn_budget_init(&s->budget, s->interval_ns, s->o.cpu_budget);
+    atomic_store(&s->stride, 1);
     pn_error ge = {0};
     if (s->o.fault_guard && pn_fault_guard_install(&ge) != 0)
         pn_log(PN_LOG_WARN, "%s; stacks are read with process_vm_readv (slower)", ge.msg);
@@ -314,6 +390,8 @@ void pn_sampler_get_stats(const pn_sampler *s, pn_sampler_stats *out)
     out->idle_skipped = atomic_load(&m->idle_skipped);
     out->syscall_ticks = atomic_load(&m->syscall_ticks);
     out->sampler_cpu_ns = atomic_load(&m->cpu_ns);
+    out->budget_throttled_ticks = atomic_load(&m->throttled);
+    out->effective_rate_hz = m->o.hz / atomic_load(&m->stride);
 }
 
 void pn_sampler_fork_prepare(pn_sampler *s)
@@ -348,6 +426,7 @@ void pn_sampler_fork_child(pn_sampler *s)
     atomic_store(&s->idle_skipped, 0);
     atomic_store(&s->syscall_ticks, 0);
     atomic_store(&s->cpu_ns, 0);
+    atomic_store(&s->throttled, 0);
     pn_store_reset(s->store, pn_clock_ns(CLOCK_REALTIME));
     pn_sampler_start(s, NULL);
 }

@@ -18,11 +18,19 @@ sys.path.insert(0, HERE)
 import pprof_reader  # noqa: E402
 
 
+# Child processes sample at the rate they configure: with the default CPU
+# budget (1 % of a core) a loaded machine, deep stacks or 250-1000 Hz
+# would space the ticks out, and these tests count samples. The budget has
+# its own tests (test_cpu_accounting.py), which set it explicitly.
+NO_BUDGET = {"PYROSCOPE_SAMPLER_CPU_BUDGET": "0"}
+
+
 def run_python(code, *, env=None, timeout=120, cwd=None, args=()):
     """Run `code` (dedented) with this interpreter; returns CompletedProcess
     with text stdout/stderr. PYROSCOPE_* variables of the test runner are
-    not inherited unless given in env."""
+    not inherited unless given in env; the CPU budget is off (NO_BUDGET)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYROSCOPE_")}
+    full_env.update(NO_BUDGET)
     full_env["PYTHONPATH"] = HERE + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args],

@@ -15,6 +15,7 @@ import textwrap
 import time
 
 import pytest
+from conftest import NO_BUDGET
 
 import pprof_reader
 
@@ -48,6 +49,7 @@ def run_cli(*args, cwd, env=None, timeout=60):
     """`python -m pyroscope ARGS` in a fresh interpreter, without the test
     runner's PYROSCOPE_* variables."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYROSCOPE_")}
+    full_env.update(NO_BUDGET)
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "pyroscope", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)

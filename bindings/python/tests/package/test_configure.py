@@ -66,6 +66,7 @@ with warnings.catch_warnings(record=True) as caught:
         tenant_id="tenant", http_headers={"X-Test": "1"},
         line_no=pyroscope.LineNo.LastInstruction, upload_interval=0.3,
         output_dir=P["dir"], log_level="warning", max_stacks=1000, max_depth=64,
+        sampler_cpu_budget=0,
         stop_timeout=2)
 running = pyroscope.is_running()
 spin(0.3)
@@ -236,6 +237,9 @@ ENV = {
     "PYROSCOPE_ONCPU": "false",
     "PYROSCOPE_GIL_ONLY": "false",
     "PYROSCOPE_REPORT_PID": "true",
+    # No CPU budget: on a loaded machine a tick at 250-500 Hz can cost more
+    # than 1 % of its interval, and these tests check the configured rate.
+    "PYROSCOPE_SAMPLER_CPU_BUDGET": "0",
 }
 
 # A thread that waits in idle_wait: sampled only in wall mode without

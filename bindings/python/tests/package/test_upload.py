@@ -73,6 +73,7 @@ t0 = time.time()
 pyroscope.configure(
     application_name="upload.test", server_address=P["url"],
     tags={"region": "eu", "env": "ci"}, sample_rate=250, upload_interval=0.5,
+    sampler_cpu_budget=0,  # the configured rate, however loaded the machine
     basic_auth_username="alice", basic_auth_password="s3cret pw",
     tenant_id="team-7", http_headers={"X-Extra": "yes", "X-Other": "two words"})
 upload_work.burn_for_upload(0.6)
