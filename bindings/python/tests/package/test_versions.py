@@ -1,15 +1,16 @@
 """The CPython versions we support agree everywhere they are named, and an
 interpreter older than that gets a clear message, never a crash."""
 
-import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pythons import older_python  # noqa: E402
 
 import pyroscope
 
@@ -55,19 +56,10 @@ def test_makefile_tests_every_supported_version():
     assert m and m.group(1).split() == SUPPORTED
 
 
-def _older_python():
-    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    for v in ("3.9", "3.8", "3.7"):
-        found = sorted(glob.glob(os.path.join(root, "versions", v + ".*", "bin", "python")))
-        if found:
-            return found[-1]
-        if shutil.which("python" + v):
-            return shutil.which("python" + v)
-    return None
 
 
 def test_setup_refuses_older_python():
-    old = _older_python()
+    old = older_python()
     if old is None:
         pytest.skip("no CPython older than 3.10 on this machine")
     r = subprocess.run([old, os.path.join(ROOT, "setup.py"), "--name"], capture_output=True,

@@ -16,6 +16,9 @@ import traceback
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pythons import older_python  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import workloads  # noqa: E402
@@ -368,22 +371,10 @@ def test_oncpu_skips_sleeping_thread(wt):
 
 # ------------------------------------------------------------ unsupported
 
-def _older_python():
-    """A CPython older than 3.10 on this machine, or None."""
-    import glob
-    import shutil
-    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    for v in ("3.9", "3.8", "3.7"):
-        found = sorted(glob.glob(os.path.join(root, "versions", v + ".*", "bin", "python")))
-        if found:
-            return found[-1]
-        if shutil.which("python" + v):
-            return shutil.which("python" + v)
-    return None
 
 
 def test_unsupported_version_fails_clearly(tmp_path):
-    old = _older_python()
+    old = older_python()
     if old is None:
         pytest.skip("no CPython older than 3.10 to build for")
     subprocess.run([os.path.join(HERE, "build.sh"), old, str(tmp_path)], check=True,
