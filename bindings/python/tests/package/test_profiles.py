@@ -239,9 +239,19 @@ def test_stack_order_leaf_first_root_module(last_instruction):
 def test_generator_and_coroutine_callers(last_instruction):
     truth, profiles = last_instruction
     main = truth["funcs"]["plain_function"]["file"]
-    for s, _ in leaf_samples(profiles, "generator_function"):
-        # The generator's frame links back to the frame that resumed it.
+    # The generator's frame links back to the frame that resumed it. The
+    # walker reads without the GIL, so a sample can catch the generator as
+    # it is left: its link to the caller already cleared (3.10 resets
+    # f_back on yield), its frame alone. Rare, never another caller.
+    gens = leaf_samples(profiles, "generator_function")
+    linked = unlinked = 0
+    for s, n in gens:
+        if len(s["stack"]) == 1:
+            unlinked += n
+            continue
         assert s["stack"][1][:2] == ("<module>", main), s["stack"]
+        linked += n
+    assert linked > 0 and unlinked <= 0.1 * (linked + unlinked), (linked, unlinked)
     for s, _ in leaf_samples(profiles, "coroutine_function"):
         names = [f[0] for f in s["stack"]]
         # Resumed by the event loop, which asyncio.run called from the script.
