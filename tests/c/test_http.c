@@ -673,7 +673,14 @@ static void test_keep_alive(void)
         static const char closing[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
         test_server_reply_raw(srv, closing, sizeof closing - 1);
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
-        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
+        /* When the server's close has not reached us yet (a slow machine,
+         * valgrind), libcurl reuses the dead connection and the request is
+         * lost on it: a retry, which the queue would make, goes out fresh. */
+        pn_send_result fifth = x->send(x, &u, pn_test_deadline_ns(10), NULL, &e);
+        if (fifth != PN_SEND_OK) {
+            CHECK_EQ_INT(fifth, PN_SEND_RETRY);
+            CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
+        }
         test_server_keep_alive(srv, 0);
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
