@@ -108,8 +108,7 @@ pn_sampler *pn_sampler_new(pn_store *store, const pn_sampler_opts *o, pn_walker_
     s->walker = walker;
     s->ctx = ctx;
     s->interval_ns = (int64_t)(1e9 / hz);
-    pn_budget_init(&s->budget, s->interval_ns, budget);
-    atomic_store(&s->stride, 1);
+    atomic_store(&s->stride, 1); /* the budget itself starts with the sampler */
     s->prev = &s->tables[0];
     s->cur = &s->tables[1];
     return s;
