@@ -19,9 +19,10 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 # Debian packages the build and the tests need (libssl-dev: the tests' TLS
 # server; libcurl4-openssl-dev brings libcurl4, which uploads load; chromium:
-# the report page test loads the page headless).
+# the report page test loads the page headless; ruby-dev: the gem's C
+# extension). Node.js 20 with its headers comes with the machine.
 APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev \
-	libcurl4-openssl-dev zlib1g-dev python3-dev libssl-dev valgrind chromium
+	libcurl4-openssl-dev zlib1g-dev python3-dev libssl-dev valgrind chromium ruby ruby-dev
 
 .PHONY: all deps build test test-c test-valgrind test-python test-asan test-release proto bench demo demo-c clean
 
@@ -146,3 +147,6 @@ demo-c: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(RELEASE_BUILD)
+
+# Per-binding targets (test-node, test-ruby, ...) live beside this file.
+include $(wildcard mk/*.mk)
