@@ -68,9 +68,14 @@ async function stopProfiler(kind) {
   sampler.stop(kind);
 }
 
+// The flush cuts the period when it starts; the samples of its last moments
+// reach the drivers with the profile restart just after, so the flush need
+// not wait for the next periodic restart.
 function flush(timeoutSeconds) {
   if (addon.running()) sampler.sync();
-  return addon.flush(timeoutSeconds === undefined ? 5 : timeoutSeconds);
+  const p = addon.flush(timeoutSeconds === undefined ? 5 : timeoutSeconds);
+  if (addon.running()) sampler.syncSoon();
+  return p;
 }
 
 function stop() {

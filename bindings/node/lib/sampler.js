@@ -9,7 +9,21 @@
 // Heap: V8's sampling heap profiler; a snapshot of its live samples is
 // recorded once per store period (heap.c).
 const inspector = require('inspector');
+const path = require('path');
+const { pathToFileURL } = require('url');
 const addon = require('./addon');
+
+// Frames of this package's own JS (labels.run's wrapper, ...) are left out
+// of stacks: they are the profiler, not the application.
+const OWN_DIR = path.join(__dirname, path.sep);
+const OWN_URL = pathToFileURL(OWN_DIR).href;
+function own(url) {
+  return url.startsWith(OWN_URL) || url.startsWith(OWN_DIR);
+}
+
+function synthetic(cf) {
+  return (cf.functionName === '(root)' && !cf.url) || own(cf.url);
+}
 
 let session = null;
 let profiling = false; // a V8 CPU profile is running
@@ -98,7 +112,7 @@ function recordCpu(profile) {
   const nodeParent = new Int32Array(n).fill(-1);
   for (let i = 0; i < n; i++) {
     const nd = nodes[i];
-    nodeFrame[i] = nd.callFrame.functionName === '(root)' && !nd.callFrame.url ? -1 : ft.add(nd.callFrame);
+    nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
     if (nd.children) for (const c of nd.children) { const j = pos.get(c); if (j !== undefined) nodeParent[j] = i; }
   }
   const samples = profile.samples || [];
@@ -204,7 +218,7 @@ function recordHeap() {
   for (let i = 0; i < n; i++) {
     const nd = nodes[i];
     pos.set(nd.id, i);
-    nodeFrame[i] = nd.callFrame.functionName === '(root)' && !nd.callFrame.url ? -1 : ft.add(nd.callFrame);
+    nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
     nodeBytes[i] = nd.selfSize || 0;
   }
   // Objects per node: its sampled allocations. (The inspector reports each
@@ -259,6 +273,18 @@ function sync() {
   else heapSnapshotIfWanted();
 }
 
+// The same a moment from now: past the watermark's lag (join.c), so a
+// period cut now can be sealed.
+function syncSoon() {
+  setTimeout(() => {
+    try {
+      sync();
+    } catch (e) {
+      addon.log(40, 'restarting the V8 profile failed: ' + (e && e.stack || e));
+    }
+  }, 80).unref();
+}
+
 function start(kind, opts) {
   if (kind === 'heap') startHeap(opts || {});
   else startCpu(kind, opts || {});
@@ -279,4 +305,4 @@ function running(kind) {
   return kind === 'heap' ? !!heapOpts : !!kinds[kind];
 }
 
-module.exports = { start, stop, stopAll, sync, running };
+module.exports = { start, stop, stopAll, sync, syncSoon, running };

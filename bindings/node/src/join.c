@@ -20,7 +20,7 @@
 
 #define JOIN_SLACK_NS 2000
 #define MERGE_CACHE 16
-#define WATERMARK_LAG_NS (100 * 1000000LL)
+#define WATERMARK_LAG_NS (50 * 1000000LL)
 
 enum { D_CPU, D_WALL, ND };
 
@@ -261,7 +261,8 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
     }
     /* Every sample up to the profile's end is in now, but for those V8
      * had not processed yet (they come with the next profile): the drivers
-     * may seal up to a little before the end. */
+     * may seal up to a little before the end (sampler.js's syncSoon comes
+     * after this lag). */
     int64_t end_ns = (int64_t)(end_us * 1000.0) - WATERMARK_LAG_NS;
     for (int k = 0; k < ND; k++) {
         if (!drv[k])
