@@ -15,6 +15,7 @@
  * oldest bracket not recorded yet, so its label sets stay alive. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "addon.h"
 
@@ -95,14 +96,27 @@ static napi_value m_start(napi_env env, napi_callback_info info)
         period = 0;
     collect_cpu = cc;
     uint64_t gen = pn_grace_generation();
-    if (cpu && !(drv[D_CPU] = agent_driver(env, "cpu", 0, period)))
+    pn_driver *was[ND] = {drv[D_CPU], drv[D_WALL]};
+    pn_driver *now[ND] = {NULL, NULL};
+    if (cpu && !(now[D_CPU] = agent_driver(env, "cpu", 0, period)))
         return NULL;
-    if (wall && !(drv[D_WALL] = agent_driver(env, "wall", cc, period)))
+    if (wall && !(now[D_WALL] = agent_driver(env, "wall", cc, period)))
         return NULL;
-    if (!cpu)
-        drv[D_CPU] = NULL;
-    if (!wall)
-        drv[D_WALL] = NULL;
+    for (int k = 0; k < ND; k++) {
+        if (was[k] && !now[k]) {
+            /* no more samples for this driver: it may seal at once */
+            pn_driver_watermark(was[k], INT64_MAX);
+            pn_driver_hold(was[k], 0);
+        } else if (now[k] && !was[k]) {
+            /* (again) fed from the profile that began just before: what
+             * was cut a while ago cannot get samples any more */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            pn_driver_watermark(now[k], (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec -
+                                            1000000000LL);
+        }
+        drv[k] = now[k];
+    }
     hold_all(gen);
     return js_undefined(env);
 }

@@ -23,7 +23,9 @@ function profiles(dir, type) {
     .map((f) => Profile.decode(zlib.gunzipSync(fs.readFileSync(path.join(dir, f)))));
 }
 
-// Samples as {stack: [function names, leaf first], labels: {k: v}, values: [numbers]}.
+// Samples as {stack: [function names, leaf first], labels: {k: v}, values:
+// [numbers], count: how many V8 samples (the "samples" value; pprof sums
+// samples of one stack and label set into one)}.
 function samples(profs) {
   const out = [];
   for (const p of profs) {
@@ -35,7 +37,10 @@ function samples(profs) {
       for (const id of s.locationId) stack.push(...loc.get(Number(id)));
       const labels = {};
       for (const l of s.label) labels[str(l.key)] = str(l.str);
-      out.push({ stack, labels, values: s.value.map(Number), types: p.sampleType.map((t) => str(t.type)) });
+      const types = p.sampleType.map((t) => str(t.type));
+      const values = s.value.map(Number);
+      const ci = types.indexOf('samples');
+      out.push({ stack, labels, values, types, count: ci >= 0 ? values[ci] : 1 });
     }
   }
   return out;
@@ -46,6 +51,13 @@ function total(list, i, pred) {
   let t = 0;
   for (const s of list) if (!pred || pred(s)) t += s.values[i];
   return t;
+}
+
+// Number of V8 samples in list (optionally those pred accepts).
+function count(list, pred) {
+  let n = 0;
+  for (const s of list) if (!pred || pred(s)) n += s.count;
+  return n;
 }
 
 function has(s, name) {
@@ -62,4 +74,4 @@ function spin(ms) {
   return x;
 }
 
-module.exports = { tmpdir, rmdir, profiles, samples, total, has, sleep, spin };
+module.exports = { tmpdir, rmdir, profiles, samples, total, count, has, sleep, spin };
