@@ -35,6 +35,9 @@ function publish() {
 const saved = [];
 const hook = createHook({
   before() {
+    // An uncaught exception that the application survives leaves before
+    // without after: keep the stack bounded.
+    if (saved.length > 1 << 16) saved.length = 0;
     saved.push(slot[0], slot[1]);
     publish();
   },
