@@ -244,8 +244,9 @@ function heapSnapshotIfWanted() {
 function startHeap(opts) {
   if (heapOpts) return;
   const bytes = opts.samplingIntervalBytes > 0 ? Math.round(opts.samplingIntervalBytes) : 524288;
+  const depth = opts.stackDepth > 0 ? Math.round(opts.stackDepth) : 64;
   ensureSession();
-  addon.heapStart(bytes);
+  addon.heapStart(bytes, depth);
   post('HeapProfiler.enable');
   post('HeapProfiler.startSampling', { samplingInterval: bytes });
   heapOpts = Object.assign({}, opts, { samplingIntervalBytes: bytes });

@@ -238,7 +238,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
         if (t > last_ns)
             last_ns = t;
         recent[recent_n++ % RECENT] = t;
-        size_t depth = frames_stack(&fc, snode[s], fidx);
+        size_t depth = frames_stack(&fc, snode[s], fidx, 0);
         if (depth == 0)
             continue;
         const pn_labelset *ls = labels_for(b, cache, &ncache);
