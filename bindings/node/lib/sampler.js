@@ -151,6 +151,11 @@ function startCpu(kind, opts) {
   const rate = c ? c.sampleRate : 100;
   const wantMicros = opts.samplingIntervalMicros > 0 ? Math.round(opts.samplingIntervalMicros)
     : Math.max(1, Math.round(1e6 / rate));
+  if (opts.samplingIntervalMicros > 0 && Math.abs(wantMicros - 1e6 / rate) > 1e4 / rate) {
+    addon.log(30, kind + ' profiler: samplingIntervalMicros ' + wantMicros + ' is not 1e6 / ' +
+      'sample_rate (' + rate + ' Hz): uploads say sampleRate=' + Math.round(rate) +
+      '; pass sample_rate = 1e6 / samplingIntervalMicros to start()');
+  }
   ensureSession();
   if (profiling && kinds[kind]) return;
   if (profiling && wantMicros !== intervalMicros) {
