@@ -174,7 +174,9 @@ function startCpu(kind, opts) {
     inspector.console.profile('pyroscope-' + title);
     profiling = true;
     const ms = rotateMs();
-    addon.signalArm(Math.ceil(4 * (ms * 1000) / intervalMicros) + 1024);
+    // Brackets wait in the ring until the next restart, which a blocked
+    // event loop delays: room for the 15 s a cut period waits (agent.c).
+    addon.signalArm(Math.ceil(16e6 / intervalMicros) + 1024);
     rotateTimer = setInterval(rotate, ms);
     rotateTimer.unref();
   }
