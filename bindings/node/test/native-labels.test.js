@@ -126,6 +126,10 @@ describe('native: labels', function () {
         // The requests never share labels: no sample with a's code says b.
         assert.strictEqual(count(list, (s) => has(s, 'workReqA') && s.labels.req === 'b'), 0);
         assert.strictEqual(count(list, (s) => has(s, 'workReqB') && s.labels.req === 'a'), 0);
+        // The event loop waiting inside a labelled request is nobody's work.
+        if (type === 'wall') {
+          assert.strictEqual(count(list, (s) => s.stack[0] === '(idle)' && s.labels.req), 0);
+        }
         const un = list.filter((s) => has(s, 'workUnlabelled'));
         assert.ok(count(un) >= 3, `${type}: unlabelled: ${count(un)}`);
         assert.strictEqual(count(un, (s) => s.labels.req), 0,
