@@ -94,6 +94,8 @@ describe('native: labels', function () {
         t.resume();
         pipeline(src, t, (err) => (err ? reject(err) : resolve()));
       }));
+      // Idle while a request waits: the last callback to run was labelled.
+      await native.labels.run({ req: 'sleeper' }, async () => { await null; await sleep(200); });
       workUnlabelled(120);
       const st = await native.stop();
       assert.ok(st.join.joined > 0, JSON.stringify(st.join));
