@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "addon.h"
 
@@ -214,6 +215,8 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
         any = 1;
     }
     profiles++;
+    /* V8 samples the main thread, the process's first (report_thread_id) */
+    uint64_t main_tid = (uint64_t)getpid();
     merge_ent cache[MERGE_CACHE];
     int ncache = 0;
     uint64_t cur = signal_tail(), head = signal_head();
@@ -270,7 +273,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
             for (size_t i = 0; i < depth; i++)
                 stack[i] = frames_intern(env, &fc, k, sym, fidx[i]);
             pn_sample smp = {.frames = stack, .depth = depth, .labels = ls, .values = v,
-                             .time_ns = t};
+                             .tid = main_tid, .time_ns = t};
             pn_record(drv[k], p, &smp);
             recorded++;
         }
