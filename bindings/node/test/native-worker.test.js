@@ -22,3 +22,41 @@ describe('native: worker threads', function () {
     assert.match(msg.message, /main thread/);
   });
 });
+
+describe('native: a worker profiling itself beside the main thread', function () {
+  this.timeout(60000);
+  it('chains the worker\'s SIGPROF to V8 and keeps the main thread\'s samples', async function () {
+    const native = require('../lib/native');
+    const { tmpdir, rmdir, spin } = require('./native_helpers');
+    const dir = tmpdir('worker-prof');
+    try {
+      native.start({ application_name: 'wp', output_dir: dir, sample_rate: 200 }, {});
+      native.startProfiler('cpu', {});
+      const w = new Worker(`
+        const inspector = require('inspector');
+        const { parentPort } = require('worker_threads');
+        const s = new inspector.Session();
+        s.connect();
+        s.post('Profiler.enable');
+        s.post('Profiler.setSamplingInterval', { interval: 1000 });
+        s.post('Profiler.start');
+        const end = Date.now() + 400; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1);
+        s.post('Profiler.stop', (err, r) => parentPort.postMessage({ err: err && err.message, samples: r && r.profile.samples.length }));
+      `, { eval: true });
+      const msgP = new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); });
+      spin(400);
+      const msg = await msgP;
+      await new Promise((r) => w.once('exit', r));
+      assert.strictEqual(msg.err, null);
+      assert.ok(msg.samples > 10, JSON.stringify(msg));
+      const st = await native.stop();
+      assert.ok(st.join.joined >= 10, JSON.stringify(st.join));
+      // The worker's signals passed through our handler, which chained them
+      // to V8 (the worker's profile has its samples).
+      assert.ok(st.join.signalsOtherThreads > 0, JSON.stringify(st.join));
+    } finally {
+      if (native.running()) await native.stop();
+      rmdir(dir);
+    }
+  });
+});
