@@ -290,6 +290,7 @@ typedef struct {
     int stop;
     double timeout;
     int rc;
+    uint64_t lost_before; /* uploads failed or dropped when the flush began */
     pn_agent_stats st;
 } job;
 
@@ -335,14 +336,16 @@ static void job_complete(napi_env env, napi_status status, void *data)
         v = stats_object(env, &j->st);
         join_counts(env, v);
     } else {
-        napi_get_boolean(env, j->rc == 0 && j->st.queue.uploads_failed == 0, &v);
+        uint64_t lost = j->st.queue.uploads_failed + j->st.queue.uploads_dropped;
+        napi_get_boolean(env, j->rc == 0 && lost == j->lost_before, &v);
     }
     napi_resolve_deferred(env, j->deferred, v);
     napi_delete_async_work(env, j->work);
     free(j);
 }
 
-static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout)
+static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout,
+                            uint64_t lost_before)
 {
     napi_value promise, name;
     job *j = calloc(1, sizeof *j);
@@ -353,6 +356,7 @@ static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout)
     j->a = a;
     j->stop = stop;
     j->timeout = timeout;
+    j->lost_before = lost_before;
     napi_create_promise(env, &j->deferred, &promise);
     napi_create_string_utf8(env, stop ? "pyroscope-stop" : "pyroscope-flush", NAPI_AUTO_LENGTH,
                             &name);
@@ -380,8 +384,11 @@ static napi_value m_flush(napi_env env, napi_callback_info info)
         napi_get_boolean(env, false, &f);
         return js_resolved(env, f);
     }
+    pn_agent_stats before;
+    pn_agent_get_stats(agent, &before);
     pn_agent_hold(agent);
-    return queue_job(env, agent, 0, timeout);
+    return queue_job(env, agent, 0, timeout,
+                     before.queue.uploads_failed + before.queue.uploads_dropped);
 }
 
 /* The agent leaves the addon's state (its drivers with it); the caller
@@ -408,7 +415,7 @@ static napi_value m_stop(napi_env env, napi_callback_info info)
     }
     pn_agent *a = detach_agent();
     pn_agent_stop_begin(a);
-    return queue_job(env, a, 1, 0);
+    return queue_job(env, a, 1, 0, 0);
 }
 
 /* stopSync(): for process 'exit', where nothing asynchronous runs any more. */

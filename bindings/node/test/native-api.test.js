@@ -97,6 +97,41 @@ describe('native: settings and life cycle', function () {
     }
   });
 
+  it('flush() is false when an upload of that flush failed, true again after', async function () {
+    this.timeout(60000);
+    const http = require('http');
+    const bodies = [];
+    let status = 400;
+    const server = http.createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        bodies.push({ url: req.url, status, bytes: Buffer.concat(chunks).length });
+        res.writeHead(status);
+        res.end();
+      });
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      native.start({ application_name: 'flushy', server_address: `http://127.0.0.1:${server.address().port}`,
+        sample_rate: 200 }, {});
+      native.startProfiler('wall', {});
+      spin(60);
+      assert.strictEqual(await native.flush(30), false);
+      status = 200;
+      spin(60);
+      assert.strictEqual(await native.flush(30), true);
+      await native.stop();
+      assert.ok(bodies.some((b) => b.status === 400) && bodies.some((b) => b.status === 200),
+        JSON.stringify(bodies));
+      const ok = bodies.find((b) => b.status === 200);
+      assert.match(ok.url, /^\/ingest\?name=flushy.*sampleRate=200/);
+      assert.match(ok.url, /spyName=nodespy/);
+    } finally {
+      server.close();
+    }
+  });
+
   it('hands core log messages to the log handler', async function () {
     const got = [];
     native.setLogHandler((level, msg) => got.push([level, msg]));
