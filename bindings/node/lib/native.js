@@ -47,7 +47,12 @@ function hookExit() {
     if (addon.running() && !stopping) stop().catch(() => {});
   });
   process.on('exit', () => {
-    if (!addon.running()) return;
+    if (!addon.running()) {
+      // a stop() still uploading the last period: let it finish (Node 20's
+      // exit also joins libuv's pool; this does not rely on it)
+      if (stopping) addon.waitStops(stopTimeout + 1);
+      return;
+    }
     try {
       sampler.stopAll();
     } catch (_) { /* stopping anyway */ }
@@ -55,8 +60,11 @@ function hookExit() {
   });
 }
 
+let stopTimeout = 5; // seconds, of the agent started last
+
 function start(settings, env) {
   addon.start(withRuntime(settings), env || {});
+  stopTimeout = addon.config().stopTimeout;
   hookExit();
 }
 

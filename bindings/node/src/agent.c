@@ -5,8 +5,10 @@
  * core call on a libuv pool thread (napi async work), holding the agent
  * with pn_agent_hold so a concurrent stop cannot free it under a flush. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "addon.h"
 
@@ -294,6 +296,11 @@ typedef struct {
     pn_agent_stats st;
 } job;
 
+/* Stops running on pool threads (stop()), for waitStops at exit. */
+static pthread_mutex_t stops_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stops_cv = PTHREAD_COND_INITIALIZER;
+static int stops_running;
+
 static void job_execute(napi_env env, void *data)
 {
     (void)env;
@@ -301,6 +308,10 @@ static void job_execute(napi_env env, void *data)
     if (j->stop) {
         pn_agent_stop_stats(j->a, &j->st);
         j->rc = 0;
+        pthread_mutex_lock(&stops_mu);
+        stops_running--;
+        pthread_cond_broadcast(&stops_cv);
+        pthread_mutex_unlock(&stops_mu);
     } else {
         pn_error e = {0};
         j->rc = pn_agent_flush(j->a, j->timeout, &e);
@@ -357,6 +368,11 @@ static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout,
     j->stop = stop;
     j->timeout = timeout;
     j->lost_before = lost_before;
+    if (stop) {
+        pthread_mutex_lock(&stops_mu);
+        stops_running++;
+        pthread_mutex_unlock(&stops_mu);
+    }
     napi_create_promise(env, &j->deferred, &promise);
     napi_create_string_utf8(env, stop ? "pyroscope-stop" : "pyroscope-flush", NAPI_AUTO_LENGTH,
                             &name);
@@ -471,6 +487,34 @@ static void driver_stats(napi_env env, napi_value o, int k)
     napi_set_named_property(env, o, drv_names[k], d);
 }
 
+/* waitStops(seconds): block until every stop begun by stop() is done (at
+ * most `seconds`): process 'exit' cannot wait for a promise, and a stop cut
+ * short there would lose the last period. -> true when none is left. */
+static napi_value m_wait_stops(napi_env env, napi_callback_info info)
+{
+    napi_value argv[1], r;
+    js_args(env, info, argv, 1);
+    double secs = 5;
+    js_double(env, argv[0], &secs);
+    if (!(secs >= 0))
+        secs = 0;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)secs;
+    until.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&stops_mu);
+    while (stops_running > 0 && pthread_cond_timedwait(&stops_cv, &stops_mu, &until) == 0)
+        ;
+    int left = stops_running;
+    pthread_mutex_unlock(&stops_mu);
+    napi_get_boolean(env, left == 0, &r);
+    return r;
+}
+
 static napi_value m_stats(napi_env env, napi_callback_info info)
 {
     (void)info;
@@ -501,4 +545,5 @@ void agent_exports(napi_env env, napi_value exports)
     set_fn(env, exports, "running", m_running);
     set_fn(env, exports, "config", m_config);
     set_fn(env, exports, "stats", m_stats);
+    set_fn(env, exports, "waitStops", m_wait_stops);
 }
