@@ -12,11 +12,17 @@ describe('native: worker threads', function () {
       try { require(${JSON.stringify(lib)}); parentPort.postMessage({ ok: true }); }
       catch (e) { parentPort.postMessage({ ok: false, message: e.message, code: e.code }); }
     `, { eval: true });
-    const msg = await new Promise((resolve, reject) => {
-      w.once('message', resolve);
-      w.once('error', reject);
-    });
-    await new Promise((r) => w.once('exit', r));
+    let exitCode = null;
+    const exited = new Promise((r) => w.once('exit', (c) => { exitCode = c; r(); }));
+    const msg = await Promise.race([
+      new Promise((resolve, reject) => {
+        w.once('message', resolve);
+        w.once('error', reject);
+      }),
+      // a message is delivered before 'exit'; without one, fail now, not at the timeout
+      exited.then(() => new Promise((r) => setImmediate(r))).then(() => ({ exitedWithout: exitCode })),
+    ]);
+    await exited;
     assert.strictEqual(msg.ok, false);
     assert.strictEqual(msg.code, 'ERR_PYROSCOPE_WORKER');
     assert.match(msg.message, /main thread/);
