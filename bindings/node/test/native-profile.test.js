@@ -170,7 +170,7 @@ describe('native: profiles', function () {
         native.start({ application_name: 'exiting2', upload_interval: 3600, stop_timeout: 30,
                        server_address: 'http://127.0.0.1:${server.address().port}' }, {});
         native.startProfiler('wall', {});
-        function exitBurner2() { const e = Date.now() + 200; let x = 0; while (Date.now() < e) x++; return x; }
+        function exitBurner2() { const s = process.cpuUsage(); let x = 0; for (;;) { for (let i = 0; i < 1e4; i++) x++; const u = process.cpuUsage(s); if (u.user + u.system > 200000) return x; } }
         exitBurner2();
         native.stop();
         process.exit(0);
@@ -198,7 +198,7 @@ describe('native: profiles', function () {
         native.startProfiler('cpu', {});
         native.startProfiler('wall', {});
         native.startProfiler('heap', {});
-        function exitBurner() { const e = Date.now() + 200; let x = 0; while (Date.now() < e) x++; return x; }
+        function exitBurner() { const s = process.cpuUsage(); let x = 0; for (;;) { for (let i = 0; i < 1e4; i++) x++; const u = process.cpuUsage(s); if (u.user + u.system > 300000) return x; } }
         native.labels.run({ phase: 'end' }, exitBurner);
       `], { encoding: 'utf8', timeout: 50000 });
       assert.strictEqual(r.status, 0, r.stderr);

@@ -49,10 +49,16 @@ describe('native: a worker profiling itself beside the main thread', function ()
         const end = Date.now() + 400; let x = 0; while (Date.now() < end) x += Math.sqrt(x + 1);
         s.post('Profiler.stop', (err, r) => parentPort.postMessage({ err: err && err.message, samples: r && r.profile.samples.length }));
       `, { eval: true });
-      const msgP = new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); });
+      // listen for 'exit' now: it can come in the same turn as the message
+      const exited = new Promise((r) => w.once('exit', r));
+      const msgP = new Promise((resolve, reject) => {
+        w.once('message', resolve);
+        w.once('error', reject);
+        exited.then(() => setImmediate(() => resolve({ exitedWithoutMessage: true })));
+      });
       spin(400);
       const msg = await msgP;
-      await new Promise((r) => w.once('exit', r));
+      await exited;
       assert.strictEqual(msg.err, null);
       assert.ok(msg.samples > 10, JSON.stringify(msg));
       const st = await native.stop();
