@@ -14,6 +14,7 @@ const config = require('./config');
 const logger = require('./logger');
 const middleware = require('./middleware');
 const { SourceMapper, frameMapper } = require('./sourcemapper');
+const { PyroscopeSpanProcessor } = require('./otel'); // loads @opentelemetry/api when constructed
 
 let nativeModule;
 // Loaded on first use, so that requiring the package (for SourceMapper, types or the
@@ -241,13 +242,9 @@ const api = {
   flush,
   stats,
   isRunning,
+  PyroscopeSpanProcessor,
 };
 
-// PyroscopeSpanProcessor needs @opentelemetry/api, loaded only when it is used.
-Object.defineProperty(api, 'PyroscopeSpanProcessor', {
-  enumerable: true,
-  get: () => require('./otel').PyroscopeSpanProcessor,
-});
 
 module.exports = api;
 // The anchor is compiled TypeScript: `require(...).default` is the same object.
