@@ -33,11 +33,17 @@ const state = {
   stopping: undefined,   // the promise of a running stop()
 };
 
-middleware.useOptions(() => state.resolved && {
-  wall: { samplingIntervalMicros: 1e6 / Number(state.resolved.settings.sample_rate || 100) },
-  heap: state.resolved.heap,
-  mapFrame: state.mapFrame,
-  heapRunning: () => state.profilers.has('heap'),
+// The pull endpoints use init()'s rate, heap options and frame naming (defaults before).
+let defaultMapFrame;
+middleware.useOptions(() => {
+  const r = state.resolved;
+  if (!r && !defaultMapFrame) defaultMapFrame = frameMapper({});
+  return {
+    wall: { samplingIntervalMicros: 1e6 / Number((r && r.settings.sample_rate) || 100) },
+    heap: r && r.heap,
+    mapFrame: r ? state.mapFrame : defaultMapFrame,
+    heapRunning: () => state.profilers.has('heap'),
+  };
 });
 
 function onNativeLog(level, message) {
