@@ -77,6 +77,21 @@ describe('api export', function () {
       'dependency file names are stripped');
   });
 
+  it('start() also writes heap profiles (heap.samplingIntervalBytes honoured)', async () => {
+    const dir = tmpdir('pn-heap-');
+    api.init({ appName: 'heap.test', outputDir: dir, uploadInterval: 1, heap: { samplingIntervalBytes: 16384 } });
+    api.start();
+    const keep = [];
+    function allocateRetained() { for (let i = 0; i < 20000; i++) keep.push({ i, s: 'x'.repeat(64) + i }); }
+    for (let r = 0; r < 5; r++) { allocateRetained(); await tick(); }
+    await api.stop();
+    const heap = decodeFolder(dir).filter((p) => p.sampleTypes.includes('inuse_space/bytes'));
+    assert.ok(heap.length > 0, 'no heap profile');
+    const mine = samplesOf(heap).filter((s) => s.names.some((n) => n.includes(':allocateRetained:')));
+    assert.ok(mine.length > 0, 'no heap sample in allocateRetained');
+    assert.ok(keep.length === 100000);
+  });
+
   it('startWallProfiling alone writes a wall profile; stopWallProfiling stops it', async () => {
     const dir = tmpdir('pn-wall-');
     api.init({ appName: 'wall.test', outputDir: dir, uploadInterval: 1 });
