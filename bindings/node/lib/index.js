@@ -17,11 +17,36 @@ const { SourceMapper, frameMapper } = require('./sourcemapper');
 const { PyroscopeSpanProcessor } = require('./otel'); // loads @opentelemetry/api when constructed
 
 let nativeModule;
+let nativeError; // why it cannot load here (kept: loading is not retried)
 // Loaded on first use, so that requiring the package (for SourceMapper, types or the
-// middleware) works where the addon cannot load; the error then names the call.
+// middleware) works where the addon cannot load (a worker thread, no build).
 function native() {
-  if (!nativeModule) nativeModule = require('./native');
+  if (nativeModule) return nativeModule;
+  if (nativeError) throw nativeError;
+  try {
+    nativeModule = require('./native');
+  } catch (e) {
+    nativeError = e;
+    throw e;
+  }
   return nativeModule;
+}
+
+// Labels in a worker thread, where the addon refuses to load (only the main thread is
+// profiled): shared code that labels its work keeps running, unlabelled; init() and
+// start() there still throw the addon's error.
+let workerNoticeShown = false;
+function labelsApi() {
+  try {
+    return native().labels;
+  } catch (e) {
+    if (e.code !== 'ERR_PYROSCOPE_WORKER') throw e;
+    if (!workerNoticeShown) {
+      workerNoticeShown = true;
+      logger.debug('labels are not recorded in worker threads (only the main thread is profiled)');
+    }
+    return undefined;
+  }
 }
 
 // The configuration from init() and what runs. Main thread only.
@@ -193,16 +218,21 @@ function toLabels(what, labels) {
  */
 function wrapWithLabels(labels, fn, ...args) {
   if (typeof fn !== 'function') throw new TypeError('wrapWithLabels: fn must be a function');
-  return native().labels.run(toLabels('wrapWithLabels', labels), fn, ...args);
+  const checked = toLabels('wrapWithLabels', labels);
+  const l = labelsApi();
+  return l ? l.run(checked, fn, ...args) : fn(...args);
 }
 
 function getLabels() {
-  return native().labels.get();
+  const l = labelsApi();
+  return l ? l.get() : {};
 }
 
 // Replaces the labels of the current async context (and what it starts from now on).
 function setLabels(labels) {
-  native().labels.set(toLabels('setLabels', labels));
+  const checked = toLabels('setLabels', labels);
+  const l = labelsApi();
+  if (l) l.set(checked);
 }
 
 // Deprecated in the anchor: the same as getLabels/setLabels.
