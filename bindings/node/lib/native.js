@@ -59,18 +59,28 @@ function startProfiler(kind, opts) {
     e.code = 'ERR_PYROSCOPE_STATE';
     throw e;
   }
-  if (kind !== 'heap') context.enable();
   sampler.start(kind, opts || {});
+  if (kind !== 'heap') context.enable();
+}
+
+function publishWhileSampling() {
+  if (!sampler.running('cpu') && !sampler.running('wall')) context.disable();
 }
 
 async function stopProfiler(kind) {
   if (!KINDS.includes(kind)) throw new TypeError('stopProfiler: kind must be one of ' + KINDS.join(', '));
   sampler.stop(kind);
+  publishWhileSampling();
 }
 
+// The flush cuts the period when it starts; the samples of its last moments
+// reach the drivers with the profile restart just after, so the flush need
+// not wait for the next periodic restart.
 function flush(timeoutSeconds) {
   if (addon.running()) sampler.sync();
-  return addon.flush(timeoutSeconds === undefined ? 5 : timeoutSeconds);
+  const p = addon.flush(timeoutSeconds === undefined ? 5 : timeoutSeconds);
+  if (addon.running()) sampler.syncSoon();
+  return p;
 }
 
 function stop() {
@@ -81,6 +91,7 @@ function stop() {
   } catch (e) {
     addon.log(40, 'stopping the profilers failed: ' + (e && e.stack || e));
   }
+  context.disable();
   const p = addon.stop().then((stats) => stats);
   stopping = p.finally(() => { stopping = null; });
   return stopping;

@@ -9,7 +9,21 @@
 // Heap: V8's sampling heap profiler; a snapshot of its live samples is
 // recorded once per store period (heap.c).
 const inspector = require('inspector');
+const path = require('path');
+const { pathToFileURL } = require('url');
 const addon = require('./addon');
+
+// Frames of this package's own JS (labels.run's wrapper, ...) are left out
+// of stacks: they are the profiler, not the application.
+const OWN_DIR = path.join(__dirname, path.sep);
+const OWN_URL = pathToFileURL(OWN_DIR).href;
+function own(url) {
+  return url.startsWith(OWN_URL) || url.startsWith(OWN_DIR);
+}
+
+function synthetic(cf) {
+  return (cf.functionName === '(root)' && !cf.url) || own(cf.url);
+}
 
 let session = null;
 let profiling = false; // a V8 CPU profile is running
@@ -98,7 +112,7 @@ function recordCpu(profile) {
   const nodeParent = new Int32Array(n).fill(-1);
   for (let i = 0; i < n; i++) {
     const nd = nodes[i];
-    nodeFrame[i] = nd.callFrame.functionName === '(root)' && !nd.callFrame.url ? -1 : ft.add(nd.callFrame);
+    nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
     if (nd.children) for (const c of nd.children) { const j = pos.get(c); if (j !== undefined) nodeParent[j] = i; }
   }
   const samples = profile.samples || [];
@@ -137,6 +151,11 @@ function startCpu(kind, opts) {
   const rate = c ? c.sampleRate : 100;
   const wantMicros = opts.samplingIntervalMicros > 0 ? Math.round(opts.samplingIntervalMicros)
     : Math.max(1, Math.round(1e6 / rate));
+  if (opts.samplingIntervalMicros > 0 && Math.abs(wantMicros - 1e6 / rate) > 1e4 / rate) {
+    addon.log(30, kind + ' profiler: samplingIntervalMicros ' + wantMicros + ' is not 1e6 / ' +
+      'sample_rate (' + rate + ' Hz): uploads say sampleRate=' + Math.round(rate) +
+      '; pass sample_rate = 1e6 / samplingIntervalMicros to start()');
+  }
   ensureSession();
   if (profiling && kinds[kind]) return;
   if (profiling && wantMicros !== intervalMicros) {
@@ -155,7 +174,9 @@ function startCpu(kind, opts) {
     inspector.console.profile('pyroscope-' + title);
     profiling = true;
     const ms = rotateMs();
-    addon.signalArm(Math.ceil(4 * (ms * 1000) / intervalMicros) + 1024);
+    // Brackets wait in the ring until the next restart, which a blocked
+    // event loop delays: room for the 15 s a cut period waits (agent.c).
+    addon.signalArm(Math.ceil(16e6 / intervalMicros) + 1024);
     rotateTimer = setInterval(rotate, ms);
     rotateTimer.unref();
   }
@@ -204,7 +225,7 @@ function recordHeap() {
   for (let i = 0; i < n; i++) {
     const nd = nodes[i];
     pos.set(nd.id, i);
-    nodeFrame[i] = nd.callFrame.functionName === '(root)' && !nd.callFrame.url ? -1 : ft.add(nd.callFrame);
+    nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
     nodeBytes[i] = nd.selfSize || 0;
   }
   // Objects per node: its sampled allocations. (The inspector reports each
@@ -230,8 +251,9 @@ function heapSnapshotIfWanted() {
 function startHeap(opts) {
   if (heapOpts) return;
   const bytes = opts.samplingIntervalBytes > 0 ? Math.round(opts.samplingIntervalBytes) : 524288;
+  const depth = opts.stackDepth > 0 ? Math.round(opts.stackDepth) : 64;
   ensureSession();
-  addon.heapStart(bytes);
+  addon.heapStart(bytes, depth);
   post('HeapProfiler.enable');
   post('HeapProfiler.startSampling', { samplingInterval: bytes });
   heapOpts = Object.assign({}, opts, { samplingIntervalBytes: bytes });
@@ -259,6 +281,18 @@ function sync() {
   else heapSnapshotIfWanted();
 }
 
+// The same a moment from now: past the watermark's lag (join.c), so a
+// period cut now can be sealed.
+function syncSoon() {
+  setTimeout(() => {
+    try {
+      sync();
+    } catch (e) {
+      addon.log(40, 'restarting the V8 profile failed: ' + (e && e.stack || e));
+    }
+  }, 80).unref();
+}
+
 function start(kind, opts) {
   if (kind === 'heap') startHeap(opts || {});
   else startCpu(kind, opts || {});
@@ -279,4 +313,4 @@ function running(kind) {
   return kind === 'heap' ? !!heapOpts : !!kinds[kind];
 }
 
-module.exports = { start, stop, stopAll, sync, running };
+module.exports = { start, stop, stopAll, sync, syncSoon, running };

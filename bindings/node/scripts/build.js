@@ -26,11 +26,16 @@ function localNodeDir() {
   return null;
 }
 
-const args = [nodeGyp(), 'rebuild'];
+// --incremental (make build-node): reuse build/ when it was configured,
+// so only changed sources compile.
+const root = path.join(__dirname, '..', '..', '..');
+const incremental = process.argv.includes('--incremental') &&
+  fs.existsSync(path.join(root, 'build', 'Makefile'));
+const args = [nodeGyp(), incremental ? 'build' : 'rebuild'];
 const nodedir = process.env.npm_config_nodedir || localNodeDir();
 if (nodedir) args.push('--nodedir=' + nodedir);
 if (process.env.PYROSCOPE_NODE_JOBS) args.push('-j', process.env.PYROSCOPE_NODE_JOBS);
-const r = spawnSync(process.execPath, args, { cwd: path.join(__dirname, '..', '..', '..'), stdio: 'inherit' });
+const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit' });
 if (r.error) {
   console.error('pyroscope-native: cannot run node-gyp: ' + r.error.message);
   process.exit(1);

@@ -97,8 +97,9 @@ typedef struct {
 int frames_open(napi_env env, frames_ctx *fc, const napi_value *argv);
 int frames_cache(napi_env env, frames_ctx *fc, int slot);
 void frames_close(frames_ctx *fc);
-/* node's stack, leaf first, as frame indexes into out (FRAMES_MAX_STACK). */
-size_t frames_stack(const frames_ctx *fc, int32_t node, int32_t *out);
+/* node's stack, leaf first, as frame indexes into out: at most max frames
+ * (0: FRAMES_MAX_STACK), the ones nearest the leaf. */
+size_t frames_stack(const frames_ctx *fc, int32_t node, int32_t *out, size_t max);
 pn_frame_id frames_intern(napi_env env, frames_ctx *fc, int slot, pn_symbols *sym, int32_t f);
 
 /* ---- joining V8 profiles to brackets (join.c), heap (heap.c) */

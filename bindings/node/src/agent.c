@@ -284,11 +284,13 @@ pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t
     }
     if (drivers[k])
         return drivers[k];
-    /* A restart of the V8 profile comes at most every 2 s (sampler.js),
-     * so its samples reach the store within that: wait a little longer
-     * before a cut period is sealed without them. */
+    /* The V8 profile restarts every 2 s at most (sampler.js), from a JS
+     * timer: its samples reach the store then, or later when the
+     * application blocks the event loop. A cut period waits that long
+     * before it is sealed without them (stop does not wait: it says no
+     * more samples will come). */
     pn_driver_opts o = {.kind = PN_DRIVER_BATCH, .profile_type = drv_names[k],
-                        .max_delay_ns = 4000000000LL, .period = period > 0 ? period : 0};
+                        .max_delay_ns = 15000000000LL, .period = period > 0 ? period : 0};
     if (k == DRV_WALL && collect_cpu) {
         o.nvalues = 3;
         o.sample_types[0] = (pn_value_type){"wall", "nanoseconds"};

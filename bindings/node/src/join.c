@@ -15,12 +15,13 @@
  * oldest bracket not recorded yet, so its label sets stay alive. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "addon.h"
 
 #define JOIN_SLACK_NS 2000
 #define MERGE_CACHE 16
-#define WATERMARK_LAG_NS (100 * 1000000LL)
+#define WATERMARK_LAG_NS (50 * 1000000LL)
 
 enum { D_CPU, D_WALL, ND };
 
@@ -95,14 +96,27 @@ static napi_value m_start(napi_env env, napi_callback_info info)
         period = 0;
     collect_cpu = cc;
     uint64_t gen = pn_grace_generation();
-    if (cpu && !(drv[D_CPU] = agent_driver(env, "cpu", 0, period)))
+    pn_driver *was[ND] = {drv[D_CPU], drv[D_WALL]};
+    pn_driver *now[ND] = {NULL, NULL};
+    if (cpu && !(now[D_CPU] = agent_driver(env, "cpu", 0, period)))
         return NULL;
-    if (wall && !(drv[D_WALL] = agent_driver(env, "wall", cc, period)))
+    if (wall && !(now[D_WALL] = agent_driver(env, "wall", cc, period)))
         return NULL;
-    if (!cpu)
-        drv[D_CPU] = NULL;
-    if (!wall)
-        drv[D_WALL] = NULL;
+    for (int k = 0; k < ND; k++) {
+        if (was[k] && !now[k]) {
+            /* no more samples for this driver: it may seal at once */
+            pn_driver_watermark(was[k], INT64_MAX);
+            pn_driver_hold(was[k], 0);
+        } else if (now[k] && !was[k]) {
+            /* (again) fed from the profile that began just before: what
+             * was cut a while ago cannot get samples any more */
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            pn_driver_watermark(now[k], (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec -
+                                            1000000000LL);
+        }
+        drv[k] = now[k];
+    }
     hold_all(gen);
     return js_undefined(env);
 }
@@ -224,7 +238,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
         if (t > last_ns)
             last_ns = t;
         recent[recent_n++ % RECENT] = t;
-        size_t depth = frames_stack(&fc, snode[s], fidx);
+        size_t depth = frames_stack(&fc, snode[s], fidx, 0);
         if (depth == 0)
             continue;
         const pn_labelset *ls = labels_for(b, cache, &ncache);
@@ -261,7 +275,8 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
     }
     /* Every sample up to the profile's end is in now, but for those V8
      * had not processed yet (they come with the next profile): the drivers
-     * may seal up to a little before the end. */
+     * may seal up to a little before the end (sampler.js's syncSoon comes
+     * after this lag). */
     int64_t end_ns = (int64_t)(end_us * 1000.0) - WATERMARK_LAG_NS;
     for (int k = 0; k < ND; k++) {
         if (!drv[k])
