@@ -32,8 +32,10 @@ function api() {
   return otelApi;
 }
 
+let nativeLabels; // cached: a require() per span costs microseconds of path lookups
 function labels() {
-  return require('./native').labels;
+  if (!nativeLabels) nativeLabels = require('./native').labels;
+  return nativeLabels;
 }
 
 // span -> its label handle, while the span runs (shared by all processors).
