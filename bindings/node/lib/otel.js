@@ -82,7 +82,16 @@ class PyroscopeSpanProcessor {
     this.labelled = 0; // spans given their own label handle
     this._shut = false;
     api();
-    const l = labels();
+    let l;
+    try {
+      l = labels();
+    } catch (e) {
+      // A worker thread: nothing is profiled there, so the processor does nothing.
+      if (e.code !== 'ERR_PYROSCOPE_WORKER') throw e;
+      logger.debug('PyroscopeSpanProcessor: inactive in a worker thread');
+      this._shut = true;
+      return;
+    }
     if (installed++ === 0) l.setSpanSource(spanSource);
   }
 
@@ -137,7 +146,7 @@ class PyroscopeSpanProcessor {
   }
 
   async shutdown() {
-    if (this._shut) return;
+    if (this._shut) return; // (or inactive from the start: it never counted in `installed`)
     this._shut = true;
     try {
       if (--installed === 0) labels().setSpanSource(null);
