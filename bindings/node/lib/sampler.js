@@ -65,6 +65,29 @@ function closeSessionIfIdle() {
 }
 
 // Frames of a profile's nodes through mapFrame (once per distinct frame).
+// mapFrame results by V8 frame, kept across profiles (a restart every few
+// seconds would otherwise map every frame again), per mapFrame function.
+const MAPPED_MAX = 50000;
+const mappedBy = new WeakMap();
+
+function mapped(mapFrame, key, f) {
+  let m = mappedBy.get(mapFrame);
+  if (!m || m.size >= MAPPED_MAX) {
+    m = new Map();
+    mappedBy.set(mapFrame, m);
+  }
+  let r = m.get(key);
+  if (r === undefined) {
+    r = f;
+    try {
+      const out = mapFrame(f);
+      if (out) r = { name: String(out.name || f.name), file: String(out.file || ''), line: out.line | 0 };
+    } catch (_) { /* keep the V8 frame */ }
+    m.set(key, r);
+  }
+  return r;
+}
+
 function frameTable(mapFrame) {
   const names = [];
   const files = [];
@@ -82,12 +105,7 @@ function frameTable(mapFrame) {
         line: cf.lineNumber >= 0 ? cf.lineNumber + 1 : 0,
         column: cf.columnNumber >= 0 ? cf.columnNumber + 1 : 0,
       };
-      if (mapFrame) {
-        try {
-          const m = mapFrame(f);
-          if (m) f = { name: String(m.name || f.name), file: String(m.file || ''), line: m.line | 0 };
-        } catch (_) { /* keep the V8 frame */ }
-      }
+      if (mapFrame) f = mapped(mapFrame, key, f);
       i = names.length;
       names.push(f.name);
       files.push(f.file);

@@ -26,6 +26,14 @@ napi_value throw_msg(napi_env env, const char *code, const char *fmt, ...)
 char *js_string(napi_env env, napi_value v, const char *what);
 int js_double(napi_env env, napi_value v, double *out);
 napi_value js_undefined(napi_env env);
+/* The call's first n arguments into argv (missing ones undefined); returns
+ * how many were passed. */
+size_t js_args(napi_env env, napi_callback_info info, napi_value *argv, size_t n);
+/* An object's own enumerable keys: 0, or 1 (no keys) for undefined/null,
+ * or -1 with a TypeError naming `what` thrown for anything else. */
+int js_keys(napi_env env, napi_value obj, const char *what, napi_value *keys, uint32_t *n);
+/* A promise already resolved with v. */
+napi_value js_resolved(napi_env env, napi_value v);
 /* Typed-array data pointer and length in elements (NULL: wrong type, thrown). */
 void *js_typed(napi_env env, napi_value v, napi_typedarray_type want, size_t *len,
                const char *what);

@@ -15,9 +15,8 @@ static size_t stack_depth; /* heap.stackDepth: frames kept nearest the leaf */
 /* heapStart(samplingIntervalBytes, stackDepth) */
 static napi_value m_start(napi_env env, napi_callback_info info)
 {
-    size_t argc = 2;
     napi_value argv[2];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 2);
     double bytes = 524288, depth = 64;
     if (argc >= 1)
         js_double(env, argv[0], &bytes);
@@ -50,9 +49,8 @@ static napi_value m_wanted(napi_env env, napi_callback_info info)
  *            nodeObjects Float64Array, nodeBytes Float64Array) -> recorded */
 static napi_value m_record(napi_env env, napi_callback_info info)
 {
-    size_t argc = 7;
     napi_value argv[7];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 7);
     if (argc < 7)
         return throw_msg(env, "ERR_INVALID_ARG_TYPE", "heapRecord: 7 arguments");
     if (!heap_drv || !agent_current())
