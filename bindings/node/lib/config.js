@@ -185,7 +185,7 @@ function parseEnvPairs(name, raw) {
 /**
  * options: the object given to init(); env: process.env (or a test's object);
  * coreNames: native.settingNames(). Returns
- *   { settings, env, origins, kind, wall, heap, frames }
+ *   { settings, env, origins, kind, wall, heap, frames, unknownEnv }
  * settings/env go to native.start; origins maps a core name to the option or
  * variable it came from (to name it in the core's errors).
  */
@@ -384,18 +384,25 @@ function resolveConfig(options, env, coreNames) {
   // The core's environment: PYROSCOPE_* and OTEL_*, without the anchor's variables
   // (converted above) and without those of settings given here (an option wins, so
   // a bad variable beside it must not fail).
+  // Unknown PYROSCOPE_* variables are reported once by init() (the core would warn at
+  // every check and start).
   const coreEnv = {};
+  const unknownEnv = [];
+  const coreSet = new Set(coreNames);
   for (const [k, v] of Object.entries(env)) {
     if (typeof v !== 'string') continue;
     if (k.startsWith('OTEL_')) {
       coreEnv[k] = v;
     } else if (k.startsWith('PYROSCOPE_') && !ANCHOR_ENV.includes(k)) {
       const core = k.slice('PYROSCOPE_'.length).toLowerCase();
-      if (!given.has(core) && !INTERNAL.has(core)) coreEnv[k] = v;
+      if (!coreSet.has(core)) unknownEnv.push(k);
+      else if (!given.has(core)) coreEnv[k] = v;
     }
   }
 
-  return { settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, frames };
+  return {
+    settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, frames, unknownEnv,
+  };
 }
 
 // The core names a setting by its core name ("sample_rate: ..."); say what the user

@@ -101,6 +101,12 @@ describe('api config: options and variables', () => {
     assert.ok(!('PYROSCOPE_APPLICATION_NAME' in o.env), 'a variable beside its option is not passed on');
   });
 
+  it('reports unknown PYROSCOPE_* variables instead of passing them to the core', () => {
+    const r = resolve({ appName: 'a' }, { PYROSCOPE_FOO: '1', PYROSCOPE_TAGS: 'a=b', OTEL_SERVICE_NAME: 's', HOME: '/x' });
+    assert.deepStrictEqual(r.unknownEnv, ['PYROSCOPE_FOO']);
+    assert.deepStrictEqual(Object.keys(r.env).sort(), ['OTEL_SERVICE_NAME', 'PYROSCOPE_TAGS']);
+  });
+
   it('PYROSCOPE_ADHOC_SERVER_ADDRESS overrides the server address, as in the anchor', () => {
     const r = resolve({ appName: 'a', serverAddress: 'http://opt:1' }, { PYROSCOPE_ADHOC_SERVER_ADDRESS: 'http://adhoc:2' });
     assert.strictEqual(r.settings.server_address, 'http://adhoc:2');
