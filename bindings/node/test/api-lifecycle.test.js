@@ -4,7 +4,7 @@
 // refused with a clear error, never a crash).
 const assert = require('assert');
 const { Worker } = require('worker_threads');
-const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn } = require('./api-helpers');
+const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn, inFunction } = require('./api-helpers');
 
 const native = loadNative();
 const api = require('../lib');
@@ -35,7 +35,7 @@ describe('api life cycle', function () {
     function burnSecondRun() { return burn(100); }
     burnSecondRun();
     await api.stop();
-    const has = (dir, fn) => count(samplesOf(decodeFolder(dir), 'cpu'), (s) => s.names.some((n) => n.includes(`:${fn}:`)));
+    const has = (dir, fn) => count(samplesOf(decodeFolder(dir), 'cpu'), inFunction(fn));
     assert.ok(has(first, 'burnFirstRun') > 0, 'first run profiled');
     assert.ok(has(second, 'burnSecondRun') > 0, 'second run profiled');
     assert.strictEqual(has(second, 'burnFirstRun'), 0, 'second run has only its own samples');
