@@ -372,8 +372,9 @@ function resolveConfig(options, env, coreNames) {
     'PYROSCOPE_SHORTEN_PATHS', envBool);
   if (shorten) frames.shortenPaths = shorten.value;
 
-  // The time profile: on-CPU (the shared default) or wall clock.
-  let oncpu = true;
+  // The time profile: on-CPU (the shared default) or wall clock. Asking for the anchor's
+  // wall.collectCpuTime without saying oncpu means wall profiles with CPU time in them.
+  let oncpu = !(cpuTime && cpuTime.value === true);
   if (given.has('oncpu')) oncpu = settings.oncpu;
   else if (envBool(env, 'PYROSCOPE_ONCPU') !== undefined) oncpu = envBool(env, 'PYROSCOPE_ONCPU');
 

@@ -53,6 +53,15 @@ describe('api config: options and variables', () => {
     assert.strictEqual(r.settings.sample_rate, undefined); // the core's 100 Hz
   });
 
+  it('start() profiles on-CPU time, wall time with oncpu: false or the anchor\'s wall.collectCpuTime', () => {
+    assert.strictEqual(resolve({ appName: 'a' }).kind, 'cpu');
+    assert.strictEqual(resolve({ appName: 'a', oncpu: false }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_ONCPU: 'false' }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a', wall: { collectCpuTime: true } }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_WALL_COLLECT_CPU_TIME: '1' }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a', oncpu: true, wall: { collectCpuTime: true } }).kind, 'cpu');
+  });
+
   it('writes to a folder only when outputDir (or its variable) is the destination', () => {
     assert.strictEqual(resolve({ appName: 'a', outputDir: '/tmp/p' }).settings.server_address, undefined);
     assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_OUTPUT_DIR: '/tmp/p' }).settings.server_address, undefined);

@@ -97,6 +97,16 @@ describe('api export', function () {
     assert.ok(keep.length === 100000);
   });
 
+  it('wall.collectCpuTime: start() writes wall profiles with CPU time in them', async () => {
+    const dir = tmpdir('pn-cputime-');
+    api.init({ appName: 'cputime.test', outputDir: dir, uploadInterval: 1, wall: { collectCpuTime: true } });
+    api.start();
+    burn(100);
+    await api.stop();
+    const types = decodeFolder(dir).map((p) => p.sampleTypes);
+    assert.ok(types.some((t) => t.includes('wall/nanoseconds') && t.includes('cpu/nanoseconds')), JSON.stringify(types));
+  });
+
   it('startWallProfiling alone writes a wall profile; stopWallProfiling stops it', async () => {
     const dir = tmpdir('pn-wall-');
     api.init({ appName: 'wall.test', outputDir: dir, uploadInterval: 1 });
