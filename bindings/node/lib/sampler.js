@@ -128,9 +128,11 @@ function recordCpu(profile) {
   const ft = frameTable(mapFrameOf());
   const nodeFrame = new Int32Array(n);
   const nodeParent = new Int32Array(n).fill(-1);
+  let idleFrame = -1; // the event loop waiting: never labelled
   for (let i = 0; i < n; i++) {
     const nd = nodes[i];
     nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
+    if (nd.callFrame.functionName === '(idle)' && !nd.callFrame.url) idleFrame = nodeFrame[i];
     if (nd.children) for (const c of nd.children) { const j = pos.get(c); if (j !== undefined) nodeParent[j] = i; }
   }
   const samples = profile.samples || [];
@@ -145,7 +147,7 @@ function recordCpu(profile) {
     sampleTime[i] = t;
   }
   addon.joinProfile(ft.names, ft.files, Int32Array.from(ft.lines), nodeFrame, nodeParent,
-    sampleNode, sampleTime, profile.endTime);
+    sampleNode, sampleTime, profile.endTime, idleFrame);
 }
 
 function rotate() {
