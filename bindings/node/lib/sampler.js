@@ -8,7 +8,6 @@
 // samples to the SIGPROF brackets and records them (join.c).
 // Heap: V8's sampling heap profiler; a snapshot of its live samples is
 // recorded once per store period (heap.c).
-const inspector = require('inspector');
 const path = require('path');
 const { pathToFileURL } = require('url');
 const addon = require('./addon');
@@ -25,6 +24,8 @@ function synthetic(cf) {
   return (cf.functionName === '(root)' && !cf.url) || own(cf.url);
 }
 
+// node:inspector is loaded when a profiler starts (it costs memory).
+let inspector = null;
 let session = null;
 let profiling = false; // a V8 CPU profile is running
 let title = 0;
@@ -45,6 +46,7 @@ function post(method, params) {
 
 function ensureSession() {
   if (session) return;
+  if (!inspector) inspector = require('inspector');
   session = new inspector.Session();
   session.connect();
   session.on('Profiler.consoleProfileFinished', (m) => {
