@@ -4,7 +4,7 @@
 // (ERR_PYROSCOPE_WORKER, thrown as is).
 const path = require('path');
 
-const root = path.join(__dirname, '..', '..', '..');
+const root = path.join(__dirname, '..');  // bindings/node, where node-gyp builds
 let addon;
 let firstError;
 for (const dir of ['Release', 'Debug']) {
@@ -19,7 +19,7 @@ for (const dir of ['Release', 'Debug']) {
 if (!addon) {
   const err = new Error('pyroscope-native: the native addon is not built (' +
     (firstError && firstError.message) + '). Build it with `npm install` (or `npm ci`, or ' +
-    '`make build-node`) in ' + root);
+    '`make build-node`) in ' + path.join(root, '..', '..'));
   err.code = 'ERR_PYROSCOPE_NOT_BUILT';
   throw err;
 }

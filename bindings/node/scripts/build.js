@@ -28,7 +28,9 @@ function localNodeDir() {
 
 // --incremental (make build-node): reuse build/ when it was configured,
 // so only changed sources compile.
-const root = path.join(__dirname, '..', '..', '..');
+// node-gyp runs in bindings/node (binding.gyp's folder): its build/ must
+// not be the repository's CMake build/, which `rebuild` would delete.
+const root = path.join(__dirname, '..');
 const incremental = process.argv.includes('--incremental') &&
   fs.existsSync(path.join(root, 'build', 'Makefile'));
 const args = [nodeGyp(), incremental ? 'build' : 'rebuild'];
