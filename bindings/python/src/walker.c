@@ -745,12 +745,16 @@ void py_walker_walk(void *ctx, pn_tick *t)
                 torn = 1;
             else
                 depth = walk_frames(w, fp, syms, gen, &torn);
-            if (torn)
+            /* Wall mode did not read the thread's clock before the walk: a
+             * stack that could not be read may be that of a thread that
+             * exited, which is no sample (on-CPU mode skipped it already). */
+            int gone = torn && !pn_tick_opts(t)->oncpu && pn_tick_cpu_delta(t, tid) < 0;
+            if (torn && !gone)
                 bump(&w->walk_errors, 1);
             /* No Python frame and nothing failed: the thread runs no Python
              * code now, so there is nothing to attribute. A torn stack with
              * no frame is still recorded (as [unknown]). */
-            if (depth > 0 || torn) {
+            if (!gone && (depth > 0 || torn)) {
                 const char *name = NULL;
                 if (pn_tick_opts(t)->report_thread_name &&
                     pn_thread_name_get(tid, w->thread_name, sizeof w->thread_name))
