@@ -536,6 +536,7 @@ static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64
     size_t n = read_chain(w, fp, torn);
     walk_counts cnt = {0, 0};
     _Alignas(8) uint8_t co[PNW_SPAN_MAX];
+    const void *copied = NULL; /* the code object co holds a copy of */
     size_t depth = 0;
     for (size_t i = 0; i < n; i++) {
         const chain_frame *c = &w->chain[i];
@@ -547,10 +548,15 @@ static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64
             __builtin_prefetch((const char *)ahead + 128);
             __builtin_prefetch((const char *)cache_slot(w, ahead, 0) + 64);
         }
-        if (c->code == NULL || pn_safe_read(co, c->code, L->co_span) != 0 ||
-            pnw_ptr(co, L->co_type) != (const void *)&PyCode_Type) {
-            *torn = 1;
-            break;
+        /* Recursion: a frame of the code object the frame before ran
+         * uses the copy this walk just took and checked. */
+        if (c->code != copied) {
+            if (c->code == NULL || pn_safe_read(co, c->code, L->co_span) != 0 ||
+                pnw_ptr(co, L->co_type) != (const void *)&PyCode_Type) {
+                *torn = 1;
+                break;
+            }
+            copied = c->code;
         }
         int addr, rc = frame_addr(L, c, co, &addr);
         if (rc > 0)
@@ -745,12 +751,16 @@ void py_walker_walk(void *ctx, pn_tick *t)
                 torn = 1;
             else
                 depth = walk_frames(w, fp, syms, gen, &torn);
-            if (torn)
+            /* Wall mode did not read the thread's clock before the walk: a
+             * stack that could not be read may be that of a thread that
+             * exited, which is no sample (on-CPU mode skipped it already). */
+            int gone = torn && !pn_tick_opts(t)->oncpu && pn_tick_cpu_delta(t, tid) < 0;
+            if (torn && !gone)
                 bump(&w->walk_errors, 1);
             /* No Python frame and nothing failed: the thread runs no Python
              * code now, so there is nothing to attribute. A torn stack with
              * no frame is still recorded (as [unknown]). */
-            if (depth > 0 || torn) {
+            if (!gone && (depth > 0 || torn)) {
                 const char *name = NULL;
                 if (pn_tick_opts(t)->report_thread_name &&
                     pn_thread_name_get(tid, w->thread_name, sizeof w->thread_name))

@@ -173,14 +173,22 @@ int64_t pn_tick_cpu_delta(pn_tick *t, pid_t tid)
 
 int pn_tick_begin_thread(pn_tick *t, pid_t tid, int64_t *value_ns)
 {
-    int64_t d = pn_tick_cpu_delta(t, tid);
-    if (d < 0)
-        return 0; /* the thread is gone */
-    if (t->s->o.oncpu && d <= 0) {
-        atomic_fetch_add_explicit(&t->s->idle_skipped, 1, memory_order_relaxed);
-        return 0;
+    /* Wall mode needs no CPU clock: reading another thread's clock is a
+     * syscall (about a microsecond, a tenth of a stack), and the value is
+     * the tick's wall time anyway. A walker that finds a stack unreadable
+     * can still ask pn_tick_cpu_delta whether the thread exited. */
+    if (t->s->o.oncpu) {
+        int64_t d = pn_tick_cpu_delta(t, tid);
+        if (d < 0)
+            return 0; /* the thread is gone */
+        if (d == 0) {
+            atomic_fetch_add_explicit(&t->s->idle_skipped, 1, memory_order_relaxed);
+            return 0;
+        }
+        *value_ns = d;
+    } else {
+        *value_ns = t->wall_ns;
     }
-    *value_ns = t->s->o.oncpu ? d : t->wall_ns;
     t->labels_tid = tid;
     t->labels = pn_labels_of_thread(tid);
     return 1;
