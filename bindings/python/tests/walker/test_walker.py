@@ -197,9 +197,9 @@ def test_non_ascii_file_name(wt, tmp_path):
     path = tmp_path / "módulo_日本_😀.py"
     path.write_text("import time\n\n"
                     "def über(seconds):\n"
-                    "    stop = time.perf_counter() + seconds\n"
+                    "    stop = time.thread_time() + seconds\n"
                     "    x = 0\n"
-                    "    while time.perf_counter() < stop: x += 1  # MARK:uber\n",
+                    "    while time.thread_time() < stop: x += 1  # MARK:uber\n",
                     encoding="utf-8")
     spec = importlib.util.spec_from_file_location("modulo_nonascii", path)
     mod = importlib.util.module_from_spec(spec)
