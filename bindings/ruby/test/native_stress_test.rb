@@ -67,6 +67,8 @@ class NativeStressTest < Minitest::Test
     # (torn by a GC, on the alternate stack, or too late) or still busy.
     assert_operator stats["torn"] + stats["altstack"], :<=, stats["discarded"], out
     assert_operator stats["requested"], :>=, stats["captured"], out
-    assert_equal stats["captured"], stats["recorded"], out
+    # A capture is recorded unless the recording job found a frame a GC
+    # step on another thread had freed or moved (torn_late).
+    assert_equal stats["captured"], stats["recorded"] + stats["torn_late"], out
   end
 end

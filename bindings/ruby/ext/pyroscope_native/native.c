@@ -201,7 +201,6 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
                "handler (time in long C calls is charged to the Ruby code after them)", why);
     capture_set_in_job(job_mode);
     symbolize_reset();
-    gc_guard_enable(1);
     g_agent = a;
     atomic_store(&g_driver, d);
     if (threads_join_current(&e) != 0)
@@ -240,6 +239,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
         PUT("below_min_cpu", ds->below_min_cpu);
     }
     PUT("torn", capture_torn());
+    PUT("torn_late", symbolize_torn());
     PUT("altstack", capture_altstack());
     PUT("handler_ns", capture_handler_ns());
     PUT("job_ns", capture_job_ns());
@@ -278,7 +278,6 @@ static pn_driver *retire_driver(pn_driver_stats *ds)
     while (atomic_load(&handlers_active) > 0)
         nanosleep(&step, NULL);
     pn_driver_get_stats(d, ds);
-    gc_guard_enable(0);
     return d;
 }
 
@@ -439,7 +438,6 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     rb_define_module_function(g_mNative, "_before_exec", m_before_exec, 0);
     rb_define_module_function(g_mNative, "_restart", m_restart, 0);
 
-    gc_guard_init();
     threads_init(g_mNative);
     labels_init(g_mNative);
     log_init(g_mNative);

@@ -62,6 +62,7 @@ void symbolize_drain(pn_driver *d);
 void symbolize_reset(void);
 void symbolize_mark(void);              /* GC mark: the cache's frames */
 uint64_t symbolize_jobs(void);
+uint64_t symbolize_torn(void);          /* dropped: a frame was not a frame */
 
 /* thread_registry.c */
 typedef struct rthread {
@@ -84,11 +85,8 @@ int threads_join_wanted(pid_t tid);
 void threads_join_job(void *unused);
 uint64_t threads_joined_count(void);
 
-/* gc_guard.c */
-void gc_guard_init(void);
-void gc_guard_enable(int on);           /* GVL */
-/* A cycle number that changes whenever a GC may free or move objects; odd
- * while marking or a GC step runs (captures then are not safe). */
+/* gc_guard.c: a number that changes when a GC cycle begins; odd while a
+ * GC step runs on this thread (a capture then is not safe). Handler-safe. */
 uint64_t gc_guard_cycle(void);
 
 /* fiber_labels.c */

@@ -26,7 +26,21 @@ typedef struct {
 
 static cache_entry cache[CACHE_SIZE];
 static uint64_t cache_symgen;   /* pn_symbols generation it is valid for */
-static uint64_t jobs;
+static uint64_t jobs, torn;
+
+uint64_t symbolize_torn(void) { return torn; }
+
+/* A frame rb_profile_frames can hand out: an iseq or a method entry (both
+ * imemo objects; the imemo kind sits in the flags above the user-flag
+ * shift, 6 = method entry and 7 = iseq in Ruby 3.1-3.4). Anything else is
+ * a slot a concurrent GC step freed or moved: never pass it on. */
+static int frame_ok(VALUE f)
+{
+    if (RB_SPECIAL_CONST_P(f) || RB_BUILTIN_TYPE(f) != T_IMEMO)
+        return 0;
+    unsigned kind = (unsigned)((RBASIC(f)->flags >> RUBY_FL_USHIFT) & 0x0f);
+    return kind == 6 || kind == 7;
+}
 /* Frame ids of the capture being recorded: max_depth + 1 (GVL). */
 static pn_frame_id *ids;
 static size_t ids_cap;
@@ -92,6 +106,13 @@ static void on_capture(void *ud, pn_driver *d, const pn_capture_view *v)
     const capture_header *h = v->data;
     const VALUE *frames = (const VALUE *)((const uint8_t *)v->data + sizeof *h);
     const int *lines = (const int *)(frames + h->depth);
+    for (int i = 0; i < h->depth; i++) {
+        if (!frame_ok(frames[i])) {
+            torn++;
+            unpin(h->owner, frames);
+            return;
+        }
+    }
     pn_period *p = h->depth > 0 ? pn_record_period(d, v->time_ns) : NULL;
     if (p) {
         pn_symbols *s = pn_period_symbols(p);
