@@ -49,4 +49,24 @@ class NativeCpuSplitTest < Minitest::Test
       assert_operator stats["threads_joined"], :>=, 4, msg
     end
   end
+
+  def wall_sleeper = sleep(1.0)
+
+  # oncpu = false: every joined thread is sampled each tick, sleeping or
+  # not, with the tick's wall time.
+  def test_wall_mode_samples_sleeping_threads
+    Dir.mktmpdir do |dir|
+      Pyroscope::Native.start(settings(dir, oncpu: false), {})
+      t = Thread.new { wall_sleeper }
+      spin_alpha(0.3)
+      t.join
+      stats = Pyroscope::Native.stop
+      samples = decode_dir(dir)
+      assert(Dir.children(dir).all? { |f| f.include?("-wall-") }, Dir.children(dir).inspect)
+      slept = charged(samples, "wall_sleeper") / 1e9
+      # About 1 s of wall; wide margins for a loaded machine.
+      assert_operator slept, :>, 0.6, stats.inspect
+      assert_operator slept, :<, 1.4, stats.inspect
+    end
+  end
 end
