@@ -381,9 +381,12 @@ typedef struct {
     uint32_t max_threads;       /* registered at once (default 1024) */
     int64_t min_cpu_ns;         /* CPU a thread must use before it is
                                  * signalled (default 1/10 interval) */
-    int64_t wait_ns;            /* how long a tick waits for captures
-                                 * (default min(interval/2, 10 ms)) */
-    /* Optional, sampler thread: captures were committed this tick. */
+    int64_t wait_ns;            /* how long a request may stay unanswered;
+                                 * the next tick after that takes it back
+                                 * as a timeout (default min(interval/2,
+                                 * 10 ms)) */
+    /* Optional, sampler thread: a tick signalled threads (their captures
+     * arrive after it). */
     void (*notify)(void *ctx);
 
     /* batch */

@@ -12,7 +12,6 @@
  * loads and stores.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -190,30 +189,17 @@ void *pn_capture_buffer(pn_capture *c, size_t *size)
     return c->buf;
 }
 
-/* A request was answered (handler): the last answer of the tick the
- * sampler waits on wakes it (an answer to an older tick's request, which
- * the sampler stopped waiting for, counts for nothing). Atomics and the
- * futex syscall only: async-signal-safe. */
-static void answered(pn_capture *c)
-{
-    pn_driver *d = c->d;
-    if (c->time_ns == atomic_load(&d->wait_tick) && atomic_fetch_sub(&d->outstanding, 1) == 1)
-        syscall(SYS_futex, &d->outstanding, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
 void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
 {
     c->labels = labels;
     c->len = used <= c->d->capture_bytes ? used : c->d->capture_bytes;
     atomic_store(&c->state, SLOT_CAPTURED);
-    answered(c);
 }
 
 void pn_capture_abandon(pn_capture *c)
 {
     count(&c->d->discarded);
     atomic_store(&c->state, SLOT_FREE);
-    answered(c);
 }
 
 size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
@@ -223,7 +209,10 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         int want = SLOT_CAPTURED;
-        if (!atomic_compare_exchange_strong(&c->state, &want, SLOT_CONSUMING))
+        /* A plain load first: a locked CAS on every slot costs the
+         * consumer (an application thread) microseconds per drain. */
+        if (atomic_load_explicit(&c->state, memory_order_relaxed) != SLOT_CAPTURED ||
+            !atomic_compare_exchange_strong(&c->state, &want, SLOT_CONSUMING))
             continue;
         pn_capture_view v = {c->buf, c->len, c->labels, (uint64_t)atomic_load(&c->tid),
                              c->time_ns, c->value_ns};
@@ -250,11 +239,32 @@ static uint64_t oldest_capture(const pn_driver *d)
     return oldest;
 }
 
-/* The rendezvous driver's tick, on its sampler thread: pick the joined
- * threads that used CPU, signal them, wait a bounded time for captures. */
+/* The rendezvous driver's tick, on its sampler thread: take back the
+ * requests nobody answered within wait_ns, then pick the joined threads
+ * that used CPU and signal them. It does not wait for the answers (the
+ * next tick sees them): a second wake-up per tick would cost this thread
+ * more than everything else it does, and a wake-up from the handler would
+ * cost the sampled thread a syscall. */
+static void take_back_unanswered(pn_driver *d, int64_t now)
+{
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        int expected = SLOT_REQUESTED;
+        if (atomic_load_explicit(&c->state, memory_order_relaxed) == SLOT_REQUESTED &&
+            now - c->time_ns >= d->wait_ns &&
+            atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE)) {
+            /* Never answered (signal blocked, thread stopped): its CPU is
+             * charged to its next capture. */
+            c->carry += c->value_ns;
+            count(&d->timeouts);
+        }
+    }
+}
+
 static void rendezvous_tick(void *ctx, pn_tick *t)
 {
     pn_driver *d = ctx;
+    take_back_unanswered(d, pn_clock_ns(CLOCK_MONOTONIC));
     /* Hold what captures not yet consumed may point to, and no more: the
      * hold moves on as the consumer catches up. */
     pn_grace_hold(d->capture_reader, oldest_capture(d));
@@ -262,8 +272,6 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     int oncpu = pn_tick_opts(t)->oncpu;
     pid_t pid = getpid();
     uint32_t asked = 0;
-    atomic_store(&d->outstanding, 0);
-    atomic_store(&d->wait_tick, now);
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         pid_t tid = atomic_load(&c->tid);
@@ -305,12 +313,10 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         c->value_ns = value;
         /* Not older than the hold taken above, so the hold covers it. */
         c->gen = pn_grace_now();
-        atomic_fetch_add(&d->outstanding, 1);
         atomic_store(&c->state, SLOT_REQUESTED);
         if (syscall(SYS_tgkill, pid, tid, d->signo) != 0) {
             int expected = SLOT_REQUESTED;
-            if (atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE))
-                atomic_fetch_sub(&d->outstanding, 1);
+            atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE);
             count(&d->exited);
             continue;
         }
@@ -318,29 +324,7 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         count(&d->requested);
         asked++;
     }
-    if (!asked)
-        return;
-    int64_t deadline = now + d->wait_ns;
-    /* Sleep until the last request is answered, or the deadline. */
-    for (;;) {
-        int left_answers = atomic_load(&d->outstanding);
-        int64_t left = deadline - pn_clock_ns(CLOCK_MONOTONIC);
-        if (left_answers <= 0 || left <= 0)
-            break;
-        struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
-        syscall(SYS_futex, &d->outstanding, FUTEX_WAIT_PRIVATE, left_answers, &ts, NULL, 0);
-    }
-    for (uint32_t i = 0; i < d->nslots; i++) {
-        pn_capture *c = &d->slots[i];
-        int expected = SLOT_REQUESTED;
-        if (atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE)) {
-            /* Never answered (signal blocked, thread stopped): its CPU is
-             * charged to its next capture. */
-            c->carry += c->value_ns;
-            count(&d->timeouts);
-        }
-    }
-    if (d->o.notify)
+    if (asked && d->o.notify)
         d->o.notify(d->o.ctx);
 }
 

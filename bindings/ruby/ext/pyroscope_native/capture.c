@@ -81,10 +81,13 @@ static void schedule_job(void)
 #endif
 }
 
-static int on_alt_stack(void)
+/* Whether this handler runs on the thread's alternate signal stack: it
+ * interrupted a handler that runs there (the GC compaction read barrier's
+ * SEGV handler), where the VM is mid-change. */
+static int on_alt_stack(const rthread *r)
 {
-    stack_t ss;
-    return sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK);
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    return sp >= r->altstack_lo && sp < r->altstack_hi;
 }
 
 /* Capture into c's buffer for the thread's registry entry r. Returns 1
@@ -155,7 +158,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     if (!c)
         goto out;
     int64_t t0 = cpu_ns();
-    if (on_alt_stack()) {
+    if (on_alt_stack(r)) {
         atomic_fetch_add_explicit(&altstack, 1, memory_order_relaxed);
         pn_capture_abandon(c);
         goto out;

@@ -72,6 +72,10 @@ typedef struct rthread {
      * thread leaves (GVL). Read by the GC mark function (GVL). */
     _Atomic(VALUE *) pin_frames;
     _Atomic int pin_depth;
+    /* The thread's alternate signal stack (Ruby gives each thread one),
+     * read at join: the handler checks its own stack pointer against it
+     * without a syscall. */
+    uintptr_t altstack_lo, altstack_hi;
 } rthread;
 void threads_init(VALUE mNative);
 int threads_join_current(pn_error *e);  /* GVL */

@@ -76,6 +76,12 @@ int threads_join_current(pn_error *e)
         if (atomic_compare_exchange_strong(&table[i].tid, &none, tid)) {
             atomic_store(&table[i].pin_depth, 0);
             atomic_store(&table[i].pin_frames, NULL);
+            stack_t ss;
+            table[i].altstack_lo = table[i].altstack_hi = 0;
+            if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE)) {
+                table[i].altstack_lo = (uintptr_t)ss.ss_sp;
+                table[i].altstack_hi = (uintptr_t)ss.ss_sp + ss.ss_size;
+            }
             tl_tid = tid;
             tl_rt = &table[i];
             atomic_fetch_add(&joined_total, 1);
