@@ -91,4 +91,27 @@ class NativeLabelsTest < Minitest::Test
     assert_raises(TypeError) { N.labels_restore("not a token") }
     assert_equal({}, N.labels_current)
   end
+
+  def named_work(s) = burn(s)
+
+  # report_thread_name / report_thread_id: the Ruby thread's name (set after
+  # it started) and its kernel tid on its samples.
+  def test_thread_name_and_id_labels
+    Dir.mktmpdir do |dir|
+      N.start(settings(dir, report_thread_name: true, report_thread_id: true), {})
+      t = Thread.new do
+        Thread.current.name = "worker-7"
+        named_work(0.3)
+        N.thread_id
+      end
+      tid = t.value
+      stats = N.stop
+      mine = decode_dir(dir).select { |s| s.stack.any? { |f| f.include?("named_work") } }
+      assert_operator mine.sum(&:count), :>=, 5, stats.inspect
+      # The first capture may come before the name was read.
+      named = mine.select { |s| s.labels["thread_name"] == "worker-7" }
+      assert_operator named.sum(&:count), :>=, mine.sum(&:count) - 2, mine.map(&:labels).uniq.inspect
+      assert(mine.all? { |s| s.labels["thread_id"] == tid.to_s }, mine.map(&:labels).uniq.inspect)
+    end
+  end
 end

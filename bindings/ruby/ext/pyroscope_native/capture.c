@@ -194,6 +194,8 @@ void capture_job(void *unused)
         else
             pn_capture_abandon(c);
     }
+    if (g_thread_names)
+        threads_refresh_name();
     int64_t t0 = cpu_ns();
     symbolize_drain(d);
     atomic_fetch_add_explicit(&job_ns, (uint64_t)(cpu_ns() - t0), memory_order_relaxed);

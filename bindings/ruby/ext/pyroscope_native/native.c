@@ -18,6 +18,7 @@
 
 _Atomic(pn_driver *) g_driver;
 int g_max_depth = 128;
+int g_thread_names;
 VALUE g_mNative, g_eConfigError, g_eError;
 
 static pn_agent *g_agent;       /* GVL */
@@ -185,6 +186,7 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
         raise_pn_error(&e);
     }
     g_max_depth = (int)c.max_depth;
+    g_thread_names = c.report_thread_name;
     pn_driver_opts o;
     memset(&o, 0, sizeof o);
     o.kind = PN_DRIVER_RENDEZVOUS;

@@ -37,6 +37,7 @@ typedef struct {
  * by start/stop, read by the handler. */
 extern _Atomic(pn_driver *) g_driver;
 extern int g_max_depth;         /* frames per capture; GVL at start */
+extern int g_thread_names;      /* report_thread_name; GVL at start */
 extern VALUE g_mNative, g_eConfigError, g_eError;
 /* The handler brackets its use of g_driver (stop waits for none left). */
 void handler_enter(void);
@@ -76,6 +77,8 @@ typedef struct rthread {
      * read at join: the handler checks its own stack pointer against it
      * without a syscall. */
     uintptr_t altstack_lo, altstack_hi;
+    /* The name last handed to the core (report_thread_name), GVL only. */
+    char name[64];
 } rthread;
 void threads_init(VALUE mNative);
 int threads_join_current(pn_error *e);  /* GVL */
@@ -83,6 +86,7 @@ void threads_leave_current(void);       /* GVL */
 void threads_start(void);               /* GVL: hooks on, existing threads asked to join */
 void threads_stop(pn_driver *d);         /* GVL */
 void threads_after_fork_child(void);    /* GVL, in the child */
+void threads_refresh_name(void);        /* GVL: the calling thread's name */
 rthread *threads_current(void);         /* handler-safe TLS read */
 /* Handler: this thread was asked to join at start; registers the job. */
 int threads_join_wanted(pid_t tid);

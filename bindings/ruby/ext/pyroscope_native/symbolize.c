@@ -122,7 +122,10 @@ static void on_capture(void *ud, pn_driver *d, const pn_capture_view *v)
         if (h->truncated)
             ids[n++] = PN_FRAME_TRUNCATED;
         int64_t values[2] = {v->value_ns, 1};
-        pn_sample smp = {ids, n, v->labels, v->tid, NULL, values, v->time_ns};
+        char name[PN_THREAD_NAME_MAX];
+        const char *tname =
+            g_thread_names && pn_thread_name_get((pid_t)v->tid, name, sizeof name) ? name : NULL;
+        pn_sample smp = {ids, n, v->labels, v->tid, tname, values, v->time_ns};
         pn_record(d, p, &smp);
     }
     unpin(h->owner, frames);

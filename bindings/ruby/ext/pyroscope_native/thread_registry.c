@@ -17,6 +17,8 @@
 #include "native.h"
 
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -82,14 +84,31 @@ int threads_join_current(pn_error *e)
                 table[i].altstack_lo = (uintptr_t)ss.ss_sp;
                 table[i].altstack_hi = (uintptr_t)ss.ss_sp + ss.ss_size;
             }
+            table[i].name[0] = 0;
             tl_tid = tid;
             tl_rt = &table[i];
             atomic_fetch_add(&joined_total, 1);
+            threads_refresh_name();
             return 0;
         }
     }
     pn_rendezvous_leave(d);
     return pn_fail(e, PN_ELIMIT, "more than %d Ruby threads to profile at once", MAX_THREADS);
+}
+
+/* Copy Thread#name into the core's table when it changed (threads are
+ * usually named after they started, so the capture job asks again). */
+void threads_refresh_name(void)
+{
+    rthread *r = threads_current();
+    if (!r || !g_thread_names)
+        return;
+    VALUE name = rb_funcall(rb_thread_current(), rb_intern("name"), 0);
+    const char *s = RB_TYPE_P(name, T_STRING) ? StringValueCStr(name) : "";
+    if (strncmp(s, r->name, sizeof r->name - 1) == 0)
+        return;
+    snprintf(r->name, sizeof r->name, "%s", s);
+    pn_thread_name_set(tl_tid, s, NULL);
 }
 
 static void clear_entry(rthread *r)
@@ -107,6 +126,8 @@ void threads_leave_current(void)
     pn_driver *d = atomic_load(&g_driver);
     if (d)
         pn_rendezvous_leave(d);
+    if (r->name[0])
+        pn_thread_name_set(tl_tid, NULL, NULL);
     clear_entry(r);
     tl_rt = NULL;
 }
