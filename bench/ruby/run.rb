@@ -48,7 +48,7 @@ rounds.times do |r|
   results["direct"] << {app_us: 1e-3 * (n["handler_ns"] + n["job_ns"]) / [n["samples"], 1].max,
                         handler_us: 1e-3 * n["handler_ns"] / [n["samples"], 1].max,
                         sampler_us: 1e-3 * n["sampler_cpu_ns"] / [n["ticks"], 1].max,
-                        timeouts: n["timeouts"], torn: n["torn"]}
+                        timeouts: n["timeouts"], torn: n["torn"], gc: n["gc_samples"]}
   $stderr.puts format("round %d/%d: base %.2fs cpu; stackprof %+.3fs (%d samples); native %+.3fs (%d samples)",
                       r + 1, rounds, row["base"]["cpu"], results["stackprof"].last[:own],
                       row["stackprof"]["samples"], results["native"].last[:own], row["native"]["samples"])
@@ -93,7 +93,8 @@ puts
 puts "Direct costs (medians of the rounds):"
 puts format("- pyroscope-native, per sample on the application thread (handler + recording job): %.1f us " \
             "(handler alone %.1f us)", median(d.map { |x| x[:app_us] }), median(d.map { |x| x[:handler_us] }))
-puts format("- pyroscope-native, sampler thread per tick: %.1f us; timeouts per run %d, torn captures %d",
-            median(d.map { |x| x[:sampler_us] }), median(d.map { |x| x[:timeouts] }), median(d.map { |x| x[:torn] }))
+puts format("- pyroscope-native, sampler thread per tick: %.1f us; per run: timeouts %d, torn captures %d, " \
+            "samples in a GC step %d", median(d.map { |x| x[:sampler_us] }), median(d.map { |x| x[:timeouts] }),
+            median(d.map { |x| x[:torn] }), median(d.map { |x| x[:gc] }))
 puts(sp_sample_us ? format("- stackprof, one StackProf.sample at depth ~12: %.2f us", sp_sample_us) :
                     "- stackprof sample cost: not measured (StackProf.sample failed)")

@@ -46,7 +46,7 @@ samples = case mode
             StackProf.results[:samples]
           when "native"
             st = Pyroscope::Native.stop
-            extra = st.slice("handler_ns", "job_ns", "sampler_cpu_ns", "ticks", "timeouts", "torn")
+            extra = st.slice("handler_ns", "job_ns", "sampler_cpu_ns", "ticks", "timeouts", "torn", "gc_samples")
             st["captured"]
           else 0
           end

@@ -28,7 +28,9 @@ static atomic_int vm_alive = 1;
 static atomic_int in_job_mode;
 static struct sigaction ours_installed;
 static int installed;           /* GVL */
-static _Atomic uint64_t torn, altstack;
+static _Atomic uint64_t torn, altstack, in_gc;
+
+uint64_t capture_gc(void) { return atomic_load(&in_gc); }
 /* CPU spent capturing in handlers and recording in jobs (the thread's CPU
  * clock: a wall clock would count the time the thread was preempted): the
  * per-sample cost the application thread pays, the two clock reads
@@ -117,14 +119,21 @@ static int fill(pn_capture *c, rthread *r)
         max = g_max_depth + 1;
     int *lines = (int *)(frames + max);
     uint64_t g0 = gc_guard_cycle();
+    h->owner = r;
+    h->truncated = 0;
     if (g0 & 1) {
-        atomic_fetch_add_explicit(&torn, 1, memory_order_relaxed);
-        return 0;
+        /* The thread is running a GC step: the stack is not safe to read,
+         * but the CPU is the GC's. Charge it to a GC frame (as stackprof
+         * does) rather than lose it. */
+        h->depth = 0;
+        h->in_gc = 1;
+        atomic_fetch_add_explicit(&in_gc, 1, memory_order_relaxed);
+        return 1;
     }
+    h->in_gc = 0;
     int n = rb_profile_frames(0, max, frames, lines);
     if (n <= 0)
         return 0;
-    h->owner = r;
     h->truncated = n > g_max_depth;
     h->depth = n > g_max_depth ? g_max_depth : n;
     /* lines must sit right after max frames: move them when n < max so

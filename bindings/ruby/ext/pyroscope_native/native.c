@@ -241,6 +241,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
         PUT("below_min_cpu", ds->below_min_cpu);
     }
     PUT("torn", capture_torn());
+    PUT("gc_samples", capture_gc());
     PUT("torn_late", symbolize_torn());
     PUT("altstack", capture_altstack());
     PUT("handler_ns", capture_handler_ns());

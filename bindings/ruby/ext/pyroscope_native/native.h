@@ -30,7 +30,9 @@ typedef struct {
     struct rthread *owner;      /* the registry entry whose pin covers it */
     uint64_t gc_cycle;          /* gc_guard cycle at capture */
     int32_t depth;
-    int32_t truncated;          /* deeper than max_depth */
+    int16_t truncated;          /* deeper than max_depth */
+    int16_t in_gc;              /* the signal came during a GC step: no
+                                 * frames, recorded as "(garbage collection)" */
 } capture_header;
 
 /* native.c: the running driver (NULL when stopped). Written under the GVL
@@ -50,6 +52,7 @@ int capture_in_job(void);
 void capture_vm_exited(void);           /* from ruby_vm_at_exit */
 void capture_before_exec(void);         /* GVL: no SIGPROF survives exec */
 uint64_t capture_torn(void);            /* abandoned: a GC overlapped */
+uint64_t capture_gc(void);              /* samples taken during a GC step */
 uint64_t capture_altstack(void);        /* abandoned: on the alt stack */
 uint64_t capture_handler_ns(void);      /* time in handlers that captured */
 uint64_t capture_job_ns(void);          /* time in jobs recording */

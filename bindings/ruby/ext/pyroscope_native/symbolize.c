@@ -113,10 +113,14 @@ static void on_capture(void *ud, pn_driver *d, const pn_capture_view *v)
             return;
         }
     }
-    pn_period *p = h->depth > 0 ? pn_record_period(d, v->time_ns) : NULL;
+    pn_period *p = h->depth > 0 || h->in_gc ? pn_record_period(d, v->time_ns) : NULL;
     if (p) {
         pn_symbols *s = pn_period_symbols(p);
         size_t n = 0;
+        if (h->in_gc) {
+            static const char gc[] = "(garbage collection)";
+            ids[n++] = pn_symbols_frame3(s, gc, sizeof gc - 1, "", 0, 0);
+        }
         for (int i = 0; i < h->depth && (size_t)i + 1 < ids_cap; i++)
             ids[n++] = frame_id(s, frames[i], lines[i]);
         if (h->truncated)
