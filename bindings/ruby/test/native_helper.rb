@@ -63,14 +63,33 @@ module NativeHelper
     samples
   end
 
-  # Run a Ruby script in its own process with this gem; [stdout+stderr, status].
-  def run_ruby(code, env: {}, timeout: 120)
+  # The first lines of every child script: this helper, N, a temporary
+  # folder in `dir`.
+  CHILD_PRELUDE = <<~'RUBY'
+    require "native_helper"
+    require "tmpdir"
+    include NativeHelper
+    N = Pyroscope::Native
+    dir = Dir.mktmpdir
+  RUBY
+
+  # Run a Ruby script (after CHILD_PRELUDE) in its own process with this
+  # gem; [stdout+stderr, status].
+  def run_ruby(code, env: {})
     Dir.mktmpdir do |dir|
       path = File.join(dir, "script.rb")
-      File.write(path, code)
+      File.write(path, CHILD_PRELUDE + code)
       out, st = Open3.capture2e(env, RbConfig.ruby, "-I", __dir__, path)
       [out, st]
     end
+  end
+
+  # In a child script: start, printing STARTED or REFUSED <why>.
+  def try_start(dir)
+    Pyroscope::Native.start(settings(dir), {})
+    puts "STARTED"
+  rescue Pyroscope::Native::Error => e
+    puts "REFUSED #{e.message}"
   end
 
   def settings(dir, **more)

@@ -11,24 +11,15 @@ class NativeSignalsTest < Minitest::Test
 
   def test_refuses_a_foreign_sigprof_handler
     out, st = run_ruby(<<~'RUBY')
-      require "native_helper"
-      require "tmpdir"
-      N = Pyroscope::Native
-      dir = Dir.mktmpdir
       trap("PROF") { }
-      begin
-        N.start(NativeHelper.settings(dir), {})
-        puts "STARTED"
-      rescue Pyroscope::Native::Error => e
-        puts "REFUSED #{e.message}"
-      end
+      try_start(dir)
       puts "RUNNING #{N.running?}"
       trap("PROF", "DEFAULT")
-      N.start(NativeHelper.settings(dir), {})
+      N.start(settings(dir), {})
       puts "AFTER #{N.running?}"
       # Ours again: a second start after stop reinstalls nothing foreign.
       N.stop
-      N.start(NativeHelper.settings(dir), {})
+      N.start(settings(dir), {})
       puts "AGAIN #{N.running?}"
       N.stop
     RUBY
@@ -46,20 +37,11 @@ class NativeSignalsTest < Minitest::Test
       skip "ruby-stackprof is not installed"
     end
     out, st = run_ruby(<<~'RUBY')
-      require "native_helper"
       require "stackprof"
-      require "tmpdir"
-      N = Pyroscope::Native
-      dir = Dir.mktmpdir
       StackProf.start(mode: :cpu, interval: 1000)
-      begin
-        N.start(NativeHelper.settings(dir), {})
-        puts "STARTED"
-      rescue Pyroscope::Native::Error => e
-        puts "REFUSED #{e.message}"
-      end
+      try_start(dir)
       StackProf.stop
-      N.start(NativeHelper.settings(dir), {})
+      N.start(settings(dir), {})
       puts "AFTER #{N.running?}"
       N.stop
     RUBY
@@ -72,11 +54,6 @@ class NativeSignalsTest < Minitest::Test
   # a failed exec leaves the profiler running.
   def test_exec_guard
     out, st = run_ruby(<<~RUBY)
-      require "native_helper"
-      require "tmpdir"
-      include NativeHelper
-      N = Pyroscope::Native
-      dir = Dir.mktmpdir
       N.start(settings(dir, sample_rate: 1000, sampler_cpu_budget: 0), {})
       workers = 2.times.map { Thread.new { loop { burn(0.01) } } }
       burn(0.2)

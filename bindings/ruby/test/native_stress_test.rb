@@ -11,11 +11,6 @@ class NativeStressTest < Minitest::Test
   include NativeHelper
 
   SCRIPT = <<~'RUBY'
-    require "native_helper"
-    require "tmpdir"
-    include NativeHelper
-    N = Pyroscope::Native
-    dir = Dir.mktmpdir
     N.start(settings(dir, sample_rate: 1000, sampler_cpu_budget: 0), {})
     def deep(n, &blk) = n.zero? ? blk.call : deep(n - 1, &blk)
     stop_at = Process.clock_gettime(Process::CLOCK_MONOTONIC) + Float(ENV.fetch("STRESS_SECONDS"))
