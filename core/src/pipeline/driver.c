@@ -30,6 +30,9 @@ enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_CAPTURING, SLOT_CAPTURED, SLOT_CONSUM
 
 struct pn_capture {
     _Atomic int state;
+    /* 1 once the thread found its slot (tl_capture); a slot claimed for it
+     * by another thread (pn_rendezvous_join_tid) starts at 0. */
+    _Atomic int adopted;
     /* The joined thread; 0: slot unused. Claimed by the joining thread
      * with a CAS, cleared when it leaves. */
     _Atomic pid_t tid;
@@ -69,10 +72,27 @@ static int serial_live(uint64_t serial)
     return 0;
 }
 
-/* The calling thread's slot in d, or NULL (none, or a stale one). */
-static pn_capture *own_capture(const pn_driver *d)
+/* The calling thread's slot in d, or NULL (none, or a stale one). A slot
+ * another thread claimed for us is adopted here: a scan by tid, only until
+ * found (async-signal-safe: loads, one CAS, thread-local stores). */
+static pn_capture *own_capture(pn_driver *d)
 {
-    return tl_capture && d && tl_serial == d->serial ? tl_capture : NULL;
+    if (!d)
+        return NULL;
+    if (tl_capture && tl_serial == d->serial)
+        return tl_capture;
+    pid_t tid = pn_gettid();
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        int no = 0;
+        if (atomic_load_explicit(&c->tid, memory_order_relaxed) == tid &&
+            atomic_compare_exchange_strong(&c->adopted, &no, 1)) {
+            tl_capture = c;
+            tl_serial = d->serial;
+            return c;
+        }
+    }
+    return NULL;
 }
 static pthread_key_t leave_key;
 static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
@@ -127,29 +147,49 @@ static void leave_at_exit(void *arg)
 
 static void make_leave_key(void) { pthread_key_create(&leave_key, leave_at_exit); }
 
-int pn_rendezvous_join(pn_driver *d, pn_error *e)
+/* Claim a free slot for thread tid. */
+static int claim(pn_driver *d, pid_t tid, int adopted, pn_capture **out, pn_error *e)
 {
-    if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
-        return pn_fail(e, PN_EINVAL, "rendezvous_join: not a rendezvous driver");
-    if (own_capture(d))
-        return 0;
-    if (tl_capture && serial_live(tl_serial))
-        return pn_fail(e, PN_ESTATE, "this thread joined another rendezvous driver");
-    tl_capture = NULL; /* stale: its driver was freed */
-    pthread_once(&leave_once, make_leave_key);
-    pid_t tid = pn_gettid();
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         pid_t none = 0;
-        if (atomic_load(&c->tid) == 0 && atomic_compare_exchange_strong(&c->tid, &none, tid)) {
-            tl_capture = c;
-            tl_serial = d->serial;
-            pthread_setspecific(leave_key, c);
-            return 0;
+        if (atomic_load(&c->tid) == 0) {
+            atomic_store(&c->adopted, adopted);
+            if (atomic_compare_exchange_strong(&c->tid, &none, tid)) {
+                *out = c;
+                return 0;
+            }
         }
     }
     return pn_fail(e, PN_ELIMIT, "more than %u threads joined the %s driver", d->nslots,
                    d->profile_type);
+}
+
+int pn_rendezvous_join(pn_driver *d, pn_error *e)
+{
+    if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
+        return pn_fail(e, PN_EINVAL, "rendezvous_join: not a rendezvous driver");
+    if (tl_capture && tl_serial != d->serial && serial_live(tl_serial))
+        return pn_fail(e, PN_ESTATE, "this thread joined another rendezvous driver");
+    pthread_once(&leave_once, make_leave_key);
+    pn_capture *c = own_capture(d);
+    if (!c && claim(d, pn_gettid(), 1, &c, e) != 0)
+        return -1;
+    tl_capture = c;
+    tl_serial = d->serial;
+    pthread_setspecific(leave_key, c);
+    return 0;
+}
+
+int pn_rendezvous_join_tid(pn_driver *d, pid_t tid, pn_error *e)
+{
+    if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
+        return pn_fail(e, PN_EINVAL, "rendezvous_join_tid: not a rendezvous driver");
+    for (uint32_t i = 0; i < d->nslots; i++)
+        if (atomic_load(&d->slots[i].tid) == tid)
+            return 0;
+    pn_capture *c;
+    return claim(d, tid, 0, &c, e);
 }
 
 void pn_rendezvous_leave(pn_driver *d)
@@ -168,6 +208,7 @@ void pn_rendezvous_leave(pn_driver *d)
         count(&d->discarded);
     tl_capture = NULL;
     pthread_setspecific(leave_key, NULL);
+    atomic_store(&c->adopted, 0);
     atomic_store(&c->tid, 0);
 }
 
@@ -282,7 +323,14 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         }
         int64_t cpu = pn_thread_cpu_ns(tid);
         if (cpu < 0) {
+            /* Gone without leaving (joined on its behalf, or it adopted
+             * its slot in a handler, where no exit hook can be set): free
+             * the slot once nothing is in flight. */
             count(&d->exited);
+            if (atomic_load(&c->state) == SLOT_FREE) {
+                atomic_store(&c->adopted, 0);
+                atomic_compare_exchange_strong(&c->tid, &tid, 0);
+            }
             continue;
         }
         if (c->cpu_last < 0 || cpu < c->cpu_last) {

@@ -51,7 +51,6 @@ uint64_t capture_torn(void) { return atomic_load(&torn); }
 uint64_t capture_altstack(void) { return atomic_load(&altstack); }
 #ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
 static rb_postponed_job_handle_t job_handle = POSTPONED_JOB_HANDLE_INVALID;
-static rb_postponed_job_handle_t join_handle = POSTPONED_JOB_HANDLE_INVALID;
 #endif
 
 /* Fallback mode: the request the handler claimed, for the job that runs
@@ -87,19 +86,6 @@ static void schedule_job(void)
 /* Whether this handler runs on the thread's alternate signal stack: it
  * interrupted a handler that runs there (the GC compaction read barrier's
  * SEGV handler), where the VM is mid-change. */
-/* Ask the thread to join at its next safepoint. 3.1/3.2 run the job on
- * the thread that registered it. 3.3+ run it on whichever thread reaches a
- * safepoint first, so there a thread that existed before start joins only
- * if it happens to run the job (3.3+ is not built or tested here). */
-static void schedule_join(void)
-{
-#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
-    rb_postponed_job_trigger(join_handle);
-#else
-    rb_postponed_job_register_one(0, threads_join_job, NULL);
-#endif
-}
-
 static int on_alt_stack(const rthread *r)
 {
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
@@ -161,11 +147,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     if (!d || !atomic_load(&vm_alive) || !ruby_native_thread_p())
         goto out;
     rthread *r = threads_current();
-    if (!r) {
-        if (threads_join_wanted(pn_gettid()))
-            schedule_join();
+    if (!r)
         goto out;
-    }
     if (atomic_load(&in_job_mode)) {
         /* Claim the request now (the sampler stops waiting for it); the
          * job fills it at the next safepoint. */
@@ -238,8 +221,6 @@ int capture_install(pn_error *e)
 #ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
     if (job_handle == POSTPONED_JOB_HANDLE_INVALID)
         job_handle = rb_postponed_job_preregister(0, capture_job, NULL);
-    if (join_handle == POSTPONED_JOB_HANDLE_INVALID)
-        join_handle = rb_postponed_job_preregister(0, threads_join_job, NULL);
 #endif
     if (ours)
         return 0;

@@ -71,6 +71,7 @@ uint64_t symbolize_torn(void);          /* dropped: a frame was not a frame */
 /* thread_registry.c */
 typedef struct rthread {
     _Atomic pid_t tid;          /* 0: free entry */
+    _Atomic int adopted;        /* the thread found it (tl_rt) */
     /* Pinned frames of this thread's capture not yet symbolized: set by
      * the handler before it commits, cleared by the job (GVL) or when the
      * thread leaves (GVL). Read by the GC mark function (GVL). */
@@ -86,14 +87,11 @@ typedef struct rthread {
 void threads_init(VALUE mNative);
 int threads_join_current(pn_error *e);  /* GVL */
 void threads_leave_current(void);       /* GVL */
-void threads_start(void);               /* GVL: hooks on, existing threads asked to join */
+void threads_start(void);               /* GVL: hooks on, existing threads joined by tid */
 void threads_stop(pn_driver *d);         /* GVL */
 void threads_after_fork_child(void);    /* GVL, in the child */
 void threads_refresh_name(void);        /* GVL: the calling thread's name */
 rthread *threads_current(void);         /* handler-safe TLS read */
-/* Handler: this thread was asked to join at start; registers the job. */
-int threads_join_wanted(pid_t tid);
-void threads_join_job(void *unused);
 uint64_t threads_joined_count(void);
 
 /* gc_guard.c: a number that changes when a GC cycle begins; odd while a
