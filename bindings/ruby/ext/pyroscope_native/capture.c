@@ -26,8 +26,7 @@
 /* Written under the GVL, read by the handler. */
 static atomic_int vm_alive = 1;
 static atomic_int in_job_mode;
-static struct sigaction ours_installed;
-static int installed;           /* GVL */
+/* Counters: added to by handlers, read by anyone. */
 static _Atomic uint64_t torn, altstack, in_gc;
 
 uint64_t capture_gc(void) { return atomic_load(&in_gc); }
@@ -231,8 +230,6 @@ int capture_install(pn_error *e)
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGPROF, &sa, NULL) != 0)
         return pn_fail(e, PN_EIO, "cannot install the SIGPROF handler: %s", strerror(errno));
-    ours_installed = sa;
-    installed = 1;
     return 0;
 }
 
@@ -241,6 +238,12 @@ int capture_install(pn_error *e)
  * ones; then the default comes back, for the program exec runs. */
 void capture_before_exec(void)
 {
+    struct sigaction cur;
+    /* Another profiler's handler is not ours to reset (if exec fails, its
+     * timer would then kill the process). */
+    if (sigaction(SIGPROF, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+        cur.sa_sigaction != on_signal)
+        return;
     struct sigaction ign, dfl;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
@@ -249,5 +252,4 @@ void capture_before_exec(void)
     dfl.sa_handler = SIG_DFL;
     sigaction(SIGPROF, &ign, NULL);
     sigaction(SIGPROF, &dfl, NULL);
-    installed = 0;
 }
