@@ -42,9 +42,9 @@ static void apply_pairs(pn_config *c, const char *name, VALUE hash)
 {
     long n = RHASH_SIZE(hash);
     VALUE keys = rb_funcall(hash, rb_intern("keys"), 0);
-    pn_label *kv = n ? ALLOCA_N(pn_label, n) : NULL;
     if (n > 4096)
         rb_raise(g_eConfigError, "%s: more than 4096 entries", name);
+    pn_label *kv = n ? ALLOCA_N(pn_label, n) : NULL;
     for (long i = 0; i < n; i++) {
         VALUE k = rb_ary_entry(keys, i), v = rb_hash_aref(hash, k);
         if (RB_TYPE_P(k, T_SYMBOL))
@@ -101,6 +101,8 @@ static VALUE build_config(VALUE arg)
 {
     config_args *a = (config_args *)arg;
     long n = RHASH_SIZE(a->env);
+    if (n > 4096)
+        rb_raise(g_eConfigError, "environment: more than 4096 variables");
     VALUE keys = rb_funcall(a->env, rb_intern("keys"), 0);
     VALUE strs = rb_ary_new_capa(n);
     char **envp = ALLOCA_N(char *, n + 1);
