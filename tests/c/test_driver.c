@@ -309,6 +309,17 @@ static void on_sigprof(int sig)
     errno = saved;
 }
 
+/* The test's handler in place of whatever SIGPROF did (saved in old). */
+static void install_on_sigprof(struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigprof;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, old);
+}
+
 static void consume(void *ud, pn_driver *d, const pn_capture_view *v)
 {
     (void)ud;
@@ -441,12 +452,8 @@ static void test_rendezvous(void)
     atomic_store(&label_mismatch, 0);
     atomic_store(&consumer_stop, 0);
 
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigprof;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, &old);
+    struct sigaction old;
+    install_on_sigprof(&old);
 
     char dir[64];
     pn_test_tmpdir("driver", dir, sizeof dir);
@@ -990,12 +997,8 @@ static void test_rendezvous_adopt(void)
     atomic_store(&w_stop[W_SPIN0], 0);
     atomic_store(&w_joined[W_SPIN0], 0);
     atomic_store(&label_mismatch, 0);
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigprof;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, &old);
+    struct sigaction old;
+    install_on_sigprof(&old);
     char dir[64];
     pn_test_tmpdir("adopt", dir, sizeof dir);
 
