@@ -5,6 +5,7 @@
 # pprof reader that decodes with `go tool pprof -raw`, a decoder that is not
 # ours.
 require "minitest/autorun"
+require "logger"
 require "open3"
 require "pathname"
 require "rbconfig"
@@ -46,14 +47,15 @@ module PyroscopeTest
     with_env(names.to_h { |k| [k, nil] }, &block)
   end
 
-  # Runs Ruby code in a new process that has loaded pyroscope; returns
-  # [stdout, stderr, status]. Environment: this one without PYROSCOPE_* and
-  # OTEL_*, plus env.
-  def ruby_child(code, env: {}, timeout: 90)
+  # Runs Ruby code in a new process (that has required pyroscope, unless
+  # preload is false); returns [stdout, stderr, status]. Environment: this
+  # one without PYROSCOPE_* and OTEL_*, plus env.
+  def ruby_child(code, env: {}, timeout: 90, preload: true)
     base = ENV.keys.select { |k| k.start_with?("PYROSCOPE_", "OTEL_") }.to_h { |k| [k, nil] }
     args = LOAD_DIRS.flat_map { |d| ["-I", d] }
+    args << "-rpyroscope" if preload
     out = err = status = nil
-    Open3.popen3(base.merge(env), RbConfig.ruby, *args, "-rpyroscope", "-e", code) do |i, o, e, t|
+    Open3.popen3(base.merge(env), RbConfig.ruby, *args, "-e", code) do |i, o, e, t|
       i.close
       reader = Thread.new { e.read }
       begin
