@@ -52,6 +52,28 @@ struct pn_capture {
  * reading it in a handler never allocates (one rendezvous driver per
  * thread). */
 static __thread pn_capture *tl_capture __attribute__((tls_model("initial-exec")));
+/* The serial of tl_capture's driver: a slot of a driver freed since (its
+ * agent stopped while this thread stayed joined) is stale, never read. */
+static __thread uint64_t tl_serial __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t next_serial = 1;
+/* Serials of the rendezvous drivers alive now (an agent has at most 8
+ * drivers, one agent at a time); 0: a free entry. */
+#define MAX_LIVE 8
+static _Atomic uint64_t live_serials[MAX_LIVE];
+
+static int serial_live(uint64_t serial)
+{
+    for (int i = 0; serial && i < MAX_LIVE; i++)
+        if (atomic_load(&live_serials[i]) == serial)
+            return 1;
+    return 0;
+}
+
+/* The calling thread's slot in d, or NULL (none, or a stale one). */
+static pn_capture *own_capture(const pn_driver *d)
+{
+    return tl_capture && d && tl_serial == d->serial ? tl_capture : NULL;
+}
 static pthread_key_t leave_key;
 static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
 
@@ -98,7 +120,8 @@ void pn_driver_watermark(pn_driver *d, int64_t time_ns)
 static void leave_at_exit(void *arg)
 {
     pn_capture *c = arg;
-    if (c && tl_capture == c)
+    /* c->d is read only when tl_serial says the driver is still ours. */
+    if (c && tl_capture == c && serial_live(tl_serial))
         pn_rendezvous_leave(c->d);
 }
 
@@ -108,9 +131,11 @@ int pn_rendezvous_join(pn_driver *d, pn_error *e)
 {
     if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
         return pn_fail(e, PN_EINVAL, "rendezvous_join: not a rendezvous driver");
-    if (tl_capture)
-        return tl_capture->d == d ? 0 : pn_fail(e, PN_ESTATE,
-                                                "this thread joined another rendezvous driver");
+    if (own_capture(d))
+        return 0;
+    if (tl_capture && serial_live(tl_serial))
+        return pn_fail(e, PN_ESTATE, "this thread joined another rendezvous driver");
+    tl_capture = NULL; /* stale: its driver was freed */
     pthread_once(&leave_once, make_leave_key);
     pid_t tid = pn_gettid();
     for (uint32_t i = 0; i < d->nslots; i++) {
@@ -118,6 +143,7 @@ int pn_rendezvous_join(pn_driver *d, pn_error *e)
         pid_t none = 0;
         if (atomic_load(&c->tid) == 0 && atomic_compare_exchange_strong(&c->tid, &none, tid)) {
             tl_capture = c;
+            tl_serial = d->serial;
             pthread_setspecific(leave_key, c);
             return 0;
         }
@@ -128,8 +154,8 @@ int pn_rendezvous_join(pn_driver *d, pn_error *e)
 
 void pn_rendezvous_leave(pn_driver *d)
 {
-    pn_capture *c = tl_capture;
-    if (!c || c->d != d)
+    pn_capture *c = own_capture(d);
+    if (!c)
         return;
     /* A consumer reading our capture finishes first (it only records). */
     struct timespec step = {0, 50 * 1000};
@@ -147,9 +173,9 @@ void pn_rendezvous_leave(pn_driver *d)
 
 pn_capture *pn_capture_begin(pn_driver *d)
 {
-    pn_capture *c = tl_capture;
+    pn_capture *c = own_capture(d);
     int want = SLOT_REQUESTED;
-    if (!c || c->d != d || !atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
+    if (!c || !atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
         if (d)
             count(&d->discarded);
         return NULL;
@@ -379,6 +405,12 @@ static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interv
     if (!d->slots || !d->buffers)
         return pn_fail(e, PN_ENOMEM, "rendezvous driver: out of memory for %u slots",
                        d->nslots);
+    d->serial = atomic_fetch_add(&next_serial, 1);
+    for (int i = 0; i < MAX_LIVE; i++) {
+        uint64_t none = 0;
+        if (atomic_compare_exchange_strong(&live_serials[i], &none, d->serial))
+            break;
+    }
     for (uint32_t i = 0; i < d->nslots; i++) {
         d->slots[i].d = d;
         d->slots[i].cpu_last = -1;
@@ -391,6 +423,10 @@ void pn_driver_free(pn_driver *d)
 {
     if (!d)
         return;
+    for (int i = 0; d->serial && i < MAX_LIVE; i++) {
+        uint64_t mine = d->serial;
+        atomic_compare_exchange_strong(&live_serials[i], &mine, 0);
+    }
     pn_sampler_free(d->sampler);
     pn_store_free(d->store);
     pn_grace_reader_free(d->capture_reader);
@@ -486,7 +522,7 @@ void pn_driver_fork_child(pn_driver *d)
         c->cpu_last = -1;
         c->carry = 0;
     }
-    if (tl_capture && tl_capture->d == d)
+    if (own_capture(d))
         atomic_store(&tl_capture->tid, pn_gettid());
     atomic_store(&d->watermark, 0);
     atomic_store(&d->recorded, 0);
