@@ -95,7 +95,8 @@ class EnvTest < Minitest::Test
   def test_environment_alone_configures_a_process
     Dir.mktmpdir do |dir|
       env = { "PYROSCOPE_APPLICATION_NAME" => "env.only", "PYROSCOPE_OUTPUT_DIR" => dir,
-              "PYROSCOPE_TAGS" => "origin=env", "PYROSCOPE_SAMPLE_RATE" => "200" }
+              "PYROSCOPE_TAGS" => "origin=env", "PYROSCOPE_SAMPLE_RATE" => "200",
+              "PYROSCOPE_SAMPLER_CPU_BUDGET" => "0" }
       code = burn_source("env_work") + <<~RUBY
         Pyroscope.configure
         env_work(0.3)

@@ -17,6 +17,7 @@ class FolderTest < Minitest::Test
           c.report_pid = true
           c.report_thread_id = true
           c.sample_rate = 100
+          c.sampler_cpu_budget = 0 # the configured rate, however loaded the machine
         end
         folder_work(0.4)
         Pyroscope.stop

@@ -220,6 +220,7 @@ class OtelTest < Minitest::Test
           c.application_name = "otel.e2e"
           c.output_dir = #{dir.inspect}
           c.sample_rate = 200
+          c.sampler_cpu_budget = 0
         end
         processor = Pyroscope::Otel::SpanProcessor.new
         span = Span.new("work", Ctx.new(Random.bytes(16), ["00f067aa0ba902b7"].pack("H*")),
