@@ -174,7 +174,7 @@ module Pyroscope
         raise ConfigError, "Pyroscope.#{what}: tags must be a Hash, not #{tags.class}"
       end
 
-      tags.each_pair.with_object({}) { |(k, v), out| out[k.to_s] = v.to_s }
+      Settings.pairs("Pyroscope.#{what}", tags.is_a?(Hash) ? tags : tags.each_pair.to_h)
     end
 
     def install_exit_hook

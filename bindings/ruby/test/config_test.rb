@@ -119,7 +119,8 @@ class ConfigTest < Minitest::Test
       application_name: [:app, /application_name must be a String, not Symbol/],
       max_depth: [1.5, /max_depth must be an Integer/],
       upload_interval: [Float::NAN, /upload_interval must be a finite number/],
-      log_level: [[], /log_level must be a String/]
+      log_level: [[], /log_level must be a String/],
+      server_address: ["http://a\0b", /server_address must not contain a NUL byte/]
     }.each do |key, (value, message)|
       err = assert_raises(Pyroscope::ConfigError, key) { native_args { |c| c[key] = value } }
       assert_kind_of ArgumentError, err

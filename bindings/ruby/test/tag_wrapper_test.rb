@@ -55,6 +55,8 @@ class TagWrapperTest < Minitest::Test
     end
     assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => "a,b") { ran = true } }
     assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => nil) { ran = true } }
+    err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => "a\0b") { ran = true } }
+    assert_match(/"k" must not contain a NUL byte/, err.message)
     err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper(nil) { ran = true } }
     assert_match(/tags must be a Hash/, err.message)
     refute ran

@@ -129,9 +129,10 @@ module Pyroscope
     end
 
     def string(name, value)
-      return value if value.is_a?(String)
+      raise ConfigError, "#{name} must be a String, not #{value.class}" unless value.is_a?(String)
+      raise ConfigError, "#{name} must not contain a NUL byte" if value.include?("\0")
 
-      raise ConfigError, "#{name} must be a String, not #{value.class}"
+      value
     end
 
     def number(name, value)
@@ -147,7 +148,13 @@ module Pyroscope
     def pairs(name, value)
       raise ConfigError, "#{name} must be a Hash, not #{value.class}" unless value.is_a?(Hash)
 
-      value.each_with_object({}) { |(k, v), out| out[k.to_s] = v.to_s }
+      value.each_with_object({}) do |(k, v), out|
+        k = k.to_s
+        v = v.to_s
+        raise ConfigError, "#{name}: #{k.inspect} must not contain a NUL byte" if k.include?("\0") || v.include?("\0")
+
+        out[k] = v
+      end
     end
 
     def level(value)
