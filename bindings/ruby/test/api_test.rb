@@ -52,6 +52,24 @@ class ApiTest < Minitest::Test
     end
   end
 
+  # flush writes the current period at once (the upload interval is long).
+  def test_flush_writes_the_current_period
+    Dir.mktmpdir do |dir|
+      clean_env do
+        Pyroscope.configure do |c|
+          c.application_name = "api.flush"
+          c.output_dir = dir
+          c.upload_interval = 600
+        end
+        stop = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + 0.1
+        nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < stop
+        assert_equal true, Pyroscope.flush(30)
+        refute_empty Dir.children(dir), "flush wrote nothing"
+        assert_raises(Pyroscope::ConfigError) { Pyroscope.flush("soon") }
+      end
+    end
+  end
+
   def test_thread_id_is_the_kernel_tid
     assert_equal Thread.current.native_thread_id, Pyroscope.thread_id
     other = Thread.new { [Pyroscope.thread_id, Thread.current.native_thread_id] }.value
