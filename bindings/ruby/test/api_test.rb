@@ -38,11 +38,7 @@ class ApiTest < Minitest::Test
         }
         assert Pyroscope.running?
         assert_equal "api.test", Pyroscope.current_config.application_name
-        # configure again replaces the running profiler
-        Pyroscope.configure do |c|
-          c.application_name = "api.test2"
-          c.output_dir = dir
-        end
+        configure_to(dir, "api.test2") # configure again replaces the running profiler
         assert Pyroscope.running?
         assert_kind_of Hash, Pyroscope.stats
         assert_equal true, Pyroscope.shutdown
@@ -56,11 +52,7 @@ class ApiTest < Minitest::Test
   def test_flush_writes_the_current_period
     Dir.mktmpdir do |dir|
       clean_env do
-        Pyroscope.configure do |c|
-          c.application_name = "api.flush"
-          c.output_dir = dir
-          c.upload_interval = 600
-        end
+        configure_to(dir, "api.flush", upload_interval: 600)
         stop = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) + 0.1
         nil while Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) < stop
         assert_equal true, Pyroscope.flush(30)

@@ -162,10 +162,7 @@ class ConfigTest < Minitest::Test
   def test_ruby_side_errors_keep_the_running_profiler
     Dir.mktmpdir do |dir|
       clean_env do
-        Pyroscope.configure do |c|
-          c.application_name = "keep.running"
-          c.output_dir = dir
-        end
+        configure_to(dir, "keep.running")
         assert Pyroscope.running?
         assert_raises(Pyroscope::ConfigError) { Pyroscope.configure { |c| c.sample_rate = "1" } }
         assert_raises(NoMethodError) { Pyroscope.configure { |c| c.nope = 1 } }
@@ -191,13 +188,7 @@ class ConfigTest < Minitest::Test
     end
     assert_equal({ "authorization" => "Basic x" }, settings["http_headers"], "an explicit header wins")
     Dir.mktmpdir do |dir|
-      _, err = capture_io do
-        Pyroscope.configure do |c|
-          c.application_name = "legacy"
-          c.output_dir = dir
-          c.detect_subprocesses = false
-        end
-      end
+      _, err = capture_io { configure_to(dir, "legacy", detect_subprocesses: false) }
       assert_match(/pyroscope: detect_subprocesses was removed/, err)
     end
   end

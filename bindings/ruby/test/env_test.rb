@@ -73,16 +73,9 @@ class EnvTest < Minitest::Test
     Dir.mktmpdir do |dir|
       clean_env do
         with_env("PYROSCOPE_AUTOINSTRUMENT_RAILS" => "no") do
-          Pyroscope.configure do |c|
-            c.application_name = "env.rails"
-            c.output_dir = dir
-          end
+          configure_to(dir, "env.rails")
           assert_equal false, Pyroscope.current_config.autoinstrument_rails
-          Pyroscope.configure do |c|
-            c.application_name = "env.rails"
-            c.output_dir = dir
-            c.autoinstrument_rails = true
-          end
+          configure_to(dir, "env.rails", autoinstrument_rails: true)
           assert_equal true, Pyroscope.current_config.autoinstrument_rails, "the setting wins"
         end
       end

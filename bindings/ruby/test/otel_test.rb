@@ -209,37 +209,26 @@ class OtelTest < Minitest::Test
   # The samples of code that runs inside a span carry its span_id in the
   # profile; code outside it does not.
   def test_samples_inside_the_span_carry_its_id
-    Dir.mktmpdir do |dir|
-      code = burn_source("in_span") + burn_source("outside") + <<~RUBY
-        require "pyroscope/otel"
-        Span = Struct.new(:name, :context, :parent_span_id, :attributes) do
-          def set_attribute(k, v) = attributes[k] = v
-        end
-        Ctx = Struct.new(:trace_id, :span_id) { def remote? = false }
-        Pyroscope.configure do |c|
-          c.application_name = "otel.e2e"
-          c.output_dir = #{dir.inspect}
-          c.sample_rate = 200
-          c.sampler_cpu_budget = 0
-        end
-        processor = Pyroscope::Otel::SpanProcessor.new
-        span = Span.new("work", Ctx.new(Random.bytes(16), ["00f067aa0ba902b7"].pack("H*")),
-                        ("\\0" * 8).b, {})
-        processor.on_start(span, nil)
-        in_span(0.4)
-        processor.on_finish(span)
-        outside(0.4)
-        Pyroscope.stop
-      RUBY
-      _, err, status = ruby_child(code)
-      assert status.success?, err
-      profiles = folder_profiles(dir)
-      inside = value_by_label(profiles, "in_span", "span_id")
-      out = value_by_label(profiles, "outside", "span_id")
-      assert_operator inside["00f067aa0ba902b7"], :>, 0, inside.inspect
-      assert_equal ["00f067aa0ba902b7"], inside.keys
-      assert_operator out[nil], :>, 0, out.inspect
-      assert_equal [nil], out.keys
-    end
+    code = burn_source("in_span") + burn_source("outside") + <<~RUBY
+      require "pyroscope/otel"
+      Span = Struct.new(:name, :context, :parent_span_id, :attributes) do
+        def set_attribute(k, v) = attributes[k] = v
+      end
+      Ctx = Struct.new(:trace_id, :span_id) { def remote? = false }
+      processor = Pyroscope::Otel::SpanProcessor.new
+      span = Span.new("work", Ctx.new(Random.bytes(16), ["00f067aa0ba902b7"].pack("H*")),
+                      ("\\0" * 8).b, {})
+      processor.on_start(span, nil)
+      in_span(0.4)
+      processor.on_finish(span)
+      outside(0.4)
+    RUBY
+    profiles, = profile_child("otel.e2e", code, rate: 200)
+    inside = value_by_label(profiles, "in_span", "span_id")
+    out = value_by_label(profiles, "outside", "span_id")
+    assert_operator inside["00f067aa0ba902b7"], :>, 0, inside.inspect
+    assert_equal ["00f067aa0ba902b7"], inside.keys
+    assert_operator out[nil], :>, 0, out.inspect
+    assert_equal [nil], out.keys
   end
 end

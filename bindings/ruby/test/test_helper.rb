@@ -70,6 +70,37 @@ module PyroscopeTest
     [out, err, status]
   end
 
+  # Profiles a child process: the code runs after a configure that sends
+  # its profiles to a new folder (application app, rate Hz, no CPU budget:
+  # the configured rate however loaded the machine; `settings`: more lines
+  # of the configure block), and a stop. Returns [decoded profiles, the
+  # child's stdout, the file names].
+  def profile_child(app, code, rate: 100, settings: "")
+    Dir.mktmpdir do |dir|
+      setup = <<~RUBY
+        Pyroscope.configure do |c|
+          c.application_name = #{app.inspect}
+          c.output_dir = #{dir.inspect}
+          c.sample_rate = #{rate}
+          c.sampler_cpu_budget = 0
+          #{settings}
+        end
+      RUBY
+      out, err, status = ruby_child("#{setup}#{code}\nPyroscope.stop\n")
+      assert status.success?, err
+      [folder_profiles(dir), out, Dir.children(dir).sort]
+    end
+  end
+
+  # Starts the profiler in this process, writing to dir.
+  def configure_to(dir, app, **settings)
+    Pyroscope.configure do |c|
+      c.application_name = app
+      c.output_dir = dir
+      settings.each { |key, value| c[key] = value }
+    end
+  end
+
   # Code for children: burns about cpu_s seconds of this thread's CPU in a
   # method with the given name (so stacks show which work ran).
   def burn_source(name)
