@@ -169,12 +169,19 @@ module Pyroscope
       end
     end
 
+    # Tags as Native takes them: a Hash of Strings without NUL bytes. The
+    # common case (already so) is passed on as it is, without a copy.
     def label_pairs(tags, what)
+      return tags if tags.is_a?(Hash) && tags.all? { |k, v| plain?(k) && plain?(v) }
       unless tags.respond_to?(:each_pair)
         raise ConfigError, "Pyroscope.#{what}: tags must be a Hash, not #{tags.class}"
       end
 
       Settings.pairs("Pyroscope.#{what}", tags.is_a?(Hash) ? tags : tags.each_pair.to_h)
+    end
+
+    def plain?(text)
+      text.is_a?(String) && !text.include?("\0")
     end
 
     def install_exit_hook

@@ -49,4 +49,37 @@ class FolderTest < Minitest::Test
     assert_operator one["one"], :>=, 0.95 * one.values.sum, one.inspect
     assert_operator two["two"], :>=, 0.95 * two.values.sum, two.inspect
   end
+
+  # oncpu = false: a wall profile, where a sleeping thread is seen too.
+  def test_wall_mode
+    code = <<~RUBY
+      def sleeper = sleep(0.5)
+      Thread.new { Pyroscope.tag_wrapper(role: "sleeper") { sleeper } }.join
+    RUBY
+    profiles, _, names = profile_child("wall.rb", code, settings: "c.oncpu = false")
+    assert(names.all? { |n| n.start_with?("wall.rb-wall-") }, names.inspect)
+    assert_equal %w[wall nanoseconds], profiles.first.period_type
+    slept = value_by_label(profiles, "sleeper", "role")
+    assert_equal ["sleeper"], slept.keys
+    assert_operator slept["sleeper"], :>=, 0.2e9, "0.5 s of sleep, sampled in wall time"
+  end
+
+  # A program that never calls stop still writes its last period: stop runs
+  # at exit.
+  def test_exit_writes_the_last_period
+    Dir.mktmpdir do |dir|
+      code = burn_source("exit_work") + <<~RUBY
+        Pyroscope.configure do |c|
+          c.application_name = "exit.rb"
+          c.output_dir = #{dir.inspect}
+          c.upload_interval = 600
+        end
+        exit_work(0.2)
+      RUBY
+      _, err, status = ruby_child(code)
+      assert status.success?, err
+      work = value_by_label(folder_profiles(dir), "exit_work", "none")
+      assert_operator work[nil], :>, 0, "the last period was not written at exit"
+    end
+  end
 end

@@ -149,8 +149,8 @@ module Pyroscope
       raise ConfigError, "#{name} must be a Hash, not #{value.class}" unless value.is_a?(Hash)
 
       value.each_with_object({}) do |(k, v), out|
-        k = k.to_s
-        v = v.to_s
+        k = k.is_a?(Symbol) ? k.name : k.to_s # Symbol#name: no new String each time
+        v = v.is_a?(Symbol) ? v.name : v.to_s
         raise ConfigError, "#{name}: #{k.inspect} must not contain a NUL byte" if k.include?("\0") || v.include?("\0")
 
         out[k] = v
