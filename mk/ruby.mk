@@ -9,7 +9,7 @@ RUBY_GEMHOME := $(abspath $(RUBY_BUILD)/gemhome)
 RUBY_EXT := bindings/ruby/ext/pyroscope_native
 RUBY_GEM_FILE := $(abspath $(RUBY_BUILD))/pyroscope-native.gem
 RUBY_TESTS ?= $(sort $(wildcard bindings/ruby/test/*_test.rb))
-RUBY_GEM_ENV := GEM_HOME=$(RUBY_GEMHOME) GEM_PATH=$(RUBY_GEMHOME)
+RUBY_GEM_ENV = GEM_HOME=$(RUBY_GEMHOME) GEM_PATH=$(RUBY_GEMHOME):$(shell $(RUBY) -e 'print Gem.default_path.join(":")')
 
 .PHONY: build-ruby test-ruby
 build-ruby:

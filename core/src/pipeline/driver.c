@@ -12,6 +12,7 @@
  * loads and stores.
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -189,17 +190,28 @@ void *pn_capture_buffer(pn_capture *c, size_t *size)
     return c->buf;
 }
 
+/* A request was answered (handler): wake the sampler if it waits. Only an
+ * atomic add and the futex syscall, both async-signal-safe. */
+static void answered(pn_driver *d)
+{
+    atomic_fetch_add(&d->answers, 1);
+    if (atomic_load(&d->waiting))
+        syscall(SYS_futex, &d->answers, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
 {
     c->labels = labels;
     c->len = used <= c->d->capture_bytes ? used : c->d->capture_bytes;
     atomic_store(&c->state, SLOT_CAPTURED);
+    answered(c->d);
 }
 
 void pn_capture_abandon(pn_capture *c)
 {
     count(&c->d->discarded);
     atomic_store(&c->state, SLOT_FREE);
+    answered(c->d);
 }
 
 size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
@@ -313,9 +325,19 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     if (!asked)
         return;
     int64_t deadline = now + d->wait_ns;
-    struct timespec step = {0, 20 * 1000};
-    while (pending(d) && pn_clock_ns(CLOCK_MONOTONIC) < deadline)
-        nanosleep(&step, NULL);
+    /* Sleep until a handler answers (or the deadline): read the futex
+     * word before looking at the slots, so an answer in between makes the
+     * wait return at once. */
+    atomic_store(&d->waiting, 1);
+    for (;;) {
+        uint32_t seen = atomic_load(&d->answers);
+        int64_t left = deadline - pn_clock_ns(CLOCK_MONOTONIC);
+        if (!pending(d) || left <= 0)
+            break;
+        struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
+        syscall(SYS_futex, &d->answers, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+    }
+    atomic_store(&d->waiting, 0);
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         int expected = SLOT_REQUESTED;

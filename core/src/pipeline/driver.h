@@ -34,6 +34,11 @@ struct pn_driver {
      * from a driver already freed (the agent stopped while the thread
      * stayed joined) is recognised without reading freed memory. */
     uint64_t serial;
+    /* The sampler sleeps on `answers` (a futex word) while it waits for
+     * captures; a handler that answers bumps it and, when `waiting`, wakes
+     * the sampler: no polling while threads take their time. */
+    _Atomic uint32_t answers;
+    _Atomic int waiting;
 
     /* Batch: written by the binding, read by the flusher. */
     _Atomic int64_t watermark;

@@ -35,8 +35,20 @@ uint64_t capture_altstack(void) { return atomic_load(&altstack); }
 static rb_postponed_job_handle_t job_handle = POSTPONED_JOB_HANDLE_INVALID;
 #endif
 
+/* Fallback mode: the request the handler claimed, for the job that runs
+ * on this thread to fill (3.1/3.2 run it on the thread that registered
+ * it), and the start it belongs to (a claim from an earlier start is
+ * stale: its driver is gone). */
+static __thread pn_capture *tl_claimed __attribute__((tls_model("initial-exec")));
+static __thread unsigned tl_claimed_epoch __attribute__((tls_model("initial-exec")));
+static atomic_uint epoch;       /* bumped by every start (GVL) */
+
 void capture_vm_exited(void) { atomic_store(&vm_alive, 0); }
-void capture_set_in_job(int on) { atomic_store(&in_job_mode, on); }
+void capture_set_in_job(int on)
+{
+    atomic_fetch_add(&epoch, 1);
+    atomic_store(&in_job_mode, on);
+}
 int capture_in_job(void) { return atomic_load(&in_job_mode); }
 
 size_t capture_bytes_for(int max_depth)
@@ -113,7 +125,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
         goto out;
     }
     if (atomic_load(&in_job_mode)) {
-        schedule_job();
+        /* Claim the request now (the sampler stops waiting for it); the
+         * job fills it at the next safepoint. */
+        if (!tl_claimed || tl_claimed_epoch != atomic_load(&epoch)) {
+            tl_claimed = pn_capture_begin(d);
+            tl_claimed_epoch = atomic_load(&epoch);
+        }
+        if (tl_claimed)
+            schedule_job();
         goto out;
     }
     pn_capture *c = pn_capture_begin(d);
@@ -143,14 +162,14 @@ void capture_job(void *unused)
     if (!d || !atomic_load(&vm_alive))
         return;
     rthread *r = threads_current();
-    if (atomic_load(&in_job_mode) && r) {
-        pn_capture *c = pn_capture_begin(d);
-        if (c) {
-            if (fill(c, r))
-                pn_capture_commit(c, capture_bytes_for(g_max_depth), labels_for_handler());
-            else
-                pn_capture_abandon(c);
-        }
+    if (atomic_load(&in_job_mode) && r && tl_claimed &&
+        tl_claimed_epoch == atomic_load(&epoch)) {
+        pn_capture *c = tl_claimed;
+        tl_claimed = NULL;
+        if (fill(c, r))
+            pn_capture_commit(c, capture_bytes_for(g_max_depth), labels_for_handler());
+        else
+            pn_capture_abandon(c);
     }
     symbolize_drain(d);
     log_drain();
