@@ -16,6 +16,7 @@
 require "pyroscope/version"
 require "pyroscope/pyroscope_native"
 require "pyroscope/config"
+require "pyroscope/log_relay"
 require "pyroscope/fork"
 
 module Pyroscope
@@ -28,6 +29,10 @@ module Pyroscope
   # Core log levels (Python's numbers) to Logger severities.
   LOGGER_SEVERITY = { 10 => 0, 20 => 1, 30 => 2, 40 => 3 }.freeze
   private_constant :LOGGER_SEVERITY
+
+  # Counters that say an upload was lost (flush is false when they move).
+  LOST_UPLOADS = %w[uploads_failed uploads_dropped].freeze
+  private_constant :LOST_UPLOADS
 
   class << self
     # The Config of the last configure (nil before), as in the pyroscope gem.
@@ -62,7 +67,9 @@ module Pyroscope
     # is down), then stop sampling. Safe when not running. Labels keep
     # working. Returns true when a running profiler was stopped.
     def stop
-      CONTROL.synchronize { !Native.stop.nil? }
+      stopped = CONTROL.synchronize { !Native.stop.nil? }
+      LogRelay.drain
+      stopped
     end
 
     def shutdown
@@ -70,9 +77,14 @@ module Pyroscope
     end
 
     # Uploads (or writes) the current period now and waits at most timeout
-    # seconds. True when everything queued was handled in time.
+    # seconds. True when everything queued was handled in time and no
+    # upload failed or was dropped meanwhile.
     def flush(timeout = 5.0)
-      Native.flush(Settings.number("timeout", timeout).to_f)
+      timeout = Settings.number("timeout", timeout).to_f
+      before = Native.stats
+      done = Native.flush(timeout)
+      after = Native.stats
+      done && LOST_UPLOADS.all? { |key| after.fetch(key, 0) <= before.fetch(key, 0) }
     end
 
     def running?
@@ -131,12 +143,13 @@ module Pyroscope
     end
 
     # Where the core's messages (and this library's) go: nil (default) is
-    # standard error, filtered by the log_level setting; or any Logger.
+    # standard error, or any Logger; both get what the log_level setting
+    # lets through (default "error").
     attr_reader :logger
 
     def logger=(logger)
       @logger = logger
-      Native.log_handler = logger && proc { |level, msg| log(level, msg) }
+      Native.log_handler = logger && proc { |level, msg| LogRelay.push(level, msg) }
     end
 
     # A message at a core level (10 debug, 20 info, 30 warn, 40 error).

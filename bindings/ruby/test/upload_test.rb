@@ -70,23 +70,30 @@ class UploadTest < Minitest::Test
     assert_operator worker["worker"], :>=, 0.15e9
   end
 
-  # A server that is down: the process still stops (within stop_timeout)
-  # and exits normally.
-  def test_unreachable_server_does_not_hold_the_process
+  # A server that is down: the failure reaches Pyroscope.logger and the
+  # counters, and the process still stops (within stop_timeout) and exits.
+  def test_unreachable_server_is_logged_and_does_not_hold_the_process
     port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
     code = burn_source("work") + <<~RUBY
+      require "logger"
+      Pyroscope.logger = Logger.new($stdout)
       Pyroscope.configure do |c|
         c.application_name = "down.rb"
         c.server_address = "http://127.0.0.1:#{port}"
         c.stop_timeout = 1
-        c.log_level = "off"
+        c.log_level = "warn"
       end
       work(0.1)
+      puts "FLUSHED \#{Pyroscope.flush(10)}"
       Pyroscope.stop
-      puts Pyroscope.running?
+      puts "RUNNING \#{Pyroscope.running?} FAILED \#{Pyroscope.stats["uploads_failed"]}"
     RUBY
     out, err, status = ruby_child(code)
     assert status.success?, err
-    assert_equal "false", out.strip
+    assert_match(/^FLUSHED false$/, out)
+    assert_match(/^RUNNING false FAILED [1-9]/, out)
+    assert_match(/ERROR -- pyroscope: upload .*down\.rb.* failed/, out)
+    # Lines drained by the sampling job (trap context) still reach the Logger.
+    refute_match(/log writing failed/, err)
   end
 end
