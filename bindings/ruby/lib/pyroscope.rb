@@ -60,6 +60,7 @@ module Pyroscope
         @config = config
       end
       install_exit_hook
+      RailsHook.define_railtie
       true
     end
 

@@ -146,11 +146,13 @@ class ApiTest < Minitest::Test
     Object.send(:remove_const, :ActionController) if defined?(::ActionController)
   end
 
-  # The Railtie: defined when Rails is loaded before pyroscope, and its
-  # after_initialize installs the hook when autoinstrument_rails is on.
+  # The Railtie: defined when Rails is loaded before pyroscope (or at
+  # configure, when pyroscope came first), and its after_initialize installs
+  # the hook when autoinstrument_rails is on.
   def test_railtie_installs_the_hook_after_initialize
     Dir.mktmpdir do |dir|
       code = <<~RUBY
+        require "pyroscope" if ARGV.include?("first")
         module Rails
           class Railtie
             Config = Struct.new(:blocks) do
@@ -169,18 +171,17 @@ class ApiTest < Minitest::Test
         Pyroscope.configure do |c|
           c.application_name = "rails.app"
           c.output_dir = #{dir.inspect}
-          c.autoinstrument_rails = ARGV.empty?
+          c.autoinstrument_rails = !ARGV.include?("off")
         end
         Rails::Railtie.config.blocks.each { |b| b.call(:app) }
-        puts (ActionController::Base.cbs || []).size
+        puts [Pyroscope::Railtie.name, (ActionController::Base.cbs || []).size].join(" ")
         Pyroscope.stop
       RUBY
-      out, err, status = ruby_child(code, preload: false)
-      assert status.success?, err
-      assert_equal "1", out.strip
-      out, err, status = ruby_child(code.sub("ARGV.empty?", "false"), preload: false)
-      assert status.success?, err
-      assert_equal "0", out.strip
+      { [] => "1", ["first"] => "1", ["off"] => "0" }.each do |args, hooks|
+        out, err, status = ruby_child(code, preload: false, args: args)
+        assert status.success?, err
+        assert_equal "Pyroscope::Railtie #{hooks}", out.strip, args.inspect
+      end
     end
   end
 end

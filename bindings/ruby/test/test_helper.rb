@@ -50,12 +50,12 @@ module PyroscopeTest
   # Runs Ruby code in a new process (that has required pyroscope, unless
   # preload is false); returns [stdout, stderr, status]. Environment: this
   # one without PYROSCOPE_* and OTEL_*, plus env.
-  def ruby_child(code, env: {}, timeout: 90, preload: true)
+  def ruby_child(code, env: {}, timeout: 90, preload: true, args: [])
     base = ENV.keys.select { |k| k.start_with?("PYROSCOPE_", "OTEL_") }.to_h { |k| [k, nil] }
-    args = LOAD_DIRS.flat_map { |d| ["-I", d] }
-    args << "-rpyroscope" if preload
+    load = LOAD_DIRS.flat_map { |d| ["-I", d] }
+    load << "-rpyroscope" if preload
     out = err = status = nil
-    Open3.popen3(base.merge(env), RbConfig.ruby, *args, "-e", code) do |i, o, e, t|
+    Open3.popen3(base.merge(env), RbConfig.ruby, *load, "-e", code, "--", *args) do |i, o, e, t|
       i.close
       reader = Thread.new { e.read }
       begin

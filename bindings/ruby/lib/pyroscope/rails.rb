@@ -27,24 +27,33 @@ module Pyroscope
       end
       installed
     end
+
+    # Defines Pyroscope::Railtie once Rails is loaded: at require time (as
+    # the pyroscope gem's Engine was) or, when pyroscope was required
+    # first, at configure. Its after_initialize installs the hook when the
+    # configure block left autoinstrument_rails on (the default); Rails runs
+    # an after_initialize added after initialisation at once.
+    def define_railtie
+      return if Pyroscope.const_defined?(:Railtie, false) || !defined?(::Rails::Railtie)
+
+      # A class statement, so Rails sees a named Railtie from the start.
+      Pyroscope.module_eval(<<~RUBY, __FILE__, __LINE__ + 1)
+        class Railtie < ::Rails::Railtie
+          config.after_initialize do
+            settings = ::Pyroscope.current_config
+            ::Pyroscope.initialize_rails_hooks if settings&.autoinstrument_rails
+          end
+        end
+      RUBY
+    end
   end
 
   class << self
     # Adds the around_action hook (the pyroscope gem's public name for it).
-    # Called by the Railtie after Rails initialised when the configure
-    # block left autoinstrument_rails on (the default).
     def initialize_rails_hooks
       RailsHook.install
     end
   end
 
-  # Loaded with Rails (Bundler.require), as the pyroscope gem's Engine was.
-  if defined?(::Rails::Railtie)
-    class Railtie < ::Rails::Railtie
-      config.after_initialize do
-        settings = ::Pyroscope.current_config
-        ::Pyroscope.initialize_rails_hooks if settings&.autoinstrument_rails
-      end
-    end
-  end
+  RailsHook.define_railtie
 end
