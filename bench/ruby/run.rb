@@ -1,0 +1,63 @@
+# frozen_string_literal: true
+
+# pyroscope-native against stackprof at the same rate, side by side:
+# rounds of (base, stackprof, native) runs in a rotating order, each in a
+# fresh process; per round the profiled run is compared with that round's
+# base run, and the report gives the median over all rounds of:
+#   own CPU      profiled process CPU - base process CPU (s, and % of base)
+#   CPU ratio    profiled / base process CPU
+#   RSS added    peak RSS - base peak RSS (MB)
+#   per sample   own CPU / samples taken (us)
+# Usage: ruby bench/ruby/run.rb [rounds] [work size]   (BENCH_HZ, default 100)
+require "json"
+require "open3"
+require "rbconfig"
+
+rounds = Integer(ARGV.fetch(0, "9"))
+size = ARGV.fetch(1, "600")
+work = File.join(__dir__, "work.rb")
+modes = %w[base stackprof native]
+
+def median(xs)
+  s = xs.sort
+  s.size.odd? ? s[s.size / 2] : (s[s.size / 2 - 1] + s[s.size / 2]) / 2.0
+end
+
+results = Hash.new { |h, k| h[k] = [] }
+rounds.times do |r|
+  order = modes.rotate(r % modes.size)
+  row = {}
+  order.each do |m|
+    out, err, st = Open3.capture3(RbConfig.ruby, work, m, size)
+    abort "#{m} run failed: #{err}" unless st.success?
+    row[m] = JSON.parse(out.lines.last)
+  end
+  %w[stackprof native].each do |m|
+    base, prof = row["base"], row[m]
+    own = prof["cpu"] - base["cpu"]
+    results[m] << {own: own, own_pct: 100.0 * own / base["cpu"], ratio: prof["cpu"] / base["cpu"],
+                   rss_mb: (prof["hwm_kb"] - base["hwm_kb"]) / 1024.0, samples: prof["samples"],
+                   per_sample_us: prof["samples"].positive? ? 1e6 * own / prof["samples"] : nil,
+                   base_cpu: base["cpu"]}
+  end
+  $stderr.puts format("round %d/%d: base %.2fs cpu; stackprof %+.3fs (%d samples); native %+.3fs (%d samples)",
+                      r + 1, rounds, row["base"]["cpu"], results["stackprof"].last[:own],
+                      row["stackprof"]["samples"], results["native"].last[:own], row["native"]["samples"])
+end
+
+hz = ENV.fetch("BENCH_HZ", "100")
+load = File.read("/proc/loadavg").split.first(3).join(" ")
+puts "Ruby #{RUBY_VERSION}, #{hz} Hz, #{rounds} rounds (base/stackprof/native rotating), work size #{size}, " \
+     "load average at the end #{load}"
+puts "| profiler | base CPU (s) | own CPU (s) | own CPU (% of base) | total CPU ratio | RSS added (MB) | samples | per-sample cost (us) |"
+puts "|---|---|---|---|---|---|---|---|"
+%w[stackprof native].each do |m|
+  rs = results[m]
+  per = rs.map { |x| x[:per_sample_us] }.compact
+  puts format("| %s | %.2f | %.3f | %.1f%% | %.3f | %.1f | %d | %s |",
+              m == "native" ? "pyroscope-native" : "stackprof #{Gem.loaded_specs["stackprof"]&.version || "(Debian)"}",
+              median(rs.map { |x| x[:base_cpu] }), median(rs.map { |x| x[:own] }),
+              median(rs.map { |x| x[:own_pct] }), median(rs.map { |x| x[:ratio] }),
+              median(rs.map { |x| x[:rss_mb] }), median(rs.map { |x| x[:samples] }),
+              per.empty? ? "-" : format("%.1f", median(per)))
+end
