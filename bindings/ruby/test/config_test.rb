@@ -120,7 +120,10 @@ class ConfigTest < Minitest::Test
       max_depth: [1.5, /max_depth must be an Integer/],
       upload_interval: [Float::NAN, /upload_interval must be a finite number/],
       log_level: [[], /log_level must be a String/],
-      server_address: ["http://a\0b", /server_address must not contain a NUL byte/]
+      server_address: ["http://a\0b", /server_address must not contain a NUL byte/],
+      autoinstrument_rails: ["yes", /autoinstrument_rails must be true or false/],
+      auth_token: [123, /auth_token must be a String/],
+      compression: [1, /compression must be a String/]
     }.each do |key, (value, message)|
       err = assert_raises(Pyroscope::ConfigError, key) { native_args { |c| c[key] = value } }
       assert_kind_of ArgumentError, err

@@ -81,8 +81,8 @@ module Pyroscope
       given = config.given
       settings = {}
       given.each do |key, value|
-        next if RUBY_ONLY.include?(key)
-        settings[key.to_s] = convert(key, value)
+        value = convert(key, value) # every setting is checked, ours too
+        settings[key.to_s] = value unless RUBY_ONLY.include?(key)
       end
       if given.key?(:app_name)
         settings["application_name"] = convert(:app_name, given[:app_name])
