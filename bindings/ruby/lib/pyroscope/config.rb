@@ -250,9 +250,12 @@ module Pyroscope
       result
     end
 
-    Settings::ALL.each_key do |key|
-      define_method(:"#{key}=") { |value| self[key] = value }
-    end
+    # The Struct's own setters, through []= (prepended: no redefinition).
+    prepend(Module.new do
+      Settings::ALL.each_key do |key|
+        define_method(:"#{key}=") { |value| self[key] = value }
+      end
+    end)
 
     # The settings the block set, by name: assigned, or changed in place
     # (c.tags["k"] = "v"), and not nil (nil means "unset" here).
