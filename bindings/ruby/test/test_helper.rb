@@ -191,9 +191,9 @@ module PyroscopeTest
 
   # A Pyroscope ingest server on the loopback interface (WEBrick): records
   # each POST /ingest (query, headers, the multipart "profile" part) and
-  # answers 200.
+  # each OTLP POST /v1development/profiles (headers, body), and answers 200.
   class IngestServer
-    Request = Struct.new(:query, :headers, :profile, :filename, :content_type)
+    Request = Struct.new(:query, :headers, :profile, :filename, :content_type, :path, :body)
 
     attr_reader :requests
 
@@ -205,6 +205,7 @@ module PyroscopeTest
                                         Logger: WEBrick::Log.new(File::NULL),
                                         AccessLog: [])
       @server.mount_proc("/ingest") { |req, res| record(req, res) }
+      @server.mount_proc("/v1development/profiles") { |req, res| record_otlp(req, res) }
       @thread = Thread.new { @server.start }
     end
 
@@ -236,9 +237,19 @@ module PyroscopeTest
     def record(req, res)
       form = req.query # multipart/form-data parsed by WEBrick
       part = form["profile"]
-      entry = Request.new(URI.decode_www_form(req.query_string.to_s).to_h,
-                          req.header.transform_values { |v| v.join(", ") },
-                          part&.to_s&.b, part&.filename, req.content_type)
+      keep(Request.new(URI.decode_www_form(req.query_string.to_s).to_h, headers(req),
+                       part&.to_s&.b, part&.filename, req.content_type, req.path), res)
+    end
+
+    def record_otlp(req, res)
+      keep(Request.new({}, headers(req), nil, nil, req.content_type, req.path, req.body.to_s.b), res)
+    end
+
+    def headers(req)
+      req.header.transform_values { |v| v.join(", ") }
+    end
+
+    def keep(entry, res)
       @lock.synchronize do
         @requests << entry
         @cond.broadcast

@@ -70,6 +70,29 @@ class UploadTest < Minitest::Test
     assert_operator worker["worker"], :>=, 0.15e9
   end
 
+  # otlp_endpoint and otlp_headers reach the core: an OTLP profiles request
+  # (protobuf, gzip'ed) beside the Pyroscope upload. Its content is the
+  # core's (tested with the Python binding's OTLP reader).
+  def test_otlp_export
+    code = burn_source("otlp_work") + <<~RUBY
+      Pyroscope.configure do |c|
+        c.application_name = "otlp.rb"
+        c.otlp_endpoint = #{@server.url.inspect}
+        c.otlp_headers = { "X-Team" => "blue" }
+      end
+      otlp_work(0.2)
+      Pyroscope.stop
+    RUBY
+    _, err, status = ruby_child(code)
+    assert status.success?, err
+    otlp = @server.wait_for(1).select { |r| r.path == "/v1development/profiles" }
+    refute_empty otlp, "no OTLP request"
+    assert_equal "application/x-protobuf", otlp.first.content_type
+    assert_equal "blue", otlp.first.headers["x-team"]
+    refute_empty otlp.first.body
+    assert(@server.requests.none? { |r| r.path == "/ingest" }, "no Pyroscope upload was asked for")
+  end
+
   # A server that is down: the failure reaches Pyroscope.logger and the
   # counters, and the process still stops (within stop_timeout) and exits.
   def test_unreachable_server_is_logged_and_does_not_hold_the_process
