@@ -8,6 +8,10 @@
 #   CPU ratio    profiled / base process CPU
 #   RSS added    peak RSS - base peak RSS (MB)
 #   per sample   own CPU / samples taken (us)
+# and the direct costs, which the noise of a loaded machine does not hide:
+# ours per sample (time in the signal handler + the recording job) and our
+# sampler thread per tick; stackprof's StackProf.sample at the same depth
+# (what its handler + postponed job do per sample, minus signal delivery).
 # Usage: ruby bench/ruby/run.rb [rounds] [work size]   (BENCH_HZ, default 100)
 require "json"
 require "open3"
@@ -40,10 +44,33 @@ rounds.times do |r|
                    per_sample_us: prof["samples"].positive? ? 1e6 * own / prof["samples"] : nil,
                    base_cpu: base["cpu"]}
   end
+  n = row["native"]
+  results["direct"] << {app_us: 1e-3 * (n["handler_ns"] + n["job_ns"]) / [n["samples"], 1].max,
+                        handler_us: 1e-3 * n["handler_ns"] / [n["samples"], 1].max,
+                        sampler_us: 1e-3 * n["sampler_cpu_ns"] / [n["ticks"], 1].max,
+                        timeouts: n["timeouts"], torn: n["torn"]}
   $stderr.puts format("round %d/%d: base %.2fs cpu; stackprof %+.3fs (%d samples); native %+.3fs (%d samples)",
                       r + 1, rounds, row["base"]["cpu"], results["stackprof"].last[:own],
                       row["stackprof"]["samples"], results["native"].last[:own], row["native"]["samples"])
 end
+
+# StackProf.sample at a depth like the workload's (about 12 frames).
+sp_code = <<~'RUBY'
+  require "stackprof"
+  def nest(n, &b) = n.zero? ? b.call : nest(n - 1, &b)
+  StackProf.start(mode: :cpu, interval: 999_999, raw: true)
+  best = nest(10) do
+    5.times.map do
+      t = Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID)
+      20_000.times { StackProf.sample }
+      (Process.clock_gettime(Process::CLOCK_THREAD_CPUTIME_ID) - t) / 20_000 * 1e6
+    end.sort[2]
+  end
+  StackProf.stop
+  puts best
+RUBY
+sp_out, _sp_err, sp_st = Open3.capture3(RbConfig.ruby, "-e", sp_code)
+sp_sample_us = sp_st.success? ? Float(sp_out.lines.last) : nil
 
 hz = ENV.fetch("BENCH_HZ", "100")
 load = File.read("/proc/loadavg").split.first(3).join(" ")
@@ -61,3 +88,12 @@ puts "|---|---|---|---|---|---|---|---|"
               median(rs.map { |x| x[:rss_mb] }), median(rs.map { |x| x[:samples] }),
               per.empty? ? "-" : format("%.1f", median(per)))
 end
+d = results["direct"]
+puts
+puts "Direct costs (medians of the rounds):"
+puts format("- pyroscope-native, per sample on the application thread (handler + recording job): %.1f us " \
+            "(handler alone %.1f us)", median(d.map { |x| x[:app_us] }), median(d.map { |x| x[:handler_us] }))
+puts format("- pyroscope-native, sampler thread per tick: %.1f us; timeouts per run %d, torn captures %d",
+            median(d.map { |x| x[:sampler_us] }), median(d.map { |x| x[:timeouts] }), median(d.map { |x| x[:torn] }))
+puts(sp_sample_us ? format("- stackprof, one StackProf.sample at depth ~12: %.2f us", sp_sample_us) :
+                    "- stackprof sample cost: not measured (StackProf.sample failed)")

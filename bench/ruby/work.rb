@@ -39,15 +39,18 @@ end
 threads = 2.times.map { |t| Thread.new { rounds.times { |i| chunk(i + t) } } }
 threads.each(&:join)
 
+extra = {}
 samples = case mode
           when "stackprof"
             StackProf.stop
             StackProf.results[:samples]
           when "native"
-            Pyroscope::Native.stop["captured"]
+            st = Pyroscope::Native.stop
+            extra = st.slice("handler_ns", "job_ns", "sampler_cpu_ns", "ticks", "timeouts", "torn")
+            st["captured"]
           else 0
           end
 cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu0
 wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - wall0
 hwm = File.read("/proc/self/status")[/VmHWM:\s*(\d+)/, 1].to_i
-puts JSON.generate({mode: mode, cpu: cpu, wall: wall, hwm_kb: hwm, samples: samples})
+puts JSON.generate({mode: mode, cpu: cpu, wall: wall, hwm_kb: hwm, samples: samples}.merge(extra))

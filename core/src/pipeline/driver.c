@@ -190,13 +190,15 @@ void *pn_capture_buffer(pn_capture *c, size_t *size)
     return c->buf;
 }
 
-/* A request was answered (handler): wake the sampler if it waits. Only an
- * atomic add and the futex syscall, both async-signal-safe. */
-static void answered(pn_driver *d)
+/* A request was answered (handler): the last answer of the tick the
+ * sampler waits on wakes it (an answer to an older tick's request, which
+ * the sampler stopped waiting for, counts for nothing). Atomics and the
+ * futex syscall only: async-signal-safe. */
+static void answered(pn_capture *c)
 {
-    atomic_fetch_add(&d->answers, 1);
-    if (atomic_load(&d->waiting))
-        syscall(SYS_futex, &d->answers, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    pn_driver *d = c->d;
+    if (c->time_ns == atomic_load(&d->wait_tick) && atomic_fetch_sub(&d->outstanding, 1) == 1)
+        syscall(SYS_futex, &d->outstanding, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
@@ -204,14 +206,14 @@ void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
     c->labels = labels;
     c->len = used <= c->d->capture_bytes ? used : c->d->capture_bytes;
     atomic_store(&c->state, SLOT_CAPTURED);
-    answered(c->d);
+    answered(c);
 }
 
 void pn_capture_abandon(pn_capture *c)
 {
     count(&c->d->discarded);
     atomic_store(&c->state, SLOT_FREE);
-    answered(c->d);
+    answered(c);
 }
 
 size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
@@ -232,16 +234,6 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
     }
     pn_record_end(d);
     return n;
-}
-
-static int pending(const pn_driver *d)
-{
-    for (uint32_t i = 0; i < d->nslots; i++) {
-        int st = atomic_load(&((pn_driver *)d)->slots[i].state);
-        if (st == SLOT_REQUESTED || st == SLOT_CAPTURING)
-            return 1;
-    }
-    return 0;
 }
 
 /* The oldest generation a capture not yet consumed may hold label sets of
@@ -270,6 +262,8 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     int oncpu = pn_tick_opts(t)->oncpu;
     pid_t pid = getpid();
     uint32_t asked = 0;
+    atomic_store(&d->outstanding, 0);
+    atomic_store(&d->wait_tick, now);
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         pid_t tid = atomic_load(&c->tid);
@@ -311,10 +305,12 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         c->value_ns = value;
         /* Not older than the hold taken above, so the hold covers it. */
         c->gen = pn_grace_now();
+        atomic_fetch_add(&d->outstanding, 1);
         atomic_store(&c->state, SLOT_REQUESTED);
         if (syscall(SYS_tgkill, pid, tid, d->signo) != 0) {
             int expected = SLOT_REQUESTED;
-            atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE);
+            if (atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE))
+                atomic_fetch_sub(&d->outstanding, 1);
             count(&d->exited);
             continue;
         }
@@ -325,19 +321,15 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     if (!asked)
         return;
     int64_t deadline = now + d->wait_ns;
-    /* Sleep until a handler answers (or the deadline): read the futex
-     * word before looking at the slots, so an answer in between makes the
-     * wait return at once. */
-    atomic_store(&d->waiting, 1);
+    /* Sleep until the last request is answered, or the deadline. */
     for (;;) {
-        uint32_t seen = atomic_load(&d->answers);
+        int left_answers = atomic_load(&d->outstanding);
         int64_t left = deadline - pn_clock_ns(CLOCK_MONOTONIC);
-        if (!pending(d) || left <= 0)
+        if (left_answers <= 0 || left <= 0)
             break;
         struct timespec ts = {(time_t)(left / 1000000000), (long)(left % 1000000000)};
-        syscall(SYS_futex, &d->answers, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+        syscall(SYS_futex, &d->outstanding, FUTEX_WAIT_PRIVATE, left_answers, &ts, NULL, 0);
     }
-    atomic_store(&d->waiting, 0);
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         int expected = SLOT_REQUESTED;

@@ -34,11 +34,11 @@ struct pn_driver {
      * from a driver already freed (the agent stopped while the thread
      * stayed joined) is recognised without reading freed memory. */
     uint64_t serial;
-    /* The sampler sleeps on `answers` (a futex word) while it waits for
-     * captures; a handler that answers bumps it and, when `waiting`, wakes
-     * the sampler: no polling while threads take their time. */
-    _Atomic uint32_t answers;
-    _Atomic int waiting;
+    /* The sampler sleeps on `outstanding` (a futex word: requests of the
+     * tick `wait_tick` not answered yet); the handler that answers the
+     * last one wakes it. No polling, one wake-up per tick. */
+    _Atomic int outstanding;
+    _Atomic int64_t wait_tick;
 
     /* Batch: written by the binding, read by the flusher. */
     _Atomic int64_t watermark;

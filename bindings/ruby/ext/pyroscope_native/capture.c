@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 
 #include <ruby/debug.h>
 
@@ -28,6 +29,21 @@ static atomic_int in_job_mode;
 static struct sigaction ours_installed;
 static int installed;           /* GVL */
 static _Atomic uint64_t torn, altstack;
+/* CPU spent capturing in handlers and recording in jobs (the thread's CPU
+ * clock: a wall clock would count the time the thread was preempted): the
+ * per-sample cost the application thread pays, the two clock reads
+ * included. */
+static _Atomic uint64_t handler_ns, job_ns;
+
+uint64_t capture_handler_ns(void) { return atomic_load(&handler_ns); }
+uint64_t capture_job_ns(void) { return atomic_load(&job_ns); }
+
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 uint64_t capture_torn(void) { return atomic_load(&torn); }
 uint64_t capture_altstack(void) { return atomic_load(&altstack); }
@@ -138,6 +154,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     pn_capture *c = pn_capture_begin(d);
     if (!c)
         goto out;
+    int64_t t0 = cpu_ns();
     if (on_alt_stack()) {
         atomic_fetch_add_explicit(&altstack, 1, memory_order_relaxed);
         pn_capture_abandon(c);
@@ -147,8 +164,11 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
         pn_capture_abandon(c);
         goto out;
     }
-    pn_capture_commit(c, capture_bytes_for(g_max_depth), labels_for_handler());
+    /* The job first: committing may wake the sampler, which may take this
+     * CPU from us. */
     schedule_job();
+    pn_capture_commit(c, capture_bytes_for(g_max_depth), labels_for_handler());
+    atomic_fetch_add_explicit(&handler_ns, (uint64_t)(cpu_ns() - t0), memory_order_relaxed);
 out:
     handler_exit();
     errno = saved;
@@ -171,7 +191,9 @@ void capture_job(void *unused)
         else
             pn_capture_abandon(c);
     }
+    int64_t t0 = cpu_ns();
     symbolize_drain(d);
+    atomic_fetch_add_explicit(&job_ns, (uint64_t)(cpu_ns() - t0), memory_order_relaxed);
     log_drain();
 }
 

@@ -241,6 +241,8 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
     }
     PUT("torn", capture_torn());
     PUT("altstack", capture_altstack());
+    PUT("handler_ns", capture_handler_ns());
+    PUT("job_ns", capture_job_ns());
     PUT("threads_joined", threads_joined_count());
     PUT("jobs", symbolize_jobs());
     PUT("log_dropped", log_dropped());

@@ -50,6 +50,8 @@ void capture_vm_exited(void);           /* from ruby_vm_at_exit */
 void capture_before_exec(void);         /* GVL: no SIGPROF survives exec */
 uint64_t capture_torn(void);            /* abandoned: a GC overlapped */
 uint64_t capture_altstack(void);        /* abandoned: on the alt stack */
+uint64_t capture_handler_ns(void);      /* time in handlers that captured */
+uint64_t capture_job_ns(void);          /* time in jobs recording */
 size_t capture_bytes_for(int max_depth);
 /* Postponed job entry (GVL): capture (fallback mode) then symbolize. */
 void capture_job(void *unused);
@@ -58,6 +60,7 @@ void capture_job(void *unused);
 int symbolize_prepare(int max_depth);  /* GVL, before sampling */
 void symbolize_drain(pn_driver *d);
 void symbolize_reset(void);
+void symbolize_mark(void);              /* GC mark: the cache's frames */
 uint64_t symbolize_jobs(void);
 
 /* thread_registry.c */

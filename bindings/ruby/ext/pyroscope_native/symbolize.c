@@ -5,8 +5,9 @@
  * Names come from rb_profile_frame_full_label/path, which allocate; a GC
  * they trigger cannot free or move the frames still waiting (thread_registry.c
  * pins them). A small cache maps a frame VALUE to its interned name and
- * file; it is valid for one period's symbols and one GC count (after a GC
- * an address may belong to another object).
+ * file, for one period's symbols; the GC marks (and so pins) every frame
+ * in it, so an address in the cache cannot be freed and reused by another
+ * object while it is there (at most CACHE_SIZE frames are kept alive).
  *
  * Threads: GVL only (one consumer at a time, as the core requires). */
 #include "native.h"
@@ -25,7 +26,6 @@ typedef struct {
 
 static cache_entry cache[CACHE_SIZE];
 static uint64_t cache_symgen;   /* pn_symbols generation it is valid for */
-static size_t cache_gc_count;
 static uint64_t jobs;
 /* Frame ids of the capture being recorded: max_depth + 1 (GVL). */
 static pn_frame_id *ids;
@@ -62,23 +62,15 @@ static uint32_t intern_value(pn_symbols *s, VALUE str)
 static pn_frame_id frame_id(pn_symbols *s, VALUE frame, int line)
 {
     uint64_t gen = pn_symbols_generation(s);
-    size_t gcs = rb_gc_count();
-    if (gen != cache_symgen || gcs != cache_gc_count) {
+    if (gen != cache_symgen) {
         memset(cache, 0, sizeof cache);
         cache_symgen = gen;
-        cache_gc_count = gcs;
     }
     cache_entry *c = &cache[((uintptr_t)frame >> 3) & (CACHE_SIZE - 1)];
     if (c->frame != frame) {
         uint32_t name = intern_value(s, rb_profile_frame_full_label(frame));
-        VALUE path = rb_profile_frame_path(frame);
-        uint32_t file = intern_value(s, path);
-        /* A GC the calls above ran invalidates the cache, not this entry's
-         * frame (pinned): recheck before storing. */
-        if (rb_gc_count() != cache_gc_count) {
-            memset(cache, 0, sizeof cache);
-            cache_gc_count = rb_gc_count();
-        }
+        uint32_t file = intern_value(s, rb_profile_frame_path(frame));
+        /* frame itself is pinned by its capture until it is in here. */
         c->frame = frame;
         c->name_sid = name;
         c->file_sid = file;
@@ -113,6 +105,13 @@ static void on_capture(void *ud, pn_driver *d, const pn_capture_view *v)
         pn_record(d, p, &smp);
     }
     unpin(h->owner, frames);
+}
+
+void symbolize_mark(void)
+{
+    for (size_t i = 0; i < CACHE_SIZE; i++)
+        if (cache[i].frame)
+            rb_gc_mark(cache[i].frame);
 }
 
 void symbolize_drain(pn_driver *d)

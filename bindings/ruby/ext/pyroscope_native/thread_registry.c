@@ -57,6 +57,7 @@ static void pins_mark(void *unused)
         for (int j = 0; frames && j < n; j++)
             rb_gc_mark_maybe(frames[j]);
     }
+    symbolize_mark();
 }
 
 static const rb_data_type_t pins_type = {.wrap_struct_name = "pyroscope_native_pins",
