@@ -27,8 +27,11 @@ class FolderTest < Minitest::Test
       assert_equal pid, s.labels["pid"]
       assert_equal tid, s.labels["thread_id"]
     end
-    # The method's name as Ruby shows it, the leaf first.
-    assert(work.any? { |s| s.stack.first.include?("folder_work") })
+    # Names as Ruby shows them, the leaf first: folder_work before <main>.
+    work.each do |s|
+      names = s.stack
+      assert_operator names.index { |f| f.include?("Object#folder_work") }, :<, names.index("<main>"), names.inspect
+    end
   end
 
   # Two Fibers on one thread, switching back and forth, each under its own
