@@ -1,12 +1,15 @@
 # pyroscope-native: the front door.
-#   make demo       build and run the Python example app, profiles + flame graph in ./pyroscope-profiles
+#   make demo       build and run the Python, Node and Ruby example apps, profiles + flame graphs
+#                   in ./pyroscope-profiles (Node's under node/, Ruby's under ruby/)
 #   make demo-c     the same with the C example
 #   make test       install what is missing, build, run every test suite
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-release  core tests built as Release (-O3): -Werror must hold there too
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
 #   make test-python    Python-side tests for CPython 3.10-3.13 (part of `make test`)
-#   make bench      benchmarks (never part of `make test`)
+#   make test-node      Node binding tests, mocha (part of `make test`; mk/node.mk)
+#   make test-ruby      Ruby gem tests, minitest (part of `make test`; mk/ruby.mk)
+#   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
 #   make proto      regenerate core/gen from proto/
 
 SHELL := /bin/bash
@@ -51,7 +54,7 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: build test-c test-valgrind test-python
+test: build test-c test-valgrind test-python test-node test-ruby
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
@@ -118,6 +121,7 @@ bench: build
 	@mkdir -p $(BUILD)/bench
 	set -o pipefail; $(BUILD)/bench_core | tee $(BUILD)/bench/bench_core.txt
 	$(MAKE) --no-print-directory bench-python BENCH_CORE_OUTPUT=$(BUILD)/bench/bench_core.txt
+	$(MAKE) --no-print-directory bench-node bench-ruby
 
 # Python benchmarks against pyroscope-io and py-spy (each in its own venv
 # under $(BUILD)/bench, from PyPI); BENCH_ARGS=--quick for a short check.
@@ -140,6 +144,7 @@ demo: deps
 	$(DEMO_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
 	rm -rf $(DEMO_DIR)
 	$(DEMO_VENV)/bin/python -m pyroscope run --output-dir $(DEMO_DIR) examples/python/shop.py
+	$(MAKE) --no-print-directory demo-node demo-ruby
 
 # The C example (examples/c), profiling itself through the core's C API.
 demo-c: build

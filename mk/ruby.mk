@@ -12,7 +12,7 @@ RUBY_TESTS ?= $(sort $(wildcard bindings/ruby/test/*_test.rb))
 RUBY_GEM_ENV = GEM_HOME=$(RUBY_GEMHOME) GEM_PATH=$(RUBY_GEMHOME):$(shell $(RUBY) -e 'print Gem.default_path.join(":")')
 
 .PHONY: build-ruby test-ruby
-build-ruby:
+build-ruby: deps
 	@mkdir -p $(RUBY_BUILD)
 	rm -rf $(RUBY_EXT)/core && mkdir -p $(RUBY_EXT)/core
 	cp -r core/include core/src core/report core/gen $(RUBY_EXT)/core/
