@@ -39,6 +39,7 @@ function parse(argv) {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
+      tokens: true,
       options: {
         output: { type: 'string', short: 'o' },
         top: { type: 'string' },
@@ -57,18 +58,27 @@ function parse(argv) {
 }
 
 async function report(argv) {
-  const { values, positionals } = parse(argv);
+  const { values, tokens } = parse(argv);
   if (values.help) {
     process.stdout.write(USAGE + '\n');
     return 0;
   }
-  let paths = positionals;
+  // --diff takes the two words after it (A and B); the other words are the paths.
   let diff;
-  if (values.diff) {
-    // --diff takes the last two words: A and B
-    if (paths.length < 3) throw new UsageError('--diff takes two selections after the paths: --diff KEY=VALUE KEY=VALUE');
-    diff = paths.slice(-2);
-    paths = paths.slice(0, -2);
+  const paths = [];
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    if (t.kind === 'option' && t.name === 'diff') {
+      const a = tokens[i + 1];
+      const b = tokens[i + 2];
+      if (diff || !a || !b || a.kind !== 'positional' || b.kind !== 'positional') {
+        throw new UsageError('--diff takes two selections: --diff KEY=VALUE[,...] KEY=VALUE[,...]');
+      }
+      diff = [a.value, b.value];
+      i += 2;
+    } else if (t.kind === 'positional') {
+      paths.push(t.value);
+    }
   }
   if (paths.length === 0) throw new UsageError('report: give at least one profile file or folder');
   const opts = {

@@ -58,6 +58,12 @@ function byType(names) {
     (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
 }
 
+// The page of a type: flamegraph.html for the time profile (cpu, else wall: the first
+// of byType's order), flamegraph-<type>.html for the others.
+function pageName(type, first) {
+  return first && (type === 'cpu' || type === 'wall') ? REPORT_NAME : `flamegraph-${type}.html`;
+}
+
 // Folders expanded to their profiles of one type (options.type, else the time profile);
 // files stay as given. -> {files, type, others: [types left out]}
 function expand(paths, type) {
@@ -74,7 +80,7 @@ function expand(paths, type) {
     if (files.length === 0) {
       throw reportError(`writeReport: no profiles (.pb or .pb.gz files) in ${paths.join(', ')}`);
     }
-    return { files, type: null, others: [] };
+    return { files, type: null, others: [], page: REPORT_NAME };
   }
   const groups = byType(inFolders.map((f) => f.name));
   const types = groups.map(([t]) => t);
@@ -85,7 +91,10 @@ function expand(paths, type) {
   }
   const picked = inFolders.filter((f) => typeOf(f.name) === chosen)
     .map((f) => path.join(f.dir, f.name)).sort();
-  return { files: [...picked, ...files], type: chosen, others: types.filter((t) => t !== chosen) };
+  return {
+    files: [...picked, ...files], type: chosen, others: types.filter((t) => t !== chosen),
+    page: pageName(chosen, chosen === types[0]),
+  };
 }
 
 // "k=v" (split at the first '=') or [k, v] -> [k, v]; what names the option in errors.
@@ -135,14 +144,14 @@ function viewOf(filter, groupBy, diff) {
   return view.toString();
 }
 
-function defaultOutput(first) {
+function defaultOutput(first, page) {
   let dir;
   try {
     dir = fs.statSync(first).isDirectory() ? first : path.dirname(first);
   } catch (_) {
     dir = path.dirname(first);
   }
-  return path.join(dir, REPORT_NAME);
+  return path.join(dir, page);
 }
 
 // The addon's arguments from the public options (thrown: ERR_PYROSCOPE_REPORT).
@@ -178,7 +187,7 @@ function request(paths, options) {
     throw reportError('type: a profile type (cpu, wall, heap)');
   }
   const found = expand(list, opts.type || null);
-  const output = opts.output === undefined ? defaultOutput(list[0]) : opts.output;
+  const output = opts.output === undefined ? defaultOutput(list[0], found.page) : opts.output;
   if (output !== null && (typeof output !== 'string' || !output)) {
     throw reportError('output: a file path for the flame graph page (null: none)');
   }
@@ -226,8 +235,7 @@ function takeRun(addon) {
     return [];
   }
   return byType(written).map(([type, names], i) => {
-    const output = path.join(r.dir, i === 0 && (type === 'cpu' || type === 'wall')
-      ? REPORT_NAME : `flamegraph-${type}.html`);
+    const output = path.join(r.dir, pageName(type, i === 0));
     return {
       dir: r.dir,
       output,

@@ -138,6 +138,17 @@ describe('report: flame graph of the folder output', function () {
     await assert.rejects(api.writeReport(fresh, { type: 'wall' }),
       (e) => e.code === 'ERR_PYROSCOPE_REPORT' && /no wall profiles/.test(e.message));
     await assert.rejects(api.writeReport(fresh, { colour: 'red' }), /unknown option colour/);
+    // one type per page: a folder's other types are left out and named; their page has
+    // its own name (a copy named as a wall profile stands for one here)
+    const cpuFile = fs.readdirSync(fresh).find((n) => n.includes('-cpu-'));
+    fs.copyFileSync(path.join(fresh, cpuFile), path.join(fresh, 'other-wall-10-20.pb.gz'));
+    const byDefault = await api.writeReport(fresh, { top: 0 });
+    assert.deepStrictEqual([byDefault.type, byDefault.otherTypes], ['cpu', ['wall']]);
+    assert.strictEqual(byDefault.output, path.join(fresh, 'flamegraph.html'));
+    const wall = await api.writeReport(fresh, { type: 'wall', top: 0 });
+    assert.deepStrictEqual([wall.profiles, wall.otherTypes], [1, ['cpu']]);
+    assert.strictEqual(wall.output, path.join(fresh, 'flamegraph-wall.html'));
+    assert.ok(fs.existsSync(wall.output));
     // a file given by name is read as is: the core names what is wrong with it
     await assert.rejects(api.writeReport(path.join(dir, 'old.app-cpu-1-2.pb.gz'), { output: null }),
       (e) => e.code && /old\.app-cpu-1-2\.pb\.gz/.test(e.message));
@@ -153,6 +164,11 @@ describe('report: flame graph of the folder output', function () {
     assert.match(ok.stdout, /reportHotFunction/);
     assert.match(ok.stdout, /profiles? read, flame graph: .*page\.html/);
     assert.ok(named(pageNames(out), 'reportHotFunction'));
+
+    const diff = await run([BIN, 'report', '--diff', 'phase=hot', 'phase=cold', ...files, '--top', '3', '-o', out]);
+    assert.strictEqual(diff.code, 0, diff.stderr);
+    assert.match(diff.stdout, /A: phase=hot .*\nB: phase=cold/);
+    assert.match(diff.stdout, /reportHotFunction/);
 
     const bad = await run([BIN, 'report', dir, '--filter', 'phase']);
     assert.strictEqual(bad.code, 2);
