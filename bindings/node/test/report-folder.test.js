@@ -78,6 +78,9 @@ describe('report: flame graph of the folder output', function () {
     const page = path.join(dir, 'flamegraph.html');
     assert.ok(fs.existsSync(page), `no page in ${fs.readdirSync(dir).join(', ')}`);
     assert.ok(named(pageNames(page), 'reportHotFunction'), 'the page names the hot function');
+    // the heap profiler's periods (when one was cut before the exit) get their own page
+    const heap = fs.readdirSync(dir).some((n) => n.startsWith('report.child-heap-'));
+    assert.strictEqual(fs.existsSync(path.join(dir, 'flamegraph-heap.html')), heap);
   });
 
   it('stop() writes the page before it resolves', async () => {
@@ -123,7 +126,7 @@ describe('report: flame graph of the folder output', function () {
 
   it('writeReport filters by label and breaks down by one; a bad filter is a clear error', async () => {
     const fresh = tmpdir('pn-report-api-');
-    for (const f of fs.readdirSync(dir).filter((n) => n.startsWith('report.child-'))) {
+    for (const f of fs.readdirSync(dir).filter((n) => n.startsWith('report.child-cpu-'))) {
       fs.copyFileSync(path.join(dir, f), path.join(fresh, f));
     }
     const hot = await api.writeReport(fresh, { filter: { phase: 'hot' }, groupBy: 'phase', top: 5, output: null });
@@ -157,7 +160,7 @@ describe('report: flame graph of the folder output', function () {
   it('the CLI prints the top table and writes the page; a bad filter exits 2 naming --filter', async () => {
     const out = path.join(tmpdir('pn-report-cli-'), 'page.html');
     // this run's files (the folder also holds the unreadable old profile: see below)
-    const files = fs.readdirSync(dir).filter((n) => n.startsWith('report.child-')).map((n) => path.join(dir, n));
+    const files = fs.readdirSync(dir).filter((n) => n.startsWith('report.child-cpu-')).map((n) => path.join(dir, n));
     const ok = await run([BIN, 'report', ...files, '--top', '5', '--output', out]);
     assert.strictEqual(ok.code, 0, ok.stderr);
     assert.match(ok.stdout, /Top 5 of \d+ functions by self cpu/);
