@@ -256,32 +256,27 @@ function logFailed(addon, e) {
   } catch (_) { /* logging must not throw either */ }
 }
 
-// Each page on its own: one failing leaves the others.
-async function endRun(addon) {
-  let reports = [];
+function runReports(addon) {
   try {
-    reports = takeRun(addon);
+    return takeRun(addon);
   } catch (e) {
     logFailed(addon, e);
-  }
-  for (const q of reports) {
-    try {
-      logDone(addon, q, await addon.reportAsync(q.paths, q.args));
-    } catch (e) {
-      logFailed(addon, e);
-    }
+    return [];
   }
 }
 
-// process 'exit': nothing asynchronous runs any more.
-function endRunSync(addon) {
-  let reports = [];
-  try {
-    reports = takeRun(addon);
-  } catch (e) {
-    logFailed(addon, e);
+// Each page on its own: one failing leaves the others. Never rejects.
+async function endRun(addon) {
+  for (const q of runReports(addon)) {
+    await Promise.resolve()
+      .then(() => addon.reportAsync(q.paths, q.args))
+      .then((r) => logDone(addon, q, r), (e) => logFailed(addon, e));
   }
-  for (const q of reports) {
+}
+
+// process 'exit': nothing asynchronous runs any more. Never throws.
+function endRunSync(addon) {
+  for (const q of runReports(addon)) {
     try {
       logDone(addon, q, addon.report(q.paths, q.args));
     } catch (e) {
