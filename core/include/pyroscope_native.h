@@ -328,6 +328,12 @@ typedef struct pn_capture pn_capture;
  * a thread that exits leaves by itself. Application threads. */
 int pn_rendezvous_join(pn_driver *d, pn_error *e);
 void pn_rendezvous_leave(pn_driver *d);
+/* Join kernel thread `tid` of this process on its behalf (for threads that
+ * existed before the driver started and cannot be made to run code): its
+ * handler adopts the slot at its first signal; it leaves as a joined
+ * thread does, and a slot whose thread is gone before adopting it is
+ * freed by the sampler. Control threads. */
+int pn_rendezvous_join_tid(pn_driver *d, pid_t tid, pn_error *e);
 
 /* In the binding's handler of the driver's signal (async-signal-safe): the
  * calling thread's requested capture, or NULL (nothing requested, or the
@@ -381,9 +387,12 @@ typedef struct {
     uint32_t max_threads;       /* registered at once (default 1024) */
     int64_t min_cpu_ns;         /* CPU a thread must use before it is
                                  * signalled (default 1/10 interval) */
-    int64_t wait_ns;            /* how long a tick waits for captures
-                                 * (default min(interval/2, 10 ms)) */
-    /* Optional, sampler thread: captures were committed this tick. */
+    int64_t wait_ns;            /* how long a request may stay unanswered;
+                                 * the next tick after that takes it back
+                                 * as a timeout (default min(interval/2,
+                                 * 10 ms)) */
+    /* Optional, sampler thread: a tick signalled threads (their captures
+     * arrive after it). */
     void (*notify)(void *ctx);
 
     /* batch */

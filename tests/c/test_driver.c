@@ -309,6 +309,17 @@ static void on_sigprof(int sig)
     errno = saved;
 }
 
+/* The test's handler in place of whatever SIGPROF did (saved in old). */
+static void install_on_sigprof(struct sigaction *old)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigprof;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, old);
+}
+
 static void consume(void *ud, pn_driver *d, const pn_capture_view *v)
 {
     (void)ud;
@@ -441,12 +452,8 @@ static void test_rendezvous(void)
     atomic_store(&label_mismatch, 0);
     atomic_store(&consumer_stop, 0);
 
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigprof;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGPROF, &sa, &old);
+    struct sigaction old;
+    install_on_sigprof(&old);
 
     char dir[64];
     pn_test_tmpdir("driver", dir, sizeof dir);
@@ -939,5 +946,102 @@ static void test_label_churn(void)
     pn_test_rm_dir(dir);
 }
 
-TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_label_churn), T(test_two_drivers),
+/* A thread that stays joined to a driver its agent freed (stale slot),
+ * then is joined by tid to the next agent's driver by another thread: its
+ * handler adopts the new slot and its captures are recorded again. */
+static void *adopt_worker(void *arg)
+{
+    (void)arg;
+    pn_label kv = {"worker", w_names[W_SPIN0]};
+    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
+    atomic_store(&w_tid[W_SPIN0], pn_gettid());
+    tl_widx = W_SPIN0;
+    pn_error e;
+    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(atomic_load(&g_rdv), &e) == 0 ? 1 : -1);
+    volatile double x = 0;
+    while (!atomic_load(&w_stop[W_SPIN0]))
+        for (int k = 0; k < 10000; k++)
+            x += 1;
+    tl_widx = -1;
+    pn_rendezvous_leave(atomic_load(&g_rdv));
+    return NULL;
+}
+
+static pn_agent *adopt_agent(const char *dir, pn_driver **d)
+{
+    pn_config c;
+    folder_config(&c, dir);
+    pn_error e;
+    pn_agent *a = pn_agent_start(&c, &e);
+    pn_config_free(&c);
+    *d = a ? pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_RENDEZVOUS,
+                                                      .profile_type = "rdv",
+                                                      .capture_bytes = 256}, &e)
+           : NULL;
+    if (!*d)
+        fprintf(stderr, "  %s\n", e.msg);
+    return a;
+}
+
+static int wait_consumed(long n)
+{
+    int64_t deadline = mono_now() + 20 * 1000000000LL;
+    while (atomic_load(&w_consumed[W_SPIN0]) < n && mono_now() < deadline)
+        sleep_ms(5);
+    return atomic_load(&w_consumed[W_SPIN0]) >= n;
+}
+
+static void test_rendezvous_adopt(void)
+{
+    atomic_store(&w_consumed[W_SPIN0], 0);
+    atomic_store(&w_stop[W_SPIN0], 0);
+    atomic_store(&w_joined[W_SPIN0], 0);
+    atomic_store(&label_mismatch, 0);
+    struct sigaction old;
+    install_on_sigprof(&old);
+    char dir[64];
+    pn_test_tmpdir("adopt", dir, sizeof dir);
+
+    pn_driver *d1, *d2;
+    pn_agent *a1 = adopt_agent(dir, &d1);
+    CHECK(d1 != NULL);
+    atomic_store(&g_rdv, d1);
+    pthread_t worker, cons;
+    atomic_store(&consumer_stop, 0);
+    pthread_create(&cons, NULL, consumer_main, d1);
+    pthread_create(&worker, NULL, adopt_worker, NULL);
+    CHECK(wait_consumed(3));
+    CHECK_EQ_INT(atomic_load(&w_joined[W_SPIN0]), 1);
+    atomic_store(&consumer_stop, 1);
+    pthread_join(cons, NULL);
+    /* The worker stays joined to d1 while its agent stops and frees it. */
+    atomic_store(&g_rdv, NULL);
+    sleep_ms(50);
+    pn_agent_stop(a1);
+
+    pn_agent *a2 = adopt_agent(dir, &d2);
+    CHECK(d2 != NULL);
+    long before = atomic_load(&w_consumed[W_SPIN0]);
+    atomic_store(&g_rdv, d2);
+    pn_error e;
+    CHECK_EQ_INT(pn_rendezvous_join_tid(d2, atomic_load(&w_tid[W_SPIN0]), &e), 0);
+    CHECK_EQ_INT(pn_rendezvous_join_tid(d2, atomic_load(&w_tid[W_SPIN0]), &e), 0); /* once */
+    atomic_store(&consumer_stop, 0);
+    pthread_create(&cons, NULL, consumer_main, d2);
+    CHECK(wait_consumed(before + 3));
+    atomic_store(&w_stop[W_SPIN0], 1);
+    pthread_join(worker, NULL);
+    atomic_store(&consumer_stop, 1);
+    pthread_join(cons, NULL);
+    printf("  consumed %ld before the restart, %ld after\n", before,
+           atomic_load(&w_consumed[W_SPIN0]) - before);
+    CHECK_EQ_INT(atomic_load(&label_mismatch), 0);
+    atomic_store(&g_rdv, NULL);
+    pn_agent_stop(a2);
+    sigaction(SIGPROF, &old, NULL);
+    release_worker_labels();
+    pn_test_rm_dir(dir);
+}
+
+TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_label_churn), T(test_two_drivers),
           T(test_walker_labels))

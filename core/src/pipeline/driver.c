@@ -30,6 +30,9 @@ enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_CAPTURING, SLOT_CAPTURED, SLOT_CONSUM
 
 struct pn_capture {
     _Atomic int state;
+    /* 1 once the thread found its slot (tl_capture); a slot claimed for it
+     * by another thread (pn_rendezvous_join_tid) starts at 0. */
+    _Atomic int adopted;
     /* The joined thread; 0: slot unused. Claimed by the joining thread
      * with a CAS, cleared when it leaves. */
     _Atomic pid_t tid;
@@ -52,6 +55,45 @@ struct pn_capture {
  * reading it in a handler never allocates (one rendezvous driver per
  * thread). */
 static __thread pn_capture *tl_capture __attribute__((tls_model("initial-exec")));
+/* The serial of tl_capture's driver: a slot of a driver freed since (its
+ * agent stopped while this thread stayed joined) is stale, never read. */
+static __thread uint64_t tl_serial __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t next_serial = 1;
+/* Serials of the rendezvous drivers alive now (an agent has at most 8
+ * drivers, one agent at a time); 0: a free entry. */
+#define MAX_LIVE 8
+static _Atomic uint64_t live_serials[MAX_LIVE];
+
+static int serial_live(uint64_t serial)
+{
+    for (int i = 0; serial && i < MAX_LIVE; i++)
+        if (atomic_load(&live_serials[i]) == serial)
+            return 1;
+    return 0;
+}
+
+/* The calling thread's slot in d, or NULL (none, or a stale one). A slot
+ * another thread claimed for us is adopted here: a scan by tid, only until
+ * found (async-signal-safe: loads, one CAS, thread-local stores). */
+static pn_capture *own_capture(pn_driver *d)
+{
+    if (!d)
+        return NULL;
+    if (tl_capture && tl_serial == d->serial)
+        return tl_capture;
+    pid_t tid = pn_gettid();
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        int no = 0;
+        if (atomic_load_explicit(&c->tid, memory_order_relaxed) == tid &&
+            atomic_compare_exchange_strong(&c->adopted, &no, 1)) {
+            tl_capture = c;
+            tl_serial = d->serial;
+            return c;
+        }
+    }
+    return NULL;
+}
 static pthread_key_t leave_key;
 static pthread_once_t leave_once = PTHREAD_ONCE_INIT;
 
@@ -98,38 +140,62 @@ void pn_driver_watermark(pn_driver *d, int64_t time_ns)
 static void leave_at_exit(void *arg)
 {
     pn_capture *c = arg;
-    if (c && tl_capture == c)
+    /* c->d is read only when tl_serial says the driver is still ours. */
+    if (c && tl_capture == c && serial_live(tl_serial))
         pn_rendezvous_leave(c->d);
 }
 
 static void make_leave_key(void) { pthread_key_create(&leave_key, leave_at_exit); }
 
-int pn_rendezvous_join(pn_driver *d, pn_error *e)
+/* Claim a free slot for thread tid. */
+static int claim(pn_driver *d, pid_t tid, int adopted, pn_capture **out, pn_error *e)
 {
-    if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
-        return pn_fail(e, PN_EINVAL, "rendezvous_join: not a rendezvous driver");
-    if (tl_capture)
-        return tl_capture->d == d ? 0 : pn_fail(e, PN_ESTATE,
-                                                "this thread joined another rendezvous driver");
-    pthread_once(&leave_once, make_leave_key);
-    pid_t tid = pn_gettid();
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         pid_t none = 0;
-        if (atomic_load(&c->tid) == 0 && atomic_compare_exchange_strong(&c->tid, &none, tid)) {
-            tl_capture = c;
-            pthread_setspecific(leave_key, c);
-            return 0;
+        if (atomic_load(&c->tid) == 0) {
+            atomic_store(&c->adopted, adopted);
+            if (atomic_compare_exchange_strong(&c->tid, &none, tid)) {
+                *out = c;
+                return 0;
+            }
         }
     }
     return pn_fail(e, PN_ELIMIT, "more than %u threads joined the %s driver", d->nslots,
                    d->profile_type);
 }
 
+int pn_rendezvous_join(pn_driver *d, pn_error *e)
+{
+    if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
+        return pn_fail(e, PN_EINVAL, "rendezvous_join: not a rendezvous driver");
+    if (tl_capture && tl_serial != d->serial && serial_live(tl_serial))
+        return pn_fail(e, PN_ESTATE, "this thread joined another rendezvous driver");
+    pthread_once(&leave_once, make_leave_key);
+    pn_capture *c = own_capture(d);
+    if (!c && claim(d, pn_gettid(), 1, &c, e) != 0)
+        return -1;
+    tl_capture = c;
+    tl_serial = d->serial;
+    pthread_setspecific(leave_key, c);
+    return 0;
+}
+
+int pn_rendezvous_join_tid(pn_driver *d, pid_t tid, pn_error *e)
+{
+    if (!d || d->o.kind != PN_DRIVER_RENDEZVOUS)
+        return pn_fail(e, PN_EINVAL, "rendezvous_join_tid: not a rendezvous driver");
+    for (uint32_t i = 0; i < d->nslots; i++)
+        if (atomic_load(&d->slots[i].tid) == tid)
+            return 0;
+    pn_capture *c;
+    return claim(d, tid, 0, &c, e);
+}
+
 void pn_rendezvous_leave(pn_driver *d)
 {
-    pn_capture *c = tl_capture;
-    if (!c || c->d != d)
+    pn_capture *c = own_capture(d);
+    if (!c)
         return;
     /* A consumer reading our capture finishes first (it only records). */
     struct timespec step = {0, 50 * 1000};
@@ -142,14 +208,15 @@ void pn_rendezvous_leave(pn_driver *d)
         count(&d->discarded);
     tl_capture = NULL;
     pthread_setspecific(leave_key, NULL);
+    atomic_store(&c->adopted, 0);
     atomic_store(&c->tid, 0);
 }
 
 pn_capture *pn_capture_begin(pn_driver *d)
 {
-    pn_capture *c = tl_capture;
+    pn_capture *c = own_capture(d);
     int want = SLOT_REQUESTED;
-    if (!c || c->d != d || !atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
+    if (!c || !atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
         if (d)
             count(&d->discarded);
         return NULL;
@@ -183,7 +250,10 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
     for (uint32_t i = 0; i < d->nslots; i++) {
         pn_capture *c = &d->slots[i];
         int want = SLOT_CAPTURED;
-        if (!atomic_compare_exchange_strong(&c->state, &want, SLOT_CONSUMING))
+        /* A plain load first: a locked CAS on every slot costs the
+         * consumer (an application thread) microseconds per drain. */
+        if (atomic_load_explicit(&c->state, memory_order_relaxed) != SLOT_CAPTURED ||
+            !atomic_compare_exchange_strong(&c->state, &want, SLOT_CONSUMING))
             continue;
         pn_capture_view v = {c->buf, c->len, c->labels, (uint64_t)atomic_load(&c->tid),
                              c->time_ns, c->value_ns};
@@ -194,16 +264,6 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
     }
     pn_record_end(d);
     return n;
-}
-
-static int pending(const pn_driver *d)
-{
-    for (uint32_t i = 0; i < d->nslots; i++) {
-        int st = atomic_load(&((pn_driver *)d)->slots[i].state);
-        if (st == SLOT_REQUESTED || st == SLOT_CAPTURING)
-            return 1;
-    }
-    return 0;
 }
 
 /* The oldest generation a capture not yet consumed may hold label sets of
@@ -220,11 +280,32 @@ static uint64_t oldest_capture(const pn_driver *d)
     return oldest;
 }
 
-/* The rendezvous driver's tick, on its sampler thread: pick the joined
- * threads that used CPU, signal them, wait a bounded time for captures. */
+/* The rendezvous driver's tick, on its sampler thread: take back the
+ * requests nobody answered within wait_ns, then pick the joined threads
+ * that used CPU and signal them. It does not wait for the answers (the
+ * next tick sees them): a second wake-up per tick would cost this thread
+ * more than everything else it does, and a wake-up from the handler would
+ * cost the sampled thread a syscall. */
+static void take_back_unanswered(pn_driver *d, int64_t now)
+{
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        pn_capture *c = &d->slots[i];
+        int expected = SLOT_REQUESTED;
+        if (atomic_load_explicit(&c->state, memory_order_relaxed) == SLOT_REQUESTED &&
+            now - c->time_ns >= d->wait_ns &&
+            atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE)) {
+            /* Never answered (signal blocked, thread stopped): its CPU is
+             * charged to its next capture. */
+            c->carry += c->value_ns;
+            count(&d->timeouts);
+        }
+    }
+}
+
 static void rendezvous_tick(void *ctx, pn_tick *t)
 {
     pn_driver *d = ctx;
+    take_back_unanswered(d, pn_clock_ns(CLOCK_MONOTONIC));
     /* Hold what captures not yet consumed may point to, and no more: the
      * hold moves on as the consumer catches up. */
     pn_grace_hold(d->capture_reader, oldest_capture(d));
@@ -242,7 +323,14 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         }
         int64_t cpu = pn_thread_cpu_ns(tid);
         if (cpu < 0) {
+            /* Gone without leaving (joined on its behalf, or it adopted
+             * its slot in a handler, where no exit hook can be set): free
+             * the slot once nothing is in flight. */
             count(&d->exited);
+            if (atomic_load(&c->state) == SLOT_FREE) {
+                atomic_store(&c->adopted, 0);
+                atomic_compare_exchange_strong(&c->tid, &tid, 0);
+            }
             continue;
         }
         if (c->cpu_last < 0 || cpu < c->cpu_last) {
@@ -284,23 +372,7 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         count(&d->requested);
         asked++;
     }
-    if (!asked)
-        return;
-    int64_t deadline = now + d->wait_ns;
-    struct timespec step = {0, 20 * 1000};
-    while (pending(d) && pn_clock_ns(CLOCK_MONOTONIC) < deadline)
-        nanosleep(&step, NULL);
-    for (uint32_t i = 0; i < d->nslots; i++) {
-        pn_capture *c = &d->slots[i];
-        int expected = SLOT_REQUESTED;
-        if (atomic_compare_exchange_strong(&c->state, &expected, SLOT_FREE)) {
-            /* Never answered (signal blocked, thread stopped): its CPU is
-             * charged to its next capture. */
-            c->carry += c->value_ns;
-            count(&d->timeouts);
-        }
-    }
-    if (d->o.notify)
+    if (asked && d->o.notify)
         d->o.notify(d->o.ctx);
 }
 
@@ -379,6 +451,12 @@ static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interv
     if (!d->slots || !d->buffers)
         return pn_fail(e, PN_ENOMEM, "rendezvous driver: out of memory for %u slots",
                        d->nslots);
+    d->serial = atomic_fetch_add(&next_serial, 1);
+    for (int i = 0; i < MAX_LIVE; i++) {
+        uint64_t none = 0;
+        if (atomic_compare_exchange_strong(&live_serials[i], &none, d->serial))
+            break;
+    }
     for (uint32_t i = 0; i < d->nslots; i++) {
         d->slots[i].d = d;
         d->slots[i].cpu_last = -1;
@@ -391,6 +469,10 @@ void pn_driver_free(pn_driver *d)
 {
     if (!d)
         return;
+    for (int i = 0; d->serial && i < MAX_LIVE; i++) {
+        uint64_t mine = d->serial;
+        atomic_compare_exchange_strong(&live_serials[i], &mine, 0);
+    }
     pn_sampler_free(d->sampler);
     pn_store_free(d->store);
     pn_grace_reader_free(d->capture_reader);
@@ -486,7 +568,7 @@ void pn_driver_fork_child(pn_driver *d)
         c->cpu_last = -1;
         c->carry = 0;
     }
-    if (tl_capture && tl_capture->d == d)
+    if (own_capture(d))
         atomic_store(&tl_capture->tid, pn_gettid());
     atomic_store(&d->watermark, 0);
     atomic_store(&d->recorded, 0);

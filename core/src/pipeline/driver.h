@@ -30,6 +30,10 @@ struct pn_driver {
     uint8_t *buffers;
     int signo;
     int64_t min_cpu_ns, wait_ns;
+    /* Unique per rendezvous driver, never reused: a thread's slot pointer
+     * from a driver already freed (the agent stopped while the thread
+     * stayed joined) is recognised without reading freed memory. */
+    uint64_t serial;
 
     /* Batch: written by the binding, read by the flusher. */
     _Atomic int64_t watermark;

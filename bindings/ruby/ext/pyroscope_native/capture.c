@@ -1,0 +1,255 @@
+/* The SIGPROF handler: capture the running thread's Ruby stack into its
+ * slot, on that thread, when the core's sampler asked for it.
+ *
+ * Guards, in order (each learned from a profiler that crashed without it):
+ * the VM has exited; the thread is not a Ruby thread; we run on the
+ * alternate signal stack (the GC compaction read barrier's SEGV handler
+ * was interrupted); a GC step or mark phase is under way or starts while
+ * we capture (gc_guard.c). A capture that fails a guard is abandoned (the
+ * core counts it as discarded). Only atomics, thread-locals and
+ * rb_profile_frames run here; the job that records is registered with
+ * rb_postponed_job_register_one (3.1/3.2, legal from a Ruby thread's
+ * handler) or rb_postponed_job_trigger (3.3+).
+ *
+ * Fallback (YJIT before 3.3, M:N threads): the handler only registers the
+ * job, and the job captures on the thread that runs it (the GVL holder),
+ * as stackprof does there: safepoint-biased, but safe. */
+#include "native.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+
+#include <ruby/debug.h>
+
+/* Written under the GVL, read by the handler. */
+static atomic_int vm_alive = 1;
+static atomic_int in_job_mode;
+/* Counters: added to by handlers, read by anyone. */
+static _Atomic uint64_t torn, altstack, in_gc;
+
+uint64_t capture_gc(void) { return atomic_load(&in_gc); }
+/* CPU spent capturing in handlers and recording in jobs (the thread's CPU
+ * clock: a wall clock would count the time the thread was preempted): the
+ * per-sample cost the application thread pays, the two clock reads
+ * included. */
+static _Atomic uint64_t handler_ns, job_ns;
+
+uint64_t capture_handler_ns(void) { return atomic_load(&handler_ns); }
+uint64_t capture_job_ns(void) { return atomic_load(&job_ns); }
+
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+uint64_t capture_torn(void) { return atomic_load(&torn); }
+uint64_t capture_altstack(void) { return atomic_load(&altstack); }
+#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
+static rb_postponed_job_handle_t job_handle = POSTPONED_JOB_HANDLE_INVALID;
+#endif
+
+/* Fallback mode: the request the handler claimed, for the job that runs
+ * on this thread to fill (3.1/3.2 run it on the thread that registered
+ * it), and the start it belongs to (a claim from an earlier start is
+ * stale: its driver is gone). */
+static __thread pn_capture *tl_claimed __attribute__((tls_model("initial-exec")));
+static __thread unsigned tl_claimed_epoch __attribute__((tls_model("initial-exec")));
+static atomic_uint epoch;       /* bumped by every start (GVL) */
+
+void capture_vm_exited(void) { atomic_store(&vm_alive, 0); }
+void capture_set_in_job(int on)
+{
+    atomic_fetch_add(&epoch, 1);
+    atomic_store(&in_job_mode, on);
+}
+int capture_in_job(void) { return atomic_load(&in_job_mode); }
+
+size_t capture_bytes_for(int max_depth)
+{
+    return sizeof(capture_header) + (size_t)max_depth * (sizeof(VALUE) + sizeof(int));
+}
+
+static void schedule_job(void)
+{
+#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
+    rb_postponed_job_trigger(job_handle);
+#else
+    rb_postponed_job_register_one(0, capture_job, NULL);
+#endif
+}
+
+/* Whether this handler runs on the thread's alternate signal stack: it
+ * interrupted a handler that runs there (the GC compaction read barrier's
+ * SEGV handler), where the VM is mid-change. */
+static int on_alt_stack(const rthread *r)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    return sp >= r->altstack_lo && sp < r->altstack_hi;
+}
+
+/* Capture into c's buffer for the thread's registry entry r. Returns 1
+ * when the capture is sound (and pinned), 0 when it must be abandoned. */
+static int fill(pn_capture *c, rthread *r)
+{
+    size_t size;
+    uint8_t *buf = pn_capture_buffer(c, &size);
+    capture_header *h = (capture_header *)buf;
+    VALUE *frames = (VALUE *)(buf + sizeof *h);
+    int max = (int)((size - sizeof *h) / (sizeof(VALUE) + sizeof(int)));
+    if (max > g_max_depth + 1)
+        max = g_max_depth + 1;
+    int *lines = (int *)(frames + max);
+    uint64_t g0 = gc_guard_cycle();
+    h->owner = r;
+    h->truncated = 0;
+    if (g0 & 1) {
+        /* The thread is running a GC step: the stack is not safe to read,
+         * but the CPU is the GC's. Charge it to a GC frame (as stackprof
+         * does) rather than lose it. */
+        h->depth = 0;
+        h->in_gc = 1;
+        atomic_fetch_add_explicit(&in_gc, 1, memory_order_relaxed);
+        return 1;
+    }
+    h->in_gc = 0;
+    int n = rb_profile_frames(0, max, frames, lines);
+    if (n <= 0)
+        return 0;
+    h->truncated = n > g_max_depth;
+    h->depth = n > g_max_depth ? g_max_depth : n;
+    /* lines must sit right after max frames: move them when n < max so
+     * the consumer finds them at frames + depth. */
+    if (h->depth < max)
+        memmove(frames + h->depth, lines, (size_t)h->depth * sizeof(int));
+    atomic_store(&r->pin_frames, frames);
+    atomic_store(&r->pin_depth, h->depth);
+    h->gc_cycle = g0;
+    if (gc_guard_cycle() != g0) {
+        atomic_fetch_add_explicit(&torn, 1, memory_order_relaxed);
+        atomic_store(&r->pin_depth, 0);
+        atomic_store(&r->pin_frames, NULL);
+        return 0;
+    }
+    return 1;
+}
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)si, (void)uc;
+    int saved = errno;
+    handler_enter();
+    pn_driver *d = atomic_load(&g_driver);
+    if (!d || !atomic_load(&vm_alive) || !ruby_native_thread_p())
+        goto out;
+    rthread *r = threads_current();
+    if (!r)
+        goto out;
+    if (atomic_load(&in_job_mode)) {
+        /* Claim the request now (the sampler stops waiting for it); the
+         * job fills it at the next safepoint. */
+        if (!tl_claimed || tl_claimed_epoch != atomic_load(&epoch)) {
+            tl_claimed = pn_capture_begin(d);
+            tl_claimed_epoch = atomic_load(&epoch);
+        }
+        if (tl_claimed)
+            schedule_job();
+        goto out;
+    }
+    pn_capture *c = pn_capture_begin(d);
+    if (!c)
+        goto out;
+    int64_t t0 = cpu_ns();
+    if (on_alt_stack(r)) {
+        atomic_fetch_add_explicit(&altstack, 1, memory_order_relaxed);
+        pn_capture_abandon(c);
+        goto out;
+    }
+    if (!fill(c, r)) {
+        pn_capture_abandon(c);
+        goto out;
+    }
+    /* The job first: committing may wake the sampler, which may take this
+     * CPU from us. */
+    schedule_job();
+    pn_capture_commit(c, capture_bytes_for(g_max_depth), labels_for_handler());
+    atomic_fetch_add_explicit(&handler_ns, (uint64_t)(cpu_ns() - t0), memory_order_relaxed);
+out:
+    handler_exit();
+    errno = saved;
+}
+
+/* The job (GVL): in fallback mode capture here first, then record. */
+void capture_job(void *unused)
+{
+    (void)unused;
+    pn_driver *d = atomic_load(&g_driver);
+    if (!d || !atomic_load(&vm_alive))
+        return;
+    rthread *r = threads_current();
+    if (atomic_load(&in_job_mode) && r && tl_claimed &&
+        tl_claimed_epoch == atomic_load(&epoch)) {
+        pn_capture *c = tl_claimed;
+        tl_claimed = NULL;
+        if (fill(c, r))
+            pn_capture_commit(c, capture_bytes_for(g_max_depth), labels_for_handler());
+        else
+            pn_capture_abandon(c);
+    }
+    if (g_thread_names)
+        threads_refresh_name();
+    int64_t t0 = cpu_ns();
+    symbolize_drain(d);
+    atomic_fetch_add_explicit(&job_ns, (uint64_t)(cpu_ns() - t0), memory_order_relaxed);
+    log_drain();
+}
+
+int capture_install(pn_error *e)
+{
+    struct sigaction old;
+    if (sigaction(SIGPROF, NULL, &old) != 0)
+        return pn_fail(e, PN_EIO, "cannot read the SIGPROF handler: %s", strerror(errno));
+    int ours = (old.sa_flags & SA_SIGINFO) && old.sa_sigaction == on_signal;
+    if (!ours && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+        return pn_fail(e, PN_ESTATE,
+                       "another SIGPROF handler is installed (another profiler, such as "
+                       "stackprof, is running): stop it before starting pyroscope");
+#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
+    if (job_handle == POSTPONED_JOB_HANDLE_INVALID)
+        job_handle = rb_postponed_job_preregister(0, capture_job, NULL);
+#endif
+    if (ours)
+        return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGPROF, &sa, NULL) != 0)
+        return pn_fail(e, PN_EIO, "cannot install the SIGPROF handler: %s", strerror(errno));
+    return 0;
+}
+
+/* Before exec: no SIGPROF may stay pending for the new program (it would
+ * die of "Profiling timer expired"). Ignoring a signal discards pending
+ * ones; then the default comes back, for the program exec runs. */
+void capture_before_exec(void)
+{
+    struct sigaction cur;
+    /* Another profiler's handler is not ours to reset (if exec fails, its
+     * timer would then kill the process). */
+    if (sigaction(SIGPROF, NULL, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) ||
+        cur.sa_sigaction != on_signal)
+        return;
+    struct sigaction ign, dfl;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    dfl = ign;
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPROF, &ign, NULL);
+    sigaction(SIGPROF, &dfl, NULL);
+}

@@ -1,0 +1,42 @@
+# Builds pyroscope/pyroscope_native: our sources plus the pyroscope-native
+# C core, compiled in. The gem carries a copy of the core under core/ (made
+# by `make build-ruby`); from a source checkout the repository's core/ is
+# used directly.
+require "mkmf"
+
+here = File.expand_path(__dir__)
+core = File.join(here, "core")
+core = File.expand_path("../../../../core", here) unless File.directory?(File.join(core, "src"))
+abort "pyroscope-native: the C core was not found (#{core})" unless File.directory?(File.join(core, "src"))
+
+def need(header, lib, func, package)
+  return if have_header(header) && have_library(lib, func)
+  abort "pyroscope-native: #{header} / lib#{lib} missing; install it with: apt-get install #{package}"
+end
+
+need("zlib.h", "z", "deflate", "zlib1g-dev")
+need("protobuf-c/protobuf-c.h", "protobuf-c", "protobuf_c_message_pack", "libprotobuf-c-dev")
+have_library("pthread", "pthread_create")
+have_library("m", "lround")
+have_library("dl", "dlopen")
+abort "pyroscope-native: libcurl headers missing (apt-get install libcurl4-openssl-dev)" unless have_header("curl/curl.h")
+
+# Ruby version differences, found by probing the headers.
+have_func("rb_postponed_job_trigger", "ruby/debug.h")
+
+core_dirs = Dir[File.join(core, "src", "*")] + [File.join(core, "report")] +
+            Dir[File.join(core, "gen", "**", "")].map { |d| d.chomp("/") }
+core_srcs = core_dirs.flat_map { |d| Dir[File.join(d, "*.c")] }.sort
+own_srcs = Dir[File.join(here, "*.c")].sort
+
+$srcs = own_srcs + core_srcs
+$VPATH.concat(core_dirs.uniq)
+# Ruby's own headers are system headers: their warnings are not ours.
+$INCFLAGS = $INCFLAGS.gsub("-I$(arch_hdrdir)", "-isystem $(arch_hdrdir)").gsub("-I$(hdrdir)", "-isystem $(hdrdir)")
+$INCFLAGS << " -I#{here} -I#{core}/include -I#{core}/src -I#{core}/report -I#{core}/gen"
+# C11 with the project's warnings as errors, for our files and the core's.
+$CFLAGS << " -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -Wvla -fvisibility=hidden"
+# mkmf's own warning list is for Ruby's style, not ours.
+$warnflags = ""
+
+create_makefile("pyroscope/pyroscope_native")

@@ -1,0 +1,451 @@
+/* Pyroscope::Native: module init and the start/stop glue between the Ruby
+ * API (lib/pyroscope.rb) and the core's agent with one rendezvous driver.
+ *
+ * State: g_agent and the saved start arguments are written under the GVL
+ * by start/stop; g_driver is published to the handler with an atomic store
+ * and retired before the agent stops (handlers in flight are waited for,
+ * so none touches a freed slot). */
+#include "native.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <ruby/thread.h>
+#include <ruby/version.h>
+#include <ruby/vm.h>
+
+_Atomic(pn_driver *) g_driver;
+int g_max_depth = 128;
+int g_thread_names;
+VALUE g_mNative, g_eConfigError, g_eError;
+
+static pn_agent *g_agent;       /* GVL */
+static VALUE last_start = Qnil; /* GVL: [settings, env] of the last start */
+static VALUE last_stats = Qnil; /* GVL: stats at the last stop */
+/* Signal handlers between their check of g_driver and their return. */
+static atomic_int handlers_active;
+
+void handler_enter(void) { atomic_fetch_add(&handlers_active, 1); }
+void handler_exit(void) { atomic_fetch_sub(&handlers_active, 1); }
+
+void raise_pn_error(const pn_error *e)
+{
+    rb_raise(e->code == PN_EINVAL ? g_eConfigError : g_eError, "%s", e->msg);
+}
+
+/* ------------------------------------------------------------- settings */
+
+/* "tags" / "http_headers" / "otlp_headers": a Hash of String => String. */
+static void apply_pairs(pn_config *c, const char *name, VALUE hash)
+{
+    long n = RHASH_SIZE(hash);
+    VALUE keys = rb_funcall(hash, rb_intern("keys"), 0);
+    if (n > 4096)
+        rb_raise(g_eConfigError, "%s: more than 4096 entries", name);
+    pn_label *kv = n ? ALLOCA_N(pn_label, n) : NULL;
+    for (long i = 0; i < n; i++) {
+        VALUE k = rb_ary_entry(keys, i), v = rb_hash_aref(hash, k);
+        if (RB_TYPE_P(k, T_SYMBOL))
+            k = rb_sym2str(k);
+        if (!RB_TYPE_P(k, T_STRING) || !RB_TYPE_P(v, T_STRING))
+            rb_raise(g_eConfigError, "%s: keys and values must be Strings (%s => %s)", name,
+                     RSTRING_PTR(rb_inspect(k)), RSTRING_PTR(rb_inspect(v)));
+        kv[i].key = StringValueCStr(k);
+        kv[i].value = StringValueCStr(v);
+    }
+    pn_error e = {0};
+    if (pn_config_set_pairs(c, name, kv, (size_t)n, &e) != 0)
+        raise_pn_error(&e);
+    RB_GC_GUARD(keys);
+}
+
+static int apply_setting(VALUE k, VALUE v, VALUE arg)
+{
+    pn_config *c = (pn_config *)arg;
+    if (RB_TYPE_P(k, T_SYMBOL))
+        k = rb_sym2str(k);
+    if (!RB_TYPE_P(k, T_STRING))
+        rb_raise(g_eConfigError, "setting names must be Strings, not %s",
+                 rb_obj_classname(k));
+    const char *name = StringValueCStr(k);
+    if (NIL_P(v))
+        return ST_CONTINUE;
+    if (RB_TYPE_P(v, T_HASH)) {
+        apply_pairs(c, name, v);
+        return ST_CONTINUE;
+    }
+    VALUE str;
+    if (v == Qtrue || v == Qfalse)
+        str = rb_str_new_cstr(v == Qtrue ? "true" : "false");
+    else if (RB_INTEGER_TYPE_P(v) || RB_FLOAT_TYPE_P(v))
+        str = rb_obj_as_string(v);
+    else if (RB_TYPE_P(v, T_STRING))
+        str = v;
+    else
+        rb_raise(g_eConfigError, "%s: a %s is not a valid value", name, rb_obj_classname(v));
+    pn_error e = {0};
+    if (pn_config_set(c, name, StringValueCStr(str), &e) != 0)
+        raise_pn_error(&e);
+    return ST_CONTINUE;
+}
+
+typedef struct {
+    pn_config *c;
+    VALUE settings, env;
+} config_args;
+
+/* Fill c from env then settings (settings win); raises ConfigError. */
+static VALUE build_config(VALUE arg)
+{
+    config_args *a = (config_args *)arg;
+    long n = RHASH_SIZE(a->env);
+    if (n > 4096)
+        rb_raise(g_eConfigError, "environment: more than 4096 variables");
+    VALUE keys = rb_funcall(a->env, rb_intern("keys"), 0);
+    VALUE strs = rb_ary_new_capa(n);
+    char **envp = ALLOCA_N(char *, n + 1);
+    for (long i = 0; i < n; i++) {
+        VALUE k = rb_ary_entry(keys, i), v = rb_hash_aref(a->env, k);
+        if (!RB_TYPE_P(k, T_STRING) || !RB_TYPE_P(v, T_STRING))
+            rb_raise(g_eConfigError, "environment: names and values must be Strings");
+        VALUE s = rb_str_plus(rb_str_plus(k, rb_str_new_cstr("=")), v);
+        rb_ary_push(strs, s);
+        envp[i] = StringValueCStr(s);
+    }
+    envp[n] = NULL;
+    pn_error e = {0};
+    if (pn_config_apply_env(a->c, envp, &e) != 0)
+        raise_pn_error(&e);
+    rb_hash_foreach(a->settings, apply_setting, (VALUE)a->c);
+    if (!a->c->spy_name && pn_config_set(a->c, "spy_name", "rbspy", &e) != 0)
+        raise_pn_error(&e);
+    if (!a->c->runtime_name)
+        a->c->runtime_name = strdup("ruby");
+    if (!a->c->runtime_version)
+        a->c->runtime_version = strdup(ruby_version);
+    if (pn_config_validate(a->c, &e) != 0)
+        raise_pn_error(&e);
+    RB_GC_GUARD(strs);
+    RB_GC_GUARD(keys);
+    return Qnil;
+}
+
+/* ---------------------------------------------------------- start/stop */
+
+/* Fallback to capturing in the job: YJIT before 3.3 (it breaks handler
+ * captures, stackprof #157-style crashes), M:N threads (no tid per Ruby
+ * thread, NULL ec in handlers). */
+static int need_job_mode(const char **why)
+{
+    int ver = RUBY_API_VERSION_MAJOR * 100 + RUBY_API_VERSION_MINOR;
+    VALUE vm = rb_const_get(rb_cObject, rb_intern("RubyVM"));
+    if (ver < 303 && rb_const_defined(vm, rb_intern("YJIT"))) {
+        VALUE yjit = rb_const_get(vm, rb_intern("YJIT"));
+        if (RTEST(rb_funcall(yjit, rb_intern("enabled?"), 0))) {
+            *why = "YJIT before Ruby 3.3";
+            return 1;
+        }
+    }
+    const char *mn = getenv("RUBY_MN_THREADS");
+    if (ver >= 303 && mn && strcmp(mn, "1") == 0) {
+        *why = "RUBY_MN_THREADS=1";
+        return 1;
+    }
+    return 0;
+}
+
+static VALUE m_start(VALUE self, VALUE settings, VALUE env)
+{
+    (void)self;
+    if (g_agent)
+        rb_raise(g_eError, "pyroscope is already running: stop it before starting again");
+    Check_Type(settings, T_HASH);
+    Check_Type(env, T_HASH);
+    log_drain();
+    pn_config c;
+    pn_config_init(&c);
+    config_args args = {&c, settings, env};
+    int state = 0;
+    rb_protect(build_config, (VALUE)&args, &state);
+    if (state) {
+        pn_config_free(&c);
+        rb_jump_tag(state);
+    }
+    pn_error e = {0};
+    const char *why = NULL;
+    int job_mode = need_job_mode(&why);
+    if (capture_install(&e) != 0 || symbolize_prepare((int)c.max_depth) != 0) {
+        pn_config_free(&c);
+        if (!e.msg[0])
+            pn_fail(&e, PN_ENOMEM, "out of memory");
+        raise_pn_error(&e);
+    }
+    pn_agent *a = pn_agent_start(&c, &e);
+    if (!a) {
+        pn_config_free(&c);
+        raise_pn_error(&e);
+    }
+    g_max_depth = (int)c.max_depth;
+    g_thread_names = c.report_thread_name;
+    pn_driver_opts o;
+    memset(&o, 0, sizeof o);
+    o.kind = PN_DRIVER_RENDEZVOUS;
+    o.capture_bytes = capture_bytes_for(g_max_depth + 1);
+    o.max_threads = 1024;
+    pn_config_free(&c);
+    pn_driver *d = pn_agent_add_driver(a, &o, &e);
+    if (!d) {
+        pn_agent_stop(a);
+        raise_pn_error(&e);
+    }
+    if (job_mode)
+        pn_log(PN_LOG_WARN, "%s: stacks are captured at the next safepoint, not in the signal "
+               "handler (time in long C calls is charged to the Ruby code after them)", why);
+    capture_set_in_job(job_mode);
+    symbolize_reset();
+    g_agent = a;
+    atomic_store(&g_driver, d);
+    if (threads_join_current(&e) != 0)
+        pn_log(PN_LOG_WARN, "the starting thread is not profiled: %s", e.msg);
+    threads_start();
+    last_start = rb_ary_new_from_args(2, rb_obj_dup(settings), rb_obj_dup(env));
+    log_drain();
+    return Qtrue;
+}
+
+static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
+{
+    VALUE h = rb_hash_new();
+#define PUT(name, v) rb_hash_aset(h, rb_str_new_cstr(name), ULL2NUM((unsigned long long)(v)))
+    PUT("ticks", as->sampler.ticks);
+    PUT("missed_ticks", as->sampler.missed_ticks);
+    PUT("sampler_cpu_ns", as->sampler.sampler_cpu_ns);
+    PUT("samples_recorded", as->samples_recorded);
+    PUT("samples_dropped", as->samples_dropped);
+    PUT("periods", as->periods);
+    PUT("profiles_encoded", as->profiles_encoded);
+    PUT("encode_errors", as->encode_errors);
+    PUT("uploads_ok", as->queue.uploads_ok);
+    PUT("uploads_failed", as->queue.uploads_failed);
+    PUT("uploads_dropped", as->queue.uploads_dropped);
+    PUT("retries", as->queue.retries);
+    PUT("bytes_sent", as->queue.bytes_sent);
+    if (ds) {
+        PUT("recorded", ds->recorded);
+        PUT("requested", ds->requested);
+        PUT("captured", ds->captured);
+        PUT("timeouts", ds->timeouts);
+        PUT("discarded", ds->discarded);
+        PUT("busy", ds->busy);
+        PUT("exited", ds->exited);
+        PUT("below_min_cpu", ds->below_min_cpu);
+    }
+    PUT("torn", capture_torn());
+    PUT("gc_samples", capture_gc());
+    PUT("torn_late", symbolize_torn());
+    PUT("altstack", capture_altstack());
+    PUT("handler_ns", capture_handler_ns());
+    PUT("job_ns", capture_job_ns());
+    PUT("threads_joined", threads_joined_count());
+    PUT("jobs", symbolize_jobs());
+    PUT("log_dropped", log_dropped());
+#undef PUT
+    rb_hash_aset(h, rb_str_new_cstr("capture_mode"),
+                 rb_str_new_cstr(capture_in_job() ? "job" : "handler"));
+    return h;
+}
+
+typedef struct {
+    pn_agent *a;
+    pn_agent_stats final;
+} stop_ctx;
+
+static void *stop_nogvl(void *arg)
+{
+    stop_ctx *s = arg;
+    pn_agent_stop_stats(s->a, &s->final);
+    return NULL;
+}
+
+/* Retire the driver: record what was captured, stop the handlers from
+ * using it, wait for those in flight. GVL. Returns its final stats. */
+static pn_driver *retire_driver(pn_driver_stats *ds)
+{
+    pn_driver *d = atomic_load(&g_driver);
+    if (!d)
+        return NULL;
+    symbolize_drain(d);
+    threads_stop(d);
+    atomic_store(&g_driver, NULL);
+    struct timespec step = {0, 100 * 1000};
+    while (atomic_load(&handlers_active) > 0)
+        nanosleep(&step, NULL);
+    pn_driver_get_stats(d, ds);
+    return d;
+}
+
+static VALUE m_stop(VALUE self)
+{
+    (void)self;
+    if (!g_agent)
+        return Qnil;
+    pn_driver_stats ds;
+    memset(&ds, 0, sizeof ds);
+    pn_driver *d = retire_driver(&ds);
+    stop_ctx s;
+    memset(&s, 0, sizeof s);
+    s.a = g_agent;
+    g_agent = NULL;
+    /* Without the GVL: the final flush may take stop_timeout, and other
+     * Ruby threads go on meanwhile. */
+    rb_thread_call_without_gvl(stop_nogvl, &s, RUBY_UBF_IO, NULL);
+    last_stats = stats_hash(&s.final, d ? &ds : NULL);
+    log_drain();
+    return last_stats;
+}
+
+typedef struct {
+    pn_agent *a;
+    double timeout;
+    int rc;
+    pn_error e;
+} flush_ctx;
+
+static void *flush_nogvl(void *arg)
+{
+    flush_ctx *f = arg;
+    f->rc = pn_agent_flush(f->a, f->timeout, &f->e);
+    return NULL;
+}
+
+static VALUE m_flush(VALUE self, VALUE timeout)
+{
+    (void)self;
+    if (!g_agent)
+        return Qfalse;
+    pn_driver *d = atomic_load(&g_driver);
+    if (d)
+        symbolize_drain(d);
+    flush_ctx f;
+    memset(&f, 0, sizeof f);
+    f.a = g_agent;
+    f.timeout = NUM2DBL(timeout);
+    pn_agent_hold(f.a);
+    rb_thread_call_without_gvl(flush_nogvl, &f, RUBY_UBF_IO, NULL);
+    pn_agent_release(f.a);
+    log_drain();
+    if (f.rc != 0)
+        pn_log(PN_LOG_DEBUG, "flush: %s", f.e.msg);
+    return f.rc == 0 ? Qtrue : Qfalse;
+}
+
+static VALUE m_running(VALUE self)
+{
+    (void)self;
+    return g_agent ? Qtrue : Qfalse;
+}
+
+static VALUE m_stats(VALUE self)
+{
+    (void)self;
+    log_drain();
+    if (!g_agent)
+        return NIL_P(last_stats) ? rb_hash_new() : rb_hash_dup(last_stats);
+    pn_agent_stats as;
+    pn_agent_get_stats(g_agent, &as);
+    pn_driver *d = atomic_load(&g_driver);
+    pn_driver_stats ds;
+    if (d)
+        pn_driver_get_stats(d, &ds);
+    return stats_hash(&as, d ? &ds : NULL);
+}
+
+static VALUE m_setting_names(VALUE self)
+{
+    (void)self;
+    VALUE out = rb_ary_new();
+    for (const char *const *n = pn_config_names(); *n; n++)
+        rb_ary_push(out, rb_str_new_cstr(*n));
+    return out;
+}
+
+static VALUE m_thread_id(VALUE self)
+{
+    (void)self;
+    return INT2NUM((int)pn_gettid());
+}
+
+/* fork.rb: Process._fork returned 0. The core's fork path already ran in
+ * fork() (pthread_atfork); this only finishes what needs the GVL. */
+static VALUE m_after_fork_child(VALUE self)
+{
+    (void)self;
+    pn_fork_child(); /* no-op when pthread_atfork ran it */
+    symbolize_reset();
+    log_drain();
+    return Qnil;
+}
+
+/* fork.rb, before Kernel#exec: stop (with the final flush: the process
+ * ends here) and make sure no SIGPROF stays pending. Returns whether the
+ * agent was running (to restart it if exec fails). */
+static VALUE m_before_exec(VALUE self)
+{
+    VALUE was = m_running(self);
+    m_stop(self);
+    capture_before_exec();
+    return was;
+}
+
+static VALUE m_restart(VALUE self)
+{
+    if (g_agent || NIL_P(last_start))
+        return Qfalse;
+    return m_start(self, rb_ary_entry(last_start, 0), rb_ary_entry(last_start, 1));
+}
+
+static void at_vm_exit(ruby_vm_t *vm)
+{
+    (void)vm;
+    capture_vm_exited();
+}
+
+static void fork_prepare(void) { log_fork_prepare(); }
+static void fork_parent(void) { log_fork_parent(); }
+static void fork_child(void)
+{
+    log_fork_child();
+    threads_after_fork_child();
+}
+
+__attribute__((visibility("default"))) void Init_pyroscope_native(void)
+{
+    VALUE mPyroscope = rb_define_module("Pyroscope");
+    g_mNative = rb_define_module_under(mPyroscope, "Native");
+    if (rb_const_defined_at(mPyroscope, rb_intern("ConfigError")))
+        g_eConfigError = rb_const_get_at(mPyroscope, rb_intern("ConfigError"));
+    else
+        g_eConfigError = rb_define_class_under(mPyroscope, "ConfigError", rb_eArgError);
+    g_eError = rb_define_class_under(g_mNative, "Error", rb_eStandardError);
+    rb_gc_register_address(&last_start);
+    rb_gc_register_address(&last_stats);
+
+    rb_define_module_function(g_mNative, "start", m_start, 2);
+    rb_define_module_function(g_mNative, "stop", m_stop, 0);
+    rb_define_module_function(g_mNative, "flush", m_flush, 1);
+    rb_define_module_function(g_mNative, "running?", m_running, 0);
+    rb_define_module_function(g_mNative, "stats", m_stats, 0);
+    rb_define_module_function(g_mNative, "setting_names", m_setting_names, 0);
+    rb_define_module_function(g_mNative, "thread_id", m_thread_id, 0);
+    rb_define_module_function(g_mNative, "_after_fork_child", m_after_fork_child, 0);
+    rb_define_module_function(g_mNative, "_before_exec", m_before_exec, 0);
+    rb_define_module_function(g_mNative, "_restart", m_restart, 0);
+
+    threads_init(g_mNative);
+    labels_init(g_mNative);
+    log_init(g_mNative);
+    pn_fork_hook(fork_prepare, fork_parent, fork_child);
+    ruby_vm_at_exit(at_vm_exit);
+}

@@ -1,0 +1,118 @@
+/*
+ * The CRuby extension of pyroscope-native: Pyroscope::Native.
+ *
+ * Sampling is the core's rendezvous driver: its sampler thread signals the
+ * Ruby threads whose CPU clock advanced (SIGPROF); our handler captures the
+ * stack with rb_profile_frames into the thread's preallocated slot
+ * (capture.c); a postponed job turns the frames into names under the GVL
+ * and records them (symbolize.c). thread_registry.c keeps the registry of joined
+ * threads and pins the frames of captures not yet symbolized; gc_guard.c
+ * counts GC cycles so a capture that overlapped one is dropped; fiber_labels.c
+ * keeps each Fiber's label set and mirrors the running Fiber's into a
+ * thread-local the handler reads; log_bridge.c hands core log lines to Ruby.
+ *
+ * Threads: "GVL" below means a Ruby thread holding the GVL (all Ruby API
+ * calls); "handler" means our SIGPROF handler on the signalled thread,
+ * which only reads thread-locals and atomics and calls rb_profile_frames.
+ */
+#ifndef PYROSCOPE_RUBY_NATIVE_H
+#define PYROSCOPE_RUBY_NATIVE_H
+
+#include <ruby.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pyroscope_native.h"
+
+/* Capture buffer layout (in the core's slot): header, frames, lines. */
+struct rthread;
+typedef struct {
+    struct rthread *owner;      /* the registry entry whose pin covers it */
+    uint64_t gc_cycle;          /* gc_guard cycle at capture */
+    int32_t depth;
+    int16_t truncated;          /* deeper than max_depth */
+    int16_t in_gc;              /* the signal came during a GC step: no
+                                 * frames, recorded as "(garbage collection)" */
+} capture_header;
+
+/* native.c: the running driver (NULL when stopped). Written under the GVL
+ * by start/stop, read by the handler. */
+extern _Atomic(pn_driver *) g_driver;
+extern int g_max_depth;         /* frames per capture; GVL at start */
+extern int g_thread_names;      /* report_thread_name; GVL at start */
+extern VALUE g_mNative, g_eConfigError, g_eError;
+/* The handler brackets its use of g_driver (stop waits for none left). */
+void handler_enter(void);
+void handler_exit(void);
+
+/* capture.c */
+int capture_install(pn_error *e);       /* GVL: refuse a foreign handler */
+void capture_set_in_job(int on);        /* GVL: capture in the postponed job */
+int capture_in_job(void);
+void capture_vm_exited(void);           /* from ruby_vm_at_exit */
+void capture_before_exec(void);         /* GVL: no SIGPROF survives exec */
+uint64_t capture_torn(void);            /* abandoned: a GC overlapped */
+uint64_t capture_gc(void);              /* samples taken during a GC step */
+uint64_t capture_altstack(void);        /* abandoned: on the alt stack */
+uint64_t capture_handler_ns(void);      /* time in handlers that captured */
+uint64_t capture_job_ns(void);          /* time in jobs recording */
+size_t capture_bytes_for(int max_depth);
+/* Postponed job entry (GVL): capture (fallback mode) then symbolize. */
+void capture_job(void *unused);
+
+/* symbolize.c: record every committed capture (GVL). */
+int symbolize_prepare(int max_depth);  /* GVL, before sampling */
+void symbolize_drain(pn_driver *d);
+void symbolize_reset(void);
+void symbolize_mark(void);              /* GC mark: the cache's frames */
+uint64_t symbolize_jobs(void);
+uint64_t symbolize_torn(void);          /* dropped: a frame was not a frame */
+
+/* thread_registry.c */
+typedef struct rthread {
+    _Atomic pid_t tid;          /* 0: free entry */
+    _Atomic int adopted;        /* the thread found it (tl_rt) */
+    /* Pinned frames of this thread's capture not yet symbolized: set by
+     * the handler before it commits, cleared by the job (GVL) or when the
+     * thread leaves (GVL). Read by the GC mark function (GVL). */
+    _Atomic(VALUE *) pin_frames;
+    _Atomic int pin_depth;
+    /* The thread's alternate signal stack (Ruby gives each thread one),
+     * read at join: the handler checks its own stack pointer against it
+     * without a syscall. */
+    uintptr_t altstack_lo, altstack_hi;
+    /* The name last handed to the core (report_thread_name), GVL only. */
+    char name[64];
+} rthread;
+void threads_init(VALUE mNative);
+int threads_join_current(pn_error *e);  /* GVL */
+void threads_leave_current(void);       /* GVL */
+void threads_start(void);               /* GVL: hooks on, existing threads joined by tid */
+void threads_stop(pn_driver *d);         /* GVL */
+void threads_after_fork_child(void);    /* GVL, in the child */
+void threads_refresh_name(void);        /* GVL: the calling thread's name */
+rthread *threads_current(void);         /* handler-safe TLS read */
+uint64_t threads_joined_count(void);
+
+/* gc_guard.c: a number that changes when a GC cycle begins; odd while a
+ * GC step runs on this thread (a capture then is not safe). Handler-safe. */
+uint64_t gc_guard_cycle(void);
+
+/* fiber_labels.c */
+void labels_init(VALUE mNative);
+/* The running Fiber's set, for the handler (borrowed; the thread-local
+ * holds a reference). */
+const pn_labelset *labels_for_handler(void);
+
+/* log_bridge.c */
+void log_init(VALUE mNative);
+void log_drain(void);                   /* GVL: hand queued lines to the proc */
+uint64_t log_dropped(void);
+void log_fork_prepare(void);            /* fork path (forking thread) */
+void log_fork_parent(void);
+void log_fork_child(void);
+
+/* Raise the right error for a pn_error (ConfigError for EINVAL). */
+void raise_pn_error(const pn_error *e) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,210 @@
+# frozen_string_literal: true
+
+# Continuous profiling for CRuby, with the API of the pyroscope gem 1.1:
+#
+#   require "pyroscope"
+#   Pyroscope.configure do |c|
+#     c.application_name = "my.app"
+#     c.server_address = "http://pyroscope:4040"
+#   end
+#   Pyroscope.tag_wrapper({ "controller" => "checkout" }) { handle }
+#
+# Sampling, labels and uploads are native (the pyroscope_native extension
+# on the shared pyroscope-native core); this file maps the gem's API onto
+# it. Labels belong to the running Fiber. See docs/ruby.md.
+
+require "pyroscope/version"
+require "pyroscope/pyroscope_native"
+require "pyroscope/config"
+require "pyroscope/log_relay"
+require "pyroscope/fork"
+
+module Pyroscope
+  # Serialises configure and stop (any thread may call them). Ruby releases
+  # a Mutex held by a thread that does not survive fork, so a forked child
+  # can take it.
+  CONTROL = Mutex.new
+  private_constant :CONTROL
+
+  # Core log levels (Python's numbers) to Logger severities.
+  LOGGER_SEVERITY = { 10 => 0, 20 => 1, 30 => 2, 40 => 3 }.freeze
+  private_constant :LOGGER_SEVERITY
+
+  # Counters that say an upload was lost (flush is false when they move).
+  LOST_UPLOADS = %w[uploads_failed uploads_dropped].freeze
+  private_constant :LOST_UPLOADS
+
+  class << self
+    # The Config of the last configure (nil before), as in the pyroscope gem.
+    def current_config
+      @config
+    end
+
+    # Starts profiling this process, or restarts it with new settings. The
+    # block receives a Config; every setting may also come from its
+    # PYROSCOPE_<NAME> variable, and a setting given in the block wins. An
+    # unknown setting raises UnknownSettingError (a NoMethodError), a bad
+    # value ConfigError (an ArgumentError); both name the setting, and a
+    # profiler that was running keeps running then, unless the core refused
+    # the new settings (then nothing runs). Returns true.
+    def configure
+      config = Config.new
+      yield config if block_given?
+      settings, env = Settings.native_args(config)
+      rails = Settings.env_bool(ENV, "autoinstrument_rails")
+      config.autoinstrument_rails = rails unless rails.nil? || config.given.key?(:autoinstrument_rails)
+      Settings.warnings(config).each { |w| warn("pyroscope: #{w}", uplevel: 1) }
+      CONTROL.synchronize do
+        Native.stop if Native.running?
+        Native.start(settings, env)
+        @config = config
+      end
+      install_exit_hook
+      RailsHook.define_railtie
+      true
+    end
+
+    # Final upload (within stop_timeout, default 5 s, even when the server
+    # is down), then stop sampling. Safe when not running. Labels keep
+    # working. Returns true when a running profiler was stopped.
+    def stop
+      stopped = CONTROL.synchronize { !Native.stop.nil? }
+      LogRelay.drain
+      stopped
+    end
+
+    def shutdown
+      stop
+    end
+
+    # Uploads (or writes) the current period now and waits at most timeout
+    # seconds. True when everything queued was handled in time and no
+    # upload failed or was dropped meanwhile.
+    def flush(timeout = 5.0)
+      timeout = Settings.number("timeout", timeout).to_f
+      before = Native.stats
+      done = Native.flush(timeout)
+      after = Native.stats
+      done && LOST_UPLOADS.all? { |key| after.fetch(key, 0) <= before.fetch(key, 0) }
+    end
+
+    def running?
+      Native.running?
+    end
+
+    # Counters of the sampler, the driver and the exporters.
+    def stats
+      Native.stats
+    end
+
+    # Runs the block with the tags added to the current Fiber's labels and
+    # returns its value. Afterwards (exceptions included) the Fiber's labels
+    # are exactly what they were, so nesting restores the outer values. Works
+    # whether or not the profiler runs. Keys and values are converted with
+    # to_s; a key or value the server would refuse raises ConfigError
+    # naming it, before the block runs.
+    def tag_wrapper(tags)
+      raise ArgumentError, "Pyroscope.tag_wrapper needs a block" unless block_given?
+
+      token = Native.labels_push(label_pairs(tags, "tag_wrapper"))
+      begin
+        yield
+      ensure
+        Native.labels_restore(token)
+      end
+    end
+
+    # Deprecated in the pyroscope gem since 0.3 and doing nothing there too.
+    def tag(_tags)
+      warn("deprecated. Use `Pyroscope.tag_wrapper` instead.", uplevel: 1)
+    end
+
+    def remove_tags(*_tags)
+      warn("deprecated. Use `Pyroscope.tag_wrapper` instead.", uplevel: 1)
+    end
+
+    # _add_tags(tags) or, as before pyroscope 1.0 (and pyroscope-otel),
+    # _add_tags(thread_id, tags): adds the tags to the current Fiber's
+    # labels until _remove_tags. thread_id must be the caller's own.
+    def _add_tags(*args)
+      Native.labels_push(label_pairs(tags_arg(args, "_add_tags"), "_add_tags"))
+      true
+    end
+
+    # Removes each tag whose current value is the one given.
+    def _remove_tags(*args)
+      Native.labels_remove(label_pairs(tags_arg(args, "_remove_tags"), "_remove_tags"))
+      true
+    end
+
+    # The calling thread's kernel thread id (what _add_tags(thread_id, ...)
+    # expects, and the thread_id label of report_thread_id).
+    def thread_id
+      Native.thread_id
+    end
+
+    # Where the core's messages (and this library's) go: nil (default) is
+    # standard error, or any Logger; both get what the log_level setting
+    # lets through (default "error").
+    attr_reader :logger
+
+    def logger=(logger)
+      @logger = logger
+      Native.log_handler = logger && proc { |level, msg| LogRelay.push(level, msg) }
+    end
+
+    # A message at a core level (10 debug, 20 info, 30 warn, 40 error).
+    def log(level, message)
+      if @logger
+        @logger.add(LOGGER_SEVERITY.fetch(level.clamp(10, 40) / 10 * 10, 3), message, "pyroscope")
+      elsif level >= 30
+        warn("pyroscope: #{message}")
+      end
+    rescue StandardError
+      nil # a broken logger must not break the application
+    end
+
+    private
+
+    def tags_arg(args, what)
+      case args.size
+      when 1
+        args.first
+      when 2
+        tid, tags = args
+        unless tid.nil? || tid == Native.thread_id
+          raise ArgumentError, "Pyroscope.#{what}: labels act on the calling thread's " \
+                               "current Fiber; thread id #{tid} is another thread"
+        end
+        tags
+      else
+        raise ArgumentError, "Pyroscope.#{what} takes (tags) or (thread_id, tags), " \
+                             "not #{args.size} arguments"
+      end
+    end
+
+    # Tags as Native takes them: a Hash of Strings without NUL bytes. The
+    # common case (already so) is passed on as it is, without a copy.
+    def label_pairs(tags, what)
+      return tags if tags.is_a?(Hash) && tags.all? { |k, v| plain?(k) && plain?(v) }
+      unless tags.respond_to?(:each_pair)
+        raise ConfigError, "Pyroscope.#{what}: tags must be a Hash, not #{tags.class}"
+      end
+
+      Settings.pairs("Pyroscope.#{what}", tags.is_a?(Hash) ? tags : tags.each_pair.to_h)
+    end
+
+    def plain?(text)
+      text.is_a?(String) && !text.include?("\0")
+    end
+
+    def install_exit_hook
+      return if @exit_hook
+
+      @exit_hook = true
+      at_exit { Pyroscope.stop }
+    end
+  end
+end
+
+require "pyroscope/rails"

@@ -1,0 +1,48 @@
+# frozen_string_literal: true
+
+# Fork and exec around a running profiler.
+#
+# fork: the core's fork path runs inside fork() itself (pthread_atfork): the
+# child gets fresh threads and store and profiles itself, with its own
+# `pid` label, without configure being called again; the parent goes on
+# unchanged. Process._fork (Ruby 3.1+, what fork, Process.fork and
+# Kernel#fork all go through) finishes the child's part that needs the GVL.
+#
+# exec: a SIGPROF still pending when exec runs would kill the new program
+# ("Profiling timer expired"), so exec first stops the profiler (its final
+# flush: this process ends here) and discards pending signals; if exec
+# fails, the profiler starts again with the same settings.
+require "pyroscope/pyroscope_native"
+
+module Pyroscope
+  module ForkHook
+    def _fork
+      pid = super
+      Pyroscope::Native._after_fork_child if pid.zero?
+      pid
+    end
+  end
+
+  module ExecGuard
+    ruby2_keywords def exec(*args)
+      was_running = Pyroscope::Native._before_exec
+      begin
+        super
+      ensure
+        # Only reached when exec failed (it raised).
+        Pyroscope::Native._restart if was_running
+      end
+    end
+  end
+
+  # Kernel#exec is private (callable without a receiver only).
+  module PrivateExecGuard
+    include ExecGuard
+    private :exec
+  end
+end
+
+Process.singleton_class.prepend(Pyroscope::ForkHook)
+Kernel.prepend(Pyroscope::PrivateExecGuard)
+Kernel.singleton_class.prepend(Pyroscope::ExecGuard)
+Process.singleton_class.prepend(Pyroscope::ExecGuard)

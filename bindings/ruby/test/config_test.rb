@@ -1,0 +1,206 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# Pyroscope::Config: the pyroscope gem 1.1 keys and defaults, the shared
+# settings, and errors that name the setting.
+class ConfigTest < Minitest::Test
+  include PyroscopeTest
+
+  GEM_DEFAULTS = {
+    application_name: "", app_name: nil, server_address: "http://localhost:4040",
+    basic_auth_username: "", basic_auth_password: "", log_level: "error", sample_rate: 100,
+    oncpu: true, report_pid: false, report_thread_id: false, tags: {}, compression: "gzip",
+    report_encoding: "pprof", autoinstrument_rails: true, tenant_id: "", http_headers: {}
+  }.freeze
+
+  def teardown
+    Pyroscope.stop
+  end
+
+  def native_args(env = {})
+    config = Pyroscope::Config.new
+    yield config if block_given?
+    Pyroscope::Settings.native_args(config, env)
+  end
+
+  def test_gem_keys_and_defaults
+    config = Pyroscope::Config.new
+    assert_kind_of Struct, config
+    GEM_DEFAULTS.each do |key, value|
+      value.nil? ? assert_nil(config[key], key) : assert_equal(value, config[key], key)
+      assert_respond_to config, :"#{key}="
+    end
+    %i[auth_token detect_subprocesses output_dir upload_interval stop_timeout
+       report_thread_name otlp_endpoint otlp_headers].each do |key|
+      assert_respond_to config, :"#{key}="
+    end
+    refute_same Pyroscope::Config.new.tags, config.tags, "each Config has its own tags Hash"
+  end
+
+  # Every user-facing setting of the core is a Config key (and the reverse).
+  def test_shared_settings_are_the_cores
+    core = Pyroscope::Native.setting_names - Pyroscope::Settings::BINDING_OWNED
+    ours = Pyroscope::Settings::ALL.keys.map(&:to_s) - Pyroscope::Settings::RUBY_ONLY.map(&:to_s)
+    assert_equal core.sort, ours.sort
+  end
+
+  def test_unknown_setting_is_a_no_method_error_naming_it
+    config = Pyroscope::Config.new
+    err = assert_raises(NoMethodError) { config.sample_rat = 100 }
+    assert_kind_of Pyroscope::UnknownSettingError, err
+    assert_match(/unknown setting `sample_rat'/, err.message)
+    assert_match(/did you mean sample_rate/, err.message)
+    assert_equal :sample_rat=, err.name
+    assert_raises(NameError) { config[:nope] = 1 }
+    err = assert_raises(NoMethodError) { Pyroscope.configure { |c| c.servr_address = "x" } }
+    assert_match(/servr_address/, err.message)
+  end
+
+  def test_block_settings_win_and_only_given_ones_are_passed
+    settings, = native_args do |c|
+      c.application_name = "my.app"
+      c.sample_rate = 250
+      c.tags["region"] = :eu # changed in place: given too
+      c.oncpu = false
+      c[:tenant_id] = "t1"
+    end
+    assert_equal "my.app", settings["application_name"]
+    assert_equal 250, settings["sample_rate"]
+    assert_equal({ "region" => "eu" }, settings["tags"])
+    assert_equal false, settings["oncpu"]
+    assert_equal "t1", settings["tenant_id"]
+    refute settings.key?("report_pid"), "defaults equal to the core's are not passed"
+    assert_equal "rbspy", settings["spy_name"]
+    assert_equal RUBY_VERSION, settings["runtime_version"]
+  end
+
+  def test_gem_defaults_that_differ_from_the_core
+    settings, = native_args
+    assert_equal "http://localhost:4040", settings["server_address"]
+    assert_equal "error", settings["log_level"]
+    settings, = native_args { |c| c.output_dir = "/tmp/x" }
+    refute settings.key?("server_address"), "a folder alone uploads nowhere"
+    settings, = native_args({ "PYROSCOPE_OTLP_ENDPOINT" => "http://127.0.0.1:1" })
+    refute settings.key?("server_address")
+  end
+
+  def test_app_name_alias_wins_as_in_the_gem
+    settings, = native_args do |c|
+      c.application_name = "long"
+      c.app_name = "short"
+    end
+    assert_equal "short", settings["application_name"]
+    refute settings.key?("app_name")
+  end
+
+  def test_values_converted_like_the_gem
+    settings, = native_args do |c|
+      c.tags = { env: :prod, build: 42 }
+      c.http_headers = { "X-A" => 1 }
+      c.log_level = "trace"
+      c.output_dir = Pathname.new("/tmp/p")
+      c.upload_interval = "500ms"
+      c.stop_timeout = 2.5
+    end
+    assert_equal({ "env" => "prod", "build" => "42" }, settings["tags"])
+    assert_equal({ "X-A" => "1" }, settings["http_headers"])
+    assert_equal "debug", settings["log_level"]
+    assert_equal "/tmp/p", settings["output_dir"]
+    assert_equal "500ms", settings["upload_interval"]
+    assert_in_delta 2.5, settings["stop_timeout"]
+  end
+
+  def test_bad_types_name_the_setting
+    {
+      sample_rate: ["fast", /sample_rate must be a number, not String/],
+      oncpu: ["yes", /oncpu must be true or false/],
+      tags: [%w[a b], /tags must be a Hash, not Array/],
+      application_name: [:app, /application_name must be a String, not Symbol/],
+      max_depth: [1.5, /max_depth must be an Integer/],
+      upload_interval: [Float::NAN, /upload_interval must be a finite number/],
+      log_level: [[], /log_level must be a String/],
+      server_address: ["http://a\0b", /server_address must not contain a NUL byte/],
+      autoinstrument_rails: ["yes", /autoinstrument_rails must be true or false/],
+      auth_token: [123, /auth_token must be a String/],
+      compression: [1, /compression must be a String/]
+    }.each do |key, (value, message)|
+      err = assert_raises(Pyroscope::ConfigError, key) { native_args { |c| c[key] = value } }
+      assert_kind_of ArgumentError, err
+      assert_match message, err.message
+    end
+  end
+
+  # Value rules are the core's: its messages name the setting.
+  def test_bad_values_rejected_by_the_core_name_the_setting
+    Dir.mktmpdir do |dir|
+      {
+        sample_rate: [0, /sample_rate/],
+        application_name: ["bad name!", /application_name/],
+        server_address: ["ftp://x", /server_address/],
+        tags: [{ "__reserved" => "x" }, /tags/],
+        log_level: ["loud", /log_level/],
+        upload_interval: ["soon", /upload_interval/]
+      }.each do |key, (value, message)|
+        err = assert_raises(Pyroscope::ConfigError, key) do
+          Pyroscope.configure do |c|
+            c.application_name = "cfg.test"
+            c.output_dir = dir
+            c[key] = value
+          end
+        end
+        assert_match message, err.message
+        refute Pyroscope.running?, "#{key}: nothing runs after a refused configure"
+      end
+    end
+  end
+
+  def test_missing_application_name_is_named
+    clean_env do
+      err = assert_raises(Pyroscope::ConfigError) { Pyroscope.configure { |c| c.output_dir = "/tmp" } }
+      assert_match(/application_name/, err.message)
+    end
+  end
+
+  def test_ruby_side_errors_keep_the_running_profiler
+    Dir.mktmpdir do |dir|
+      clean_env do
+        configure_to(dir, "keep.running")
+        assert Pyroscope.running?
+        assert_raises(Pyroscope::ConfigError) { Pyroscope.configure { |c| c.sample_rate = "1" } }
+        assert_raises(NoMethodError) { Pyroscope.configure { |c| c.nope = 1 } }
+        assert Pyroscope.running?
+        assert_equal "keep.running", Pyroscope.current_config.application_name
+        assert Pyroscope.stop
+        refute Pyroscope.running?
+      end
+    end
+  end
+
+  def test_removed_settings_warn
+    _, err = capture_io do
+      settings, = native_args { |c| c.auth_token = "tok" }
+      assert_equal({ "Authorization" => "Bearer tok" }, settings["http_headers"])
+      Pyroscope::Settings.warnings(Pyroscope::Config.new.tap { |c| c.detect_subprocesses = true })
+                         .each { |w| warn w }
+    end
+    assert_match(/detect_subprocesses was removed/, err)
+    settings, = native_args do |c|
+      c.auth_token = "tok"
+      c.http_headers = { "authorization" => "Basic x" }
+    end
+    assert_equal({ "authorization" => "Basic x" }, settings["http_headers"], "an explicit header wins")
+    Dir.mktmpdir do |dir|
+      _, err = capture_io { configure_to(dir, "legacy", detect_subprocesses: false) }
+      assert_match(/pyroscope: detect_subprocesses was removed/, err)
+    end
+  end
+
+  def test_inspect_hides_secrets
+    config = Pyroscope::Config.new
+    config.basic_auth_password = "s3cret"
+    config.auth_token = "t0ken"
+    refute_match(/s3cret|t0ken/, config.inspect)
+    assert_match(/basic_auth_password="\[REDACTED\]"/, config.inspect)
+  end
+end

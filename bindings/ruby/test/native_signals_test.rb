@@ -1,0 +1,80 @@
+# frozen_string_literal: true
+
+require_relative "native_helper"
+
+# SIGPROF belongs to one profiler at a time, and never outlives exec. Each
+# case runs in a child process: signal dispositions are per process.
+class NativeSignalsTest < Minitest::Test
+  include NativeHelper
+
+  PROF_BIT = 1 << (Signal.list.fetch("PROF") - 1)
+
+  def test_refuses_a_foreign_sigprof_handler
+    out, st = run_ruby(<<~'RUBY')
+      trap("PROF") { }
+      try_start(dir)
+      puts "RUNNING #{N.running?}"
+      trap("PROF", "DEFAULT")
+      N.start(settings(dir), {})
+      puts "AFTER #{N.running?}"
+      # Ours again: a second start after stop reinstalls nothing foreign.
+      N.stop
+      N.start(settings(dir), {})
+      puts "AGAIN #{N.running?}"
+      N.stop
+    RUBY
+    assert st.success?, out
+    assert_match(/^REFUSED another SIGPROF handler is installed/, out)
+    assert_match(/^RUNNING false/, out)
+    assert_match(/^AFTER true/, out)
+    assert_match(/^AGAIN true/, out)
+  end
+
+  def test_refuses_stackprof_and_starts_after_it_stopped
+    begin
+      require "stackprof"
+    rescue LoadError
+      skip "ruby-stackprof is not installed"
+    end
+    out, st = run_ruby(<<~'RUBY')
+      require "stackprof"
+      StackProf.start(mode: :cpu, interval: 1000)
+      try_start(dir)
+      StackProf.stop
+      N.start(settings(dir), {})
+      puts "AFTER #{N.running?}"
+      N.stop
+    RUBY
+    assert st.success?, out
+    assert_match(/^REFUSED .*stackprof/, out)
+    assert_match(/^AFTER true/, out)
+  end
+
+  # The program exec runs must find SIGPROF neither pending nor ignored, and
+  # a failed exec leaves the profiler running.
+  def test_exec_guard
+    out, st = run_ruby(<<~RUBY)
+      N.start(settings(dir, sample_rate: 1000, sampler_cpu_budget: 0), {})
+      workers = 2.times.map { Thread.new { loop { burn(0.01) } } }
+      burn(0.2)
+      begin
+        exec("/nonexistent/program")
+      rescue SystemCallError => e
+        puts "FAILED_EXEC \#{e.class} RUNNING \#{N.running?}"
+      end
+      burn(0.2)
+      puts "CAPTURED \#{N.stats["captured"]}"
+      $stdout.flush
+      exec(#{RbConfig.ruby.inspect}, "-e", 'puts File.read("/proc/self/status").lines.grep(/^(SigPnd|ShdPnd|SigIgn):/).join; puts "EXEC_OK"')
+    RUBY
+    assert st.success?, out
+    assert_match(/^FAILED_EXEC Errno::ENOENT RUNNING true/, out)
+    assert_operator out[/CAPTURED (\d+)/, 1].to_i, :>, 50, out
+    assert_match(/^EXEC_OK/, out)
+    %w[SigPnd ShdPnd SigIgn].each do |field|
+      mask = out[/^#{field}:\s*(\h+)/, 1]
+      refute_nil mask, out
+      assert_equal 0, mask.to_i(16) & PROF_BIT, "#{field} has SIGPROF: #{out}"
+    end
+  end
+end

@@ -1,0 +1,121 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+
+# tag_wrapper: the block's value, labels of the current Fiber only, restored
+# on exceptions and when nested; it works without configure.
+class TagWrapperTest < Minitest::Test
+  include PyroscopeTest
+
+  def labels
+    Pyroscope::Native.labels_current
+  end
+
+  def test_yields_and_returns_the_value_without_configure
+    refute Pyroscope.running?
+    value = Pyroscope.tag_wrapper({ "k" => "v" }) { labels }
+    assert_equal({ "k" => "v" }, value)
+    assert_equal({}, labels)
+    assert_nil(Pyroscope.tag_wrapper({ "k" => "v" }) { nil })
+  end
+
+  def test_keys_and_values_converted_with_to_s
+    seen = Pyroscope.tag_wrapper(controller: :users, id: 42, ratio: 1.5) { labels }
+    assert_equal({ "controller" => "users", "id" => "42", "ratio" => "1.5" }, seen)
+  end
+
+  def test_restored_on_exception
+    Pyroscope.tag_wrapper("outer" => "1") do
+      assert_raises(RuntimeError) do
+        Pyroscope.tag_wrapper("inner" => "2") { raise "boom" }
+      end
+      assert_equal({ "outer" => "1" }, labels)
+      # throw and break leave through ensure too
+      catch(:out) { Pyroscope.tag_wrapper("inner" => "3") { throw :out } }
+      [1].each { Pyroscope.tag_wrapper("inner" => "4") { break } }
+      assert_equal({ "outer" => "1" }, labels)
+    end
+    assert_equal({}, labels)
+  end
+
+  def test_nesting_restores_the_outer_value_of_a_key
+    Pyroscope.tag_wrapper("region" => "eu", "a" => "1") do
+      Pyroscope.tag_wrapper("region" => "us") do
+        assert_equal({ "region" => "us", "a" => "1" }, labels)
+      end
+      assert_equal({ "region" => "eu", "a" => "1" }, labels)
+    end
+  end
+
+  def test_bad_labels_raise_before_the_block_runs
+    ran = false
+    ["__reserved", "with space", "", "1digit"].each do |key|
+      err = assert_raises(Pyroscope::ConfigError, key) { Pyroscope.tag_wrapper(key => "v") { ran = true } }
+      assert_kind_of ArgumentError, err
+    end
+    assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => "a,b") { ran = true } }
+    assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => nil) { ran = true } }
+    err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => "a\0b") { ran = true } }
+    assert_match(/"k" must not contain a NUL byte/, err.message)
+    err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper(nil) { ran = true } }
+    assert_match(/tags must be a Hash/, err.message)
+    refute ran
+    assert_equal({}, labels)
+    assert_raises(ArgumentError) { Pyroscope.tag_wrapper("k" => "v") }
+  end
+
+  def test_labels_belong_to_the_fiber
+    Pyroscope.tag_wrapper("where" => "root") do
+      inner = Fiber.new do
+        seen = [labels]
+        Pyroscope.tag_wrapper("where" => "fiber") do
+          Fiber.yield(:paused)
+          seen << labels
+        end
+        seen << labels
+      end
+      assert_equal :paused, inner.resume
+      assert_equal({ "where" => "root" }, labels, "the fiber's labels stay in the fiber")
+      seen = inner.resume
+      assert_equal [{}, { "where" => "fiber" }, {}], seen
+      assert_equal({ "where" => "root" }, labels)
+    end
+  end
+
+  def test_enumerator_next_runs_in_its_own_fiber
+    enum = Enumerator.new do |y|
+      Pyroscope.tag_wrapper("gen" => "1") { y << labels }
+    end
+    Pyroscope.tag_wrapper("main" => "1") do
+      assert_equal({ "gen" => "1" }, enum.next)
+      assert_equal({ "main" => "1" }, labels)
+    end
+  end
+
+  def test_labels_belong_to_the_thread
+    gate = Queue.new
+    done = Queue.new
+    other = Thread.new do
+      Pyroscope.tag_wrapper("who" => "other") do
+        gate.pop
+        done << labels
+      end
+    end
+    Pyroscope.tag_wrapper("who" => "main") do
+      gate << :go
+      assert_equal({ "who" => "other" }, done.pop)
+      assert_equal({ "who" => "main" }, labels)
+    end
+    other.join
+  end
+
+  # The deprecated calls only warn, as in the pyroscope gem.
+  def test_tag_and_remove_tags_warn
+    _, err = capture_io do
+      assert_nil Pyroscope.tag("a" => "b")
+      Pyroscope.remove_tags("a")
+    end
+    assert_equal 2, err.scan("deprecated. Use `Pyroscope.tag_wrapper` instead.").size
+    assert_equal({}, labels)
+  end
+end
