@@ -209,40 +209,17 @@ fail:
     return NULL;
 }
 
-/* Read the profiles, write the page, build the text. Any thread: touches
- * only q. */
+/* The core's one-call report. Any thread: touches only q. */
 static void report_run(request *q)
 {
-    pn_error *e = &q->err;
-    pn_report *r = pn_report_new();
-    int rc = r ? 0 : pn_fail(e, PN_ENOMEM, "out of memory building a report");
-    for (size_t i = 0; rc == 0 && i < q->npaths; i++)
-        rc = pn_report_add_path(r, q->paths[i], e);
-    if (rc == 0 && q->output)
-        rc = pn_report_write_html_view(r, q->title ? q->title : "pyroscope-native",
-                                       q->view ? q->view : "", q->output, e);
-    if (rc == 0)
-        rc = pn_report_select(r, q->filters, q->nfilters, e);
-    if (rc == 0 && (q->top > 0 || q->group_by || q->has_diff)) {
-        FILE *f = open_memstream(&q->text, &q->text_len);
-        if (!f) {
-            rc = pn_fail(e, PN_ENOMEM, "out of memory building a report");
-        } else {
-            if (q->group_by)
-                rc = pn_report_write_breakdown(r, f, q->group_by, e);
-            if (rc == 0 && (q->has_diff || q->top > 0) && q->group_by)
-                fputc('\n', f);
-            if (rc == 0 && q->has_diff)
-                rc = pn_report_write_diff(r, f, q->top ? q->top : 20, q->diff_a, q->ndiff_a,
-                                          q->diff_b, q->ndiff_b, e);
-            else if (rc == 0 && q->top > 0)
-                rc = pn_report_write_top(r, f, q->top, e);
-            fclose(f);
-        }
-    }
-    q->profiles = r ? pn_report_profiles(r) : 0;
-    pn_report_free(r);
-    q->rc = rc;
+    pn_report_request r = {
+        .paths = (const char *const *)q->paths, .npaths = q->npaths,
+        .html = q->output, .title = q->title, .view = q->view,
+        .filters = q->filters, .nfilters = q->nfilters, .group_by = q->group_by,
+        .diff = q->has_diff, .diff_a = q->diff_a, .ndiff_a = q->ndiff_a,
+        .diff_b = q->diff_b, .ndiff_b = q->ndiff_b, .top = q->top,
+    };
+    q->rc = pn_report_run(&r, &q->profiles, &q->text, &q->text_len, &q->err);
 }
 
 static napi_value request_result(napi_env env, const request *q)

@@ -112,40 +112,18 @@ static void copy_pairs(VALUE arr, const char *what, pn_label **out, long *n)
     *n = len;
 }
 
-/* Read the profiles, write the page, build the text. No GVL: touches only
- * the request. */
+/* The core's one-call report. No GVL: touches only the request. */
 static void *report_run(void *p)
 {
     request *q = p;
-    pn_error *e = &q->err;
-    pn_report *r = pn_report_new();
-    int rc = r ? 0 : pn_fail(e, PN_ENOMEM, "out of memory building a report");
-    for (long i = 0; rc == 0 && i < q->npaths; i++)
-        rc = pn_report_add_path(r, q->paths[i], e);
-    if (rc == 0 && q->html)
-        rc = pn_report_write_html_view(r, q->title, q->view, q->html, e);
-    if (rc == 0)
-        rc = pn_report_select(r, q->filters, (size_t)q->nfilters, e);
-    if (rc == 0 && (q->top > 0 || q->group_by || q->has_diff)) {
-        FILE *f = open_memstream(&q->text, &q->text_len);
-        if (!f) {
-            rc = pn_fail(e, PN_ENOMEM, "out of memory building a report");
-        } else {
-            if (q->group_by)
-                rc = pn_report_write_breakdown(r, f, q->group_by, e);
-            if (rc == 0 && q->group_by && (q->has_diff || q->top > 0))
-                fputc('\n', f);
-            if (rc == 0 && q->has_diff)
-                rc = pn_report_write_diff(r, f, q->top > 0 ? (size_t)q->top : 20, q->diff_a,
-                                          (size_t)q->ndiff_a, q->diff_b, (size_t)q->ndiff_b, e);
-            else if (rc == 0 && q->top > 0)
-                rc = pn_report_write_top(r, f, (size_t)q->top, e);
-            fclose(f);
-        }
-    }
-    q->profiles = r ? pn_report_profiles(r) : 0;
-    pn_report_free(r);
-    q->rc = rc;
+    pn_report_request r = {
+        .paths = (const char *const *)q->paths, .npaths = (size_t)q->npaths,
+        .html = q->html, .title = q->title, .view = q->view,
+        .filters = q->filters, .nfilters = (size_t)q->nfilters, .group_by = q->group_by,
+        .diff = q->has_diff, .diff_a = q->diff_a, .ndiff_a = (size_t)q->ndiff_a,
+        .diff_b = q->diff_b, .ndiff_b = (size_t)q->ndiff_b, .top = (size_t)q->top,
+    };
+    q->rc = pn_report_run(&r, &q->profiles, &q->text, &q->text_len, &q->err);
     return NULL;
 }
 
