@@ -12,6 +12,7 @@
  * Threads: the request is read from JS and the result built on the main JS
  * thread; report_run() touches only the request (its own copies of every
  * string), so the async variant runs it on a pool thread. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +20,12 @@
 #include "addon.h"
 #include "pyroscope_report.h"
 
+/* r's strings are copies listed in owned (freed together); its arrays
+ * (paths, filters, diff_a, diff_b) are malloc'ed for it. */
 typedef struct {
-    /* in: owned copies */
-    char **paths;
-    size_t npaths;
-    char *output, *title, *view, *group_by;
-    pn_label *filters, *diff_a, *diff_b;
-    size_t nfilters, ndiff_a, ndiff_b;
-    int has_diff;
-    uint32_t top;
+    pn_report_request r;
+    char **owned;
+    size_t nowned, capowned;
     /* out */
     size_t profiles;
     char *text;
@@ -39,31 +37,38 @@ typedef struct {
     napi_async_work work;
 } request;
 
-static void free_pairs(pn_label *l, size_t n)
-{
-    for (size_t i = 0; l && i < n; i++) {
-        free((char *)l[i].key);
-        free((char *)l[i].value);
-    }
-    free(l);
-}
-
 static void request_free(request *q)
 {
     if (!q)
         return;
-    for (size_t i = 0; q->paths && i < q->npaths; i++)
-        free(q->paths[i]);
-    free(q->paths);
-    free(q->output);
-    free(q->title);
-    free(q->view);
-    free(q->group_by);
-    free_pairs(q->filters, q->nfilters);
-    free_pairs(q->diff_a, q->ndiff_a);
-    free_pairs(q->diff_b, q->ndiff_b);
+    for (size_t i = 0; i < q->nowned; i++)
+        free(q->owned[i]);
+    free(q->owned);
+    free((void *)q->r.paths);
+    free((void *)q->r.filters);
+    free((void *)q->r.diff_a);
+    free((void *)q->r.diff_b);
     free(q->text);
     free(q);
+}
+
+/* A JS string copied and listed in q->owned (NULL, thrown, otherwise). */
+static const char *own_string(napi_env env, request *q, napi_value v, const char *what)
+{
+    if (q->nowned == q->capowned) {
+        size_t cap = q->capowned ? 2 * q->capowned : 16;
+        char **grown = realloc(q->owned, cap * sizeof *grown);
+        if (!grown) {
+            napi_throw_error(env, NULL, "pyroscope: out of memory");
+            return NULL;
+        }
+        q->owned = grown;
+        q->capowned = cap;
+    }
+    char *s = js_string(env, v, what);
+    if (s)
+        q->owned[q->nowned++] = s;
+    return s;
 }
 
 static int is_nullish(napi_env env, napi_value v)
@@ -82,7 +87,8 @@ static napi_value prop(napi_env env, napi_value obj, const char *name)
 }
 
 /* An optional string option (NULL when absent; -1 thrown when not a string). */
-static int opt_string(napi_env env, napi_value opts, const char *name, char **out)
+static int opt_string(napi_env env, request *q, napi_value opts, const char *name,
+                      const char **out)
 {
     napi_value v = prop(env, opts, name);
     *out = NULL;
@@ -90,59 +96,62 @@ static int opt_string(napi_env env, napi_value opts, const char *name, char **ou
         return 0;
     char what[120];
     snprintf(what, sizeof what, "report: %s must be a string", name);
-    *out = js_string(env, v, what);
+    *out = own_string(env, q, v, what);
     return *out ? 0 : -1;
 }
 
+/* A JS array's length (-1, thrown, when v is not an array). */
+static int64_t array_length(napi_env env, napi_value v, const char *what)
+{
+    bool is;
+    uint32_t len = 0;
+    if (napi_is_array(env, v, &is) != napi_ok || !is ||
+        napi_get_array_length(env, v, &len) != napi_ok) {
+        throw_msg(env, "ERR_INVALID_ARG_TYPE", "report: %s", what);
+        return -1;
+    }
+    return len;
+}
+
 /* [[key, value], ...] -> labels (NULL, 0 when absent). */
-static int opt_pairs(napi_env env, napi_value opts, const char *name, pn_label **out,
-                     size_t *n, int *given)
+static int opt_pairs(napi_env env, request *q, napi_value opts, const char *name,
+                     const pn_label **out, size_t *n)
 {
     napi_value arr = prop(env, opts, name);
     *out = NULL;
     *n = 0;
-    if (given)
-        *given = 0;
     if (is_nullish(env, arr))
         return 0;
-    bool is;
-    uint32_t len = 0;
-    if (napi_is_array(env, arr, &is) != napi_ok || !is ||
-        napi_get_array_length(env, arr, &len) != napi_ok) {
-        throw_msg(env, "ERR_INVALID_ARG_TYPE", "report: %s must be an array of [key, value]",
-                  name);
+    char what[160];
+    snprintf(what, sizeof what, "%s must be an array of [key, value] pairs", name);
+    int64_t len = array_length(env, arr, what);
+    if (len < 0)
         return -1;
-    }
-    if (given)
-        *given = 1;
-    *out = calloc((size_t)len + 1, sizeof **out);
-    if (!*out) {
+    pn_label *l = calloc((size_t)len + 1, sizeof *l);
+    if (!l) {
         napi_throw_error(env, NULL, "pyroscope: out of memory");
         return -1;
     }
-    char what[160];
+    *out = l; /* freed with the request from here on */
     snprintf(what, sizeof what, "report: %s: each label key and value must be a string", name);
-    for (uint32_t i = 0; i < len; i++) {
+    for (int64_t i = 0; i < len; i++) {
         napi_value kv, k, v;
-        uint32_t kvlen = 0;
-        if (napi_get_element(env, arr, i, &kv) != napi_ok ||
-            napi_is_array(env, kv, &is) != napi_ok || !is ||
-            napi_get_array_length(env, kv, &kvlen) != napi_ok || kvlen != 2) {
-            throw_msg(env, "ERR_INVALID_ARG_TYPE", "report: %s[%u] must be a [key, value] pair",
-                      name, i);
+        char pos[120];
+        snprintf(pos, sizeof pos, "%s[%" PRId64 "] must be a [key, value] pair", name, i);
+        if (napi_get_element(env, arr, (uint32_t)i, &kv) != napi_ok ||
+            array_length(env, kv, pos) != 2) {
+            bool pending = false;
+            napi_is_exception_pending(env, &pending);
+            if (!pending)
+                throw_msg(env, "ERR_INVALID_ARG_TYPE", "report: %s", pos);
             return -1;
         }
         napi_get_element(env, kv, 0, &k);
         napi_get_element(env, kv, 1, &v);
-        (*out)[i].key = js_string(env, k, what);
-        if (!(*out)[i].key)
-            return -1;
-        *n = (size_t)i + 1; /* from here on the entry is freed with the rest */
-        (*out)[i].value = js_string(env, v, what);
-        if (!(*out)[i].value)
+        if (!(l[i].key = own_string(env, q, k, what)) || !(l[i].value = own_string(env, q, v, what)))
             return -1;
     }
-    *n = len;
+    *n = (size_t)len;
     return 0;
 }
 
@@ -154,25 +163,28 @@ static request *request_read(napi_env env, napi_value paths, napi_value opts)
         napi_throw_error(env, NULL, "pyroscope: out of memory");
         return NULL;
     }
-    bool is;
-    uint32_t n = 0;
-    if (napi_is_array(env, paths, &is) != napi_ok || !is ||
-        napi_get_array_length(env, paths, &n) != napi_ok || n == 0) {
+    int64_t n = array_length(env, paths, "paths must be a non-empty array of profile files "
+                                         "or folders");
+    if (n < 0)
+        goto fail;
+    if (n == 0) {
         throw_msg(env, "ERR_INVALID_ARG_TYPE",
                   "report: paths must be a non-empty array of profile files or folders");
         goto fail;
     }
-    if (!(q->paths = calloc(n, sizeof *q->paths))) {
+    const char **list = calloc((size_t)n, sizeof *list);
+    if (!list) {
         napi_throw_error(env, NULL, "pyroscope: out of memory");
         goto fail;
     }
-    for (uint32_t i = 0; i < n; i++) {
+    q->r.paths = list;
+    for (int64_t i = 0; i < n; i++) {
         napi_value p;
-        napi_get_element(env, paths, i, &p);
-        if (!(q->paths[i] = js_string(env, p, "report: each path must be a string")))
+        napi_get_element(env, paths, (uint32_t)i, &p);
+        if (!(list[i] = own_string(env, q, p, "report: each path must be a string")))
             goto fail;
-        q->npaths = (size_t)i + 1;
     }
+    q->r.npaths = (size_t)n;
     if (is_nullish(env, opts)) {
         napi_create_object(env, &opts);
     } else {
@@ -190,19 +202,20 @@ static request *request_read(napi_env env, napi_value paths, napi_value opts)
         throw_msg(env, "ERR_INVALID_ARG_VALUE", "report: top must be a whole number >= 0");
         goto fail;
     }
-    q->top = (uint32_t)d;
-    if (opt_string(env, opts, "output", &q->output) != 0 ||
-        opt_string(env, opts, "title", &q->title) != 0 ||
-        opt_string(env, opts, "view", &q->view) != 0 ||
-        opt_string(env, opts, "groupBy", &q->group_by) != 0 ||
-        opt_pairs(env, opts, "filter", &q->filters, &q->nfilters, NULL) != 0 ||
-        opt_pairs(env, opts, "diffA", &q->diff_a, &q->ndiff_a, &q->has_diff) != 0 ||
-        opt_pairs(env, opts, "diffB", &q->diff_b, &q->ndiff_b, NULL) != 0)
+    q->r.top = (size_t)d;
+    if (opt_string(env, q, opts, "output", &q->r.html) != 0 ||
+        opt_string(env, q, opts, "title", &q->r.title) != 0 ||
+        opt_string(env, q, opts, "view", &q->r.view) != 0 ||
+        opt_string(env, q, opts, "groupBy", &q->r.group_by) != 0 ||
+        opt_pairs(env, q, opts, "filter", &q->r.filters, &q->r.nfilters) != 0 ||
+        opt_pairs(env, q, opts, "diffA", &q->r.diff_a, &q->r.ndiff_a) != 0 ||
+        opt_pairs(env, q, opts, "diffB", &q->r.diff_b, &q->r.ndiff_b) != 0)
         goto fail;
-    if (q->has_diff != (q->diff_b != NULL)) {
+    if ((q->r.diff_a != NULL) != (q->r.diff_b != NULL)) {
         throw_msg(env, "ERR_INVALID_ARG_VALUE", "report: diffA and diffB go together");
         goto fail;
     }
+    q->r.diff = q->r.diff_a != NULL;
     return q;
 fail:
     request_free(q);
@@ -212,14 +225,7 @@ fail:
 /* The core's one-call report. Any thread: touches only q. */
 static void report_run(request *q)
 {
-    pn_report_request r = {
-        .paths = (const char *const *)q->paths, .npaths = q->npaths,
-        .html = q->output, .title = q->title, .view = q->view,
-        .filters = q->filters, .nfilters = q->nfilters, .group_by = q->group_by,
-        .diff = q->has_diff, .diff_a = q->diff_a, .ndiff_a = q->ndiff_a,
-        .diff_b = q->diff_b, .ndiff_b = q->ndiff_b, .top = q->top,
-    };
-    q->rc = pn_report_run(&r, &q->profiles, &q->text, &q->text_len, &q->err);
+    q->rc = pn_report_run(&q->r, &q->profiles, &q->text, &q->text_len, &q->err);
 }
 
 static napi_value request_result(napi_env env, const request *q)

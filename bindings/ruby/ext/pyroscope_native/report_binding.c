@@ -26,14 +26,12 @@
 #include "native.h"
 #include "pyroscope_report.h"
 
+/* r's strings are copies listed in owned (freed together); its arrays
+ * (paths, filters, diff_a, diff_b) are malloc'ed for it. */
 typedef struct {
-    char **paths;
-    long npaths;
-    char *html, *title, *view, *group_by;
-    pn_label *filters, *diff_a, *diff_b;
-    long nfilters, ndiff_a, ndiff_b;
-    int has_diff;
-    long top;
+    pn_report_request r;
+    char **owned;
+    size_t nowned, capowned;
     /* out */
     size_t profiles;
     char *text;
@@ -42,28 +40,16 @@ typedef struct {
     int rc;
 } request;
 
-static void free_pairs(pn_label *l, long n)
-{
-    for (long i = 0; l && i < n; i++) {
-        free((char *)l[i].key);
-        free((char *)l[i].value);
-    }
-    free(l);
-}
-
 static void request_free(void *p)
 {
     request *q = p;
-    for (long i = 0; q->paths && i < q->npaths; i++)
-        free(q->paths[i]);
-    free(q->paths);
-    free(q->html);
-    free(q->title);
-    free(q->view);
-    free(q->group_by);
-    free_pairs(q->filters, q->nfilters);
-    free_pairs(q->diff_a, q->ndiff_a);
-    free_pairs(q->diff_b, q->ndiff_b);
+    for (size_t i = 0; i < q->nowned; i++)
+        free(q->owned[i]);
+    free(q->owned);
+    free((void *)q->r.paths);
+    free((void *)q->r.filters);
+    free((void *)q->r.diff_a);
+    free((void *)q->r.diff_b);
     free(q->text);
     free(q);
 }
@@ -73,57 +59,64 @@ static const rb_data_type_t request_type = {
     .function = {.dfree = request_free},
     .flags = RUBY_TYPED_FREE_IMMEDIATELY};
 
-/* A malloc'ed copy of a String (TypeError naming what otherwise; a NUL
- * inside raises ArgumentError). */
-static char *copy_str(VALUE v, const char *what)
+static void *alloc_or_raise(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (!p)
+        rb_raise(rb_eNoMemError, "report: out of memory");
+    return p;
+}
+
+/* A copy of a String, listed in q->owned (TypeError naming what for
+ * another type; a NUL inside raises ArgumentError). */
+static const char *own_str(request *q, VALUE v, const char *what)
 {
     if (!RB_TYPE_P(v, T_STRING))
         rb_raise(rb_eTypeError, "report: %s must be a String", what);
     const char *s = StringValueCStr(v);
+    if (q->nowned == q->capowned) {
+        size_t cap = q->capowned ? 2 * q->capowned : 16;
+        char **grown = realloc(q->owned, cap * sizeof *grown);
+        if (!grown)
+            rb_raise(rb_eNoMemError, "report: out of memory");
+        q->owned = grown;
+        q->capowned = cap;
+    }
     char *c = strdup(s);
     if (!c)
         rb_raise(rb_eNoMemError, "report: out of memory");
+    q->owned[q->nowned++] = c;
     return c;
 }
 
-static char *copy_opt_str(VALUE v, const char *what)
+static const char *own_opt_str(request *q, VALUE v, const char *what)
 {
-    return NIL_P(v) ? NULL : copy_str(v, what);
+    return NIL_P(v) ? NULL : own_str(q, v, what);
 }
 
-/* [[key, value], ...] into *out (allocated with room for every pair; *n
- * counts the filled ones, so a raise part way frees what was copied). */
-static void copy_pairs(VALUE arr, const char *what, pn_label **out, long *n)
+/* [[key, value], ...] -> labels, owned by the request as soon as made. */
+static void own_pairs(request *q, VALUE arr, const char *what, const pn_label **out, size_t *n)
 {
     if (!RB_TYPE_P(arr, T_ARRAY))
         rb_raise(rb_eTypeError, "report: %s must be an Array of [key, value]", what);
     long len = RARRAY_LEN(arr);
-    *out = calloc((size_t)len + 1, sizeof **out);
-    if (!*out)
-        rb_raise(rb_eNoMemError, "report: out of memory");
+    pn_label *l = alloc_or_raise((size_t)len + 1, sizeof *l);
+    *out = l;
     for (long i = 0; i < len; i++) {
         VALUE kv = rb_ary_entry(arr, i);
         if (!RB_TYPE_P(kv, T_ARRAY) || RARRAY_LEN(kv) != 2)
             rb_raise(rb_eTypeError, "report: %s[%ld] must be a [key, value] pair", what, i);
-        (*out)[i].key = copy_str(rb_ary_entry(kv, 0), what);
-        *n = i + 1;
-        (*out)[i].value = copy_str(rb_ary_entry(kv, 1), what);
+        l[i].key = own_str(q, rb_ary_entry(kv, 0), what);
+        l[i].value = own_str(q, rb_ary_entry(kv, 1), what);
     }
-    *n = len;
+    *n = (size_t)len;
 }
 
 /* The core's one-call report. No GVL: touches only the request. */
 static void *report_run(void *p)
 {
     request *q = p;
-    pn_report_request r = {
-        .paths = (const char *const *)q->paths, .npaths = (size_t)q->npaths,
-        .html = q->html, .title = q->title, .view = q->view,
-        .filters = q->filters, .nfilters = (size_t)q->nfilters, .group_by = q->group_by,
-        .diff = q->has_diff, .diff_a = q->diff_a, .ndiff_a = (size_t)q->ndiff_a,
-        .diff_b = q->diff_b, .ndiff_b = (size_t)q->ndiff_b, .top = (size_t)q->top,
-    };
-    q->rc = pn_report_run(&r, &q->profiles, &q->text, &q->text_len, &q->err);
+    q->rc = pn_report_run(&q->r, &q->profiles, &q->text, &q->text_len, &q->err);
     return NULL;
 }
 
@@ -137,26 +130,26 @@ static VALUE m_report(VALUE self, VALUE paths, VALUE html, VALUE title, VALUE to
         rb_raise(rb_eArgError, "report: paths must be a non-empty Array of profile files or "
                                "folders");
     long n = RARRAY_LEN(paths);
-    if (!(q->paths = calloc((size_t)n, sizeof *q->paths)))
-        rb_raise(rb_eNoMemError, "report: out of memory");
-    for (long i = 0; i < n; i++) {
-        q->paths[i] = copy_str(rb_ary_entry(paths, i), "each path");
-        q->npaths = i + 1;
-    }
-    q->top = NUM2LONG(top);
-    if (q->top < 0)
+    const char **list = alloc_or_raise((size_t)n, sizeof *list);
+    q->r.paths = list;
+    for (long i = 0; i < n; i++)
+        list[i] = own_str(q, rb_ary_entry(paths, i), "each path");
+    q->r.npaths = (size_t)n;
+    long t = NUM2LONG(top);
+    if (t < 0)
         rb_raise(rb_eArgError, "report: top must be >= 0");
-    q->html = copy_opt_str(html, "html");
-    q->title = copy_str(title, "title");
-    q->view = copy_str(view, "view");
-    q->group_by = copy_opt_str(group_by, "group_by");
-    copy_pairs(filter, "filter", &q->filters, &q->nfilters);
+    q->r.top = (size_t)t;
+    q->r.html = own_opt_str(q, html, "html");
+    q->r.title = own_str(q, title, "title");
+    q->r.view = own_str(q, view, "view");
+    q->r.group_by = own_opt_str(q, group_by, "group_by");
+    own_pairs(q, filter, "filter", &q->r.filters, &q->r.nfilters);
     if (NIL_P(diff_a) != NIL_P(diff_b))
         rb_raise(rb_eArgError, "report: diff_a and diff_b go together");
     if (!NIL_P(diff_a)) {
-        q->has_diff = 1;
-        copy_pairs(diff_a, "diff_a", &q->diff_a, &q->ndiff_a);
-        copy_pairs(diff_b, "diff_b", &q->diff_b, &q->ndiff_b);
+        q->r.diff = 1;
+        own_pairs(q, diff_a, "diff_a", &q->r.diff_a, &q->r.ndiff_a);
+        own_pairs(q, diff_b, "diff_b", &q->r.diff_b, &q->r.ndiff_b);
     }
     rb_thread_call_without_gvl(report_run, q, RUBY_UBF_IO, NULL);
     if (q->rc != 0)
