@@ -17,6 +17,9 @@ const path = require('path');
 
 const REPORT_NAME = 'flamegraph.html';
 const DEFAULT_TOP = 20;
+// Profiles per type the run's page reads at most (an hour of 10 s periods); older ones
+// stay in the folder for writeReport / the CLI.
+const MAX_RUN_FILES = 360;
 
 function reportError(message) {
   const e = new Error(message);
@@ -234,8 +237,14 @@ function takeRun(addon) {
     addon.log(20, `no profiles were written to ${r.dir} in this run, so there is no flame graph`);
     return [];
   }
-  return byType(written).map(([type, names], i) => {
+  return byType(written).map(([type, all], i) => {
     const output = path.join(r.dir, pageName(type, i === 0));
+    // the newest periods only: a long run's stop (or exit) must not read for minutes
+    const names = all.slice(-MAX_RUN_FILES);
+    if (names.length < all.length) {
+      addon.log(20, `the ${type} flame graph covers the last ${names.length} of the ` +
+        `${all.length} profiles this run wrote`);
+    }
     return {
       dir: r.dir,
       output,

@@ -21,6 +21,9 @@ module Pyroscope
   module Report
     REPORT_NAME = "flamegraph.html"
     DEFAULT_TOP = 20
+    # Profiles per type the run's page reads at most (an hour of 10 s
+    # periods); older ones stay in the folder for write_report.
+    MAX_RUN_FILES = 360
     # <app>-<type>-<from>-<until>[.<part>][-<n>].pb.gz, as the folder exporter names them
     NAME_RE = /-([A-Za-z0-9_]+)-\d+-\d+(?:\.\d+)?(?:-\d+)?\.pb(?:\.gz)?\z/.freeze
     OPTIONS = %i[output title filter group_by top diff type].freeze
@@ -88,8 +91,13 @@ module Pyroscope
 
       private
 
-      def write_page(run, type, names, first)
+      def write_page(run, type, all, first)
         output = File.join(run[:dir], page_name(type, first))
+        # the newest periods only: a long run's stop must not read for minutes
+        names = all.last(MAX_RUN_FILES)
+        if names.size < all.size
+          Pyroscope.log(20, "the #{type} flame graph covers the last #{names.size} of the #{all.size} profiles this run wrote")
+        end
         profiles, = Native.report(names.map { |n| File.join(run[:dir], n) }, output,
                                   "#{run[:app]} (#{type})", 0, [], nil, nil, nil, "")
         Pyroscope.log(20, "#{profiles} profile#{profiles == 1 ? "" : "s"} in #{run[:dir]}, flame graph: #{output}")
