@@ -153,6 +153,35 @@ describe('report: flame graph of the folder output', function () {
       (e) => e.code && /old\.app-cpu-1-2\.pb\.gz/.test(e.message));
   });
 
+  it('a run\'s pages: one per type, the newest 360 profiles of each, older files left out', async () => {
+    const report = require('../lib/report');
+    const d = tmpdir('pn-report-run-');
+    fs.writeFileSync(path.join(d, 'app-cpu-1000-1001.pb.gz'), 'earlier run');
+    const calls = [];
+    const logs = [];
+    const fake = {
+      runOutput: () => ({ dir: d, app: 'app' }),
+      log: (level, message) => logs.push(message),
+      report: (paths, args) => { calls.push({ paths, args }); return { profiles: paths.length, text: '' }; },
+      reportAsync: async (paths, args) => fake.report(paths, args),
+    };
+    report.beginRun(fake);
+    for (let t = 2000; t < 2365; t++) fs.writeFileSync(path.join(d, `app-cpu-${t}-${t + 1}.pb.gz`), '');
+    fs.writeFileSync(path.join(d, 'app-heap-2000-2010.pb.gz'), '');
+    fs.writeFileSync(path.join(d, '.app-cpu-2400-2401.tmp'), ''); // the exporter's temporary file
+    await report.endRun(fake);
+    assert.deepStrictEqual(calls.map((c) => path.basename(c.args.output)), ['flamegraph.html', 'flamegraph-heap.html']);
+    const cpu = calls[0].paths.map((p) => path.basename(p));
+    assert.strictEqual(cpu.length, 360);
+    assert.strictEqual(cpu[0], 'app-cpu-2005-2006.pb.gz');
+    assert.strictEqual(cpu[359], 'app-cpu-2364-2365.pb.gz');
+    assert.deepStrictEqual(calls[1].paths.map((p) => path.basename(p)), ['app-heap-2000-2010.pb.gz']);
+    assert.ok(logs.some((m) => /covers the last 360 of the 365/.test(m)), JSON.stringify(logs));
+    // taken once: a second stop (or the exit after a stop) writes nothing more
+    report.endRunSync(fake);
+    assert.strictEqual(calls.length, 2);
+  });
+
   it('the CLI prints the top table and writes the page; a bad filter exits 2 naming --filter', async () => {
     const out = path.join(tmpdir('pn-report-cli-'), 'page.html');
     // this run's files (the folder also holds the unreadable old profile: see below)
