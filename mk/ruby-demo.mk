@@ -1,8 +1,8 @@
 # make demo-ruby: build and install the gem (mk/ruby.mk's build-ruby), then
-# profile examples/ruby/shop.rb for DEMO_RUBY_SECONDS into DEMO_RUBY_DIR. When
-# the Python demo's virtual env exists (make demo made it), its report command
-# also writes a flame graph page and prints the top functions. Run it after
-# the Python demo: that one starts by emptying DEMO_DIR.
+# profile examples/ruby/shop.rb for DEMO_RUBY_SECONDS into DEMO_RUBY_DIR: its
+# stop writes flamegraph.html there; Pyroscope.write_report then rewrites the
+# page opened on the breakdown by endpoint and prints the top functions. Run
+# it after the Python demo: that one starts by emptying DEMO_DIR.
 DEMO_RUBY_DIR ?= $(DEMO_DIR)/ruby
 DEMO_RUBY_SECONDS ?= 5
 
@@ -11,9 +11,6 @@ demo-ruby: build-ruby
 	rm -rf $(DEMO_RUBY_DIR)
 	$(RUBY_GEM_ENV) $(RUBY) examples/ruby/shop.rb --seconds $(DEMO_RUBY_SECONDS) \
 		--output-dir $(DEMO_RUBY_DIR)
-	@if [ -x $(DEMO_VENV)/bin/python ] && $(DEMO_VENV)/bin/python -c 'import pyroscope' 2>/dev/null; then \
-		$(DEMO_VENV)/bin/python -m pyroscope report $(DEMO_RUBY_DIR) --top 10 \
-			--title "examples/ruby/shop.rb" --group-by endpoint; \
-	else \
-		echo "profiles in $(DEMO_RUBY_DIR) (make demo first for a flame graph page)"; \
-	fi
+	$(RUBY_GEM_ENV) $(RUBY) -rpyroscope -e 'r = Pyroscope.write_report(ARGV[0], top: 10, \
+		group_by: "endpoint", title: "examples/ruby/shop.rb"); puts r[:text], \
+		"#{r[:profiles]} profiles read, flame graph: #{r[:output]}"' $(DEMO_RUBY_DIR)

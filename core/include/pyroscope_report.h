@@ -56,6 +56,35 @@ int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn
 int pn_report_write_diff(pn_report *r, FILE *out, size_t n, const pn_label *a, size_t na,
                          const pn_label *b, size_t nb, pn_error *e);
 
+/* ------------------------------------------------------- one-call reports */
+
+/* What a CLI or binding asks for in one call: read paths (hidden root
+ * files first), write the page to html (NULL: no page) with title and view
+ * (NULL: "pyroscope-native", ""), select filters, then the text: the
+ * breakdown by group_by (NULL: none), then the diff of diff_a against
+ * diff_b when diff is set (top functions; 0: 20), else the top table (top
+ * functions; 0: none). */
+typedef struct {
+    const char *const *paths;
+    size_t npaths;
+    const char *const *hide_files;
+    size_t nhide;
+    const char *html, *title, *view;
+    const pn_label *filters;
+    size_t nfilters;
+    const char *group_by;
+    int diff;
+    const pn_label *diff_a, *diff_b;
+    size_t ndiff_a, ndiff_b;
+    size_t top;
+} pn_report_request;
+
+/* Runs q. On success *text is the malloc'ed text (NULL when none was
+ * asked; free it) and *profiles the number of profiles read. Touches
+ * nothing but q's data: any thread may run it. */
+int pn_report_run(const pn_report_request *q, size_t *profiles, char **text, size_t *text_len,
+                  pn_error *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1249,6 +1249,68 @@ static void test_hidden_root_files(void)
     pb_free(b);
 }
 
+/* pn_report_run: the bindings' one call (page, selection, breakdown, diff
+ * or top table), and its errors. */
+static void test_run_request(void)
+{
+    char *dir = make_dir();
+    pb *b = pb_new("cpu", "nanoseconds");
+    pb_label(b, pb_sample(b, 10, "main", "slow", NULL), "route", "/a");
+    pb_label(b, pb_sample(b, 30, "main", "fast", NULL), "route", "/b");
+    write_profile(dir, "p-cpu-1-2.pb.gz", b, 1);
+    char *page = path_in(dir, "page.html");
+    const char *paths[] = {dir};
+    pn_label only_a[] = {{"route", "/a"}}, only_b[] = {{"route", "/b"}};
+    size_t profiles = 0, len = 0;
+    char *text = NULL;
+    pn_error e;
+    pn_error_clear(&e);
+
+    /* No text asked: the page only. */
+    pn_report_request q = {.paths = paths, .npaths = 1, .html = page, .title = "t"};
+    CHECK_EQ_INT(pn_report_run(&q, &profiles, &text, &len, &e), 0);
+    CHECK_EQ_INT(profiles, 1);
+    CHECK(text == NULL);
+    char *html = read_text(page);
+    CHECK(html && strstr(html, "slow") && strstr(html, "fast"));
+    free(html);
+
+    /* Filter, breakdown then top table. */
+    q = (pn_report_request){.paths = paths, .npaths = 1, .filters = only_a, .nfilters = 1,
+                            .group_by = "route", .top = 5};
+    CHECK_EQ_INT(pn_report_run(&q, &profiles, &text, &len, &e), 0);
+    CHECK(text && strlen(text) == len);
+    CHECK(text && strstr(text, "/a") && strstr(text, "slow") && !strstr(text, "fast"));
+    CHECK(text && strstr(text, "route") < strstr(text, "slow"));
+    free(text);
+
+    /* Diff: both selections named, the changed functions listed. */
+    q = (pn_report_request){.paths = paths, .npaths = 1, .diff = 1, .diff_a = only_a,
+                            .ndiff_a = 1, .diff_b = only_b, .ndiff_b = 1};
+    CHECK_EQ_INT(pn_report_run(&q, &profiles, &text, &len, &e), 0);
+    CHECK(text && strstr(text, "route=/a") && strstr(text, "route=/b") && strstr(text, "fast"));
+    free(text);
+
+    /* A bad filter or path fails with the core's message and no text. */
+    pn_label bad[] = {{"", "x"}};
+    q = (pn_report_request){.paths = paths, .npaths = 1, .filters = bad, .nfilters = 1, .top = 5};
+    CHECK(pn_report_run(&q, &profiles, &text, &len, &e) != 0);
+    CHECK(text == NULL && len == 0);
+    CHECK(strstr(e.msg, "filter") != NULL);
+    char *missing = path_in(dir, "missing.pb");
+    const char *nowhere[] = {missing};
+    q = (pn_report_request){.paths = nowhere, .npaths = 1, .top = 5};
+    pn_error_clear(&e);
+    CHECK(pn_report_run(&q, &profiles, &text, &len, &e) != 0);
+    CHECK(strstr(e.msg, "missing.pb") != NULL);
+    CHECK(text == NULL);
+
+    free(missing);
+    free(page);
+    pb_free(b);
+    remove_dir(dir);
+}
+
 TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_inlined_lines_and_symbol_fallbacks), T(test_sparse_ids),
           T(test_top_counts_recursion_once), T(test_top_formats_units_and_names),
@@ -1257,4 +1319,5 @@ TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_empty_folder_and_missing_path), T(test_mixed_sample_types_are_refused),
           T(test_deep_stacks_are_cut_at_the_leaf_end), T(test_limits),
           T(test_bad_arguments), T(test_labels_select_breakdown_and_diff),
-          T(test_functions_keyed_by_name_and_file), T(test_hidden_root_files))
+          T(test_functions_keyed_by_name_and_file), T(test_hidden_root_files),
+          T(test_run_request))

@@ -162,6 +162,29 @@ export declare function fastifyMiddleware(): FastifyPluginCallback;
 export declare function stats(): Record<string, number>;
 export declare function isRunning(): boolean;
 
+/** Label selection of a report: {key: value | values} or "key=value" strings. */
+export type ReportSelection = Record<string, string | number | Array<string | number>> | string[];
+export interface ReportOptions {
+  /** Flame graph page to write (default flamegraph.html in the first folder; null: none). */
+  output?: string | null;
+  title?: string;
+  /** Only samples with these labels (different keys all match, values of one key any). */
+  filter?: ReportSelection;
+  /** text starts with the total per value of this label. */
+  groupBy?: string;
+  /** Functions in the top table (default 20; 0: none). */
+  top?: number;
+  /** Compare selection a with selection b (top functions by change of self share). */
+  diff?: [ReportSelection, ReportSelection];
+}
+export interface ReportResult {
+  profiles: number;
+  output: string | null;
+  text: string;
+}
+/** Reads .pb/.pb.gz profiles (files or folders) and writes a flame graph page. */
+export declare function writeReport(paths: string | string[], options?: ReportOptions): Promise<ReportResult>;
+
 declare const _default: {
   SourceMapper: typeof SourceMapper;
   expressMiddleware: typeof expressMiddleware;
@@ -184,6 +207,7 @@ declare const _default: {
   flush: typeof flush;
   stats: typeof stats;
   isRunning: typeof isRunning;
+  writeReport: typeof writeReport;
   PyroscopeSpanProcessor: typeof PyroscopeSpanProcessor;
 };
 export default _default;

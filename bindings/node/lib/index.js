@@ -258,6 +258,17 @@ function stats() {
   return nativeModule ? nativeModule.stats() : {};
 }
 
+/**
+ * Reads saved profiles (.pb/.pb.gz files, or folders of them) and writes a self-contained
+ * flame graph page (options.output; default flamegraph.html in the first folder, null:
+ * none). Resolves to {profiles, output, text}: text is the top table (options.top
+ * functions, default 20) or, with groupBy, the total per value of that label first.
+ * filter: {key: value | [values]} or ["key=value", ...]; diff: [selectionA, selectionB].
+ */
+async function writeReport(paths, options) {
+  return native().writeReport(paths, options);
+}
+
 function isRunning() {
   return state.agent && nativeModule !== undefined && nativeModule.running();
 }
@@ -284,6 +295,7 @@ const api = {
   flush,
   stats,
   isRunning,
+  writeReport,
   PyroscopeSpanProcessor,
 };
 

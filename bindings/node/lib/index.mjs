@@ -28,6 +28,7 @@ export const {
   flush,
   stats,
   isRunning,
+  writeReport,
   PyroscopeSpanProcessor,
 } = api;
 

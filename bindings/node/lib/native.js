@@ -12,12 +12,15 @@
 //     mapFrame({name, file, line, column}) -> {name, file, line} | null.
 //   flush(timeoutSeconds) -> Promise<boolean>, stop() -> Promise<stats | null>,
 //   running(), stats(), setLogHandler(fn(level, message) | null)
+//   writeReport(paths, opts) -> Promise<{profiles, output, text}> (see report.js);
+//   with outputDir, stop() and exit write flamegraph.html of the run's profiles.
 //   labels.run(labels, fn, ...args), labels.get(), labels.set(labels),
 //   labels.spanHandle([[k, v], ...]), labels.setSpanSource(fn | null)
 // Loading it on a worker thread throws ERR_PYROSCOPE_WORKER.
 const addon = require('./addon');
 const context = require('./context');
 const sampler = require('./sampler');
+const report = require('./report');
 
 const KINDS = ['cpu', 'wall', 'heap'];
 let exitHooked = false;
@@ -50,13 +53,17 @@ function hookExit() {
     if (!addon.running()) {
       // a stop() still uploading the last period: let it finish (Node 20's
       // exit also joins libuv's pool; this does not rely on it)
-      if (stopping) addon.waitStops(stopTimeout + 1);
+      if (stopping) {
+        addon.waitStops(stopTimeout + 1);
+        report.endRunSync(addon); // the stop's flame graph, unless it began writing it
+      }
       return;
     }
     try {
       sampler.stopAll();
     } catch (_) { /* stopping anyway */ }
     addon.stopSync();
+    report.endRunSync(addon);
   });
 }
 
@@ -65,6 +72,7 @@ let stopTimeout = 5; // seconds, of the agent started last
 function start(settings, env) {
   addon.start(withRuntime(settings), env || {});
   stopTimeout = addon.config().stopTimeout;
+  report.beginRun(addon);
   hookExit();
 }
 
@@ -112,7 +120,11 @@ function stop() {
     addon.log(40, 'stopping the profilers failed: ' + (e && e.stack || e));
   }
   context.disable();
-  const p = addon.stop().then((stats) => stats);
+  // With a folder output, the run's flame graph is written once the last period is.
+  const p = addon.stop().then(async (stats) => {
+    await report.endRun(addon);
+    return stats;
+  });
   stopping = p.finally(() => { stopping = null; });
   return stopping;
 }
@@ -143,6 +155,7 @@ module.exports = {
   running,
   stats,
   setLogHandler,
+  writeReport: (paths, opts) => report.writeReport(addon, paths, opts),
   labels: {
     run: context.run,
     get: context.get,

@@ -31,8 +31,21 @@ function localNodeDir() {
 // node-gyp runs in bindings/node (binding.gyp's folder): its build/ must
 // not be the repository's CMake build/, which `rebuild` would delete.
 const root = path.join(__dirname, '..');
-const incremental = process.argv.includes('--incremental') &&
-  fs.existsSync(path.join(root, 'build', 'Makefile'));
+// binding.gyp lists the sources when configured: a folder that gained or lost a
+// file since (its mtime is newer) needs a full rebuild.
+function configuredAfterSources() {
+  let made;
+  try {
+    made = fs.statSync(path.join(root, 'build', 'Makefile')).mtimeMs;
+  } catch (_) {
+    return false;
+  }
+  const core = path.join(root, '..', '..', 'core');
+  const dirs = [path.join(root, 'src'), path.join(core, 'report'), path.join(core, 'gen')];
+  for (const d of fs.readdirSync(path.join(core, 'src'))) dirs.push(path.join(core, 'src', d));
+  return dirs.every((d) => !fs.existsSync(d) || fs.statSync(d).mtimeMs <= made);
+}
+const incremental = process.argv.includes('--incremental') && configuredAfterSources();
 const args = [nodeGyp(), incremental ? 'build' : 'rebuild'];
 const nodedir = process.env.npm_config_nodedir || localNodeDir();
 if (nodedir) args.push('--nodedir=' + nodedir);

@@ -6,6 +6,9 @@
 
 #include "addon.h"
 
+/* report.c: reports of saved profiles (the core's report library). */
+void report_exports(napi_env env, napi_value exports);
+
 static napi_value init(napi_env env, napi_value exports)
 {
     /* Node runs the main JS thread on the process's first thread: any
@@ -24,6 +27,7 @@ static napi_value init(napi_env env, napi_value exports)
     signal_exports(env, exports);
     join_exports(env, exports);
     heap_exports(env, exports);
+    report_exports(env, exports);
     return exports;
 }
 

@@ -18,6 +18,7 @@ require "pyroscope/pyroscope_native"
 require "pyroscope/config"
 require "pyroscope/log_relay"
 require "pyroscope/fork"
+require "pyroscope/report"
 
 module Pyroscope
   # Serialises configure and stop (any thread may call them). Ruby releases
@@ -57,6 +58,7 @@ module Pyroscope
       CONTROL.synchronize do
         Native.stop if Native.running?
         Native.start(settings, env)
+        Report.begin_run(settings, env) # with output_dir: the page at stop covers this run
         @config = config
       end
       install_exit_hook
@@ -68,7 +70,11 @@ module Pyroscope
     # is down), then stop sampling. Safe when not running. Labels keep
     # working. Returns true when a running profiler was stopped.
     def stop
-      stopped = CONTROL.synchronize { !Native.stop.nil? }
+      stopped = CONTROL.synchronize do
+        ran = !Native.stop.nil?
+        Report.end_run # with output_dir: flamegraph.html of this run's profiles (never raises)
+        ran
+      end
       LogRelay.drain
       stopped
     end

@@ -1,0 +1,166 @@
+/*
+ * Reports of saved profiles: the core's report library (pyroscope_report.h)
+ * for Ruby, as Pyroscope::Native.report.
+ *
+ *   report(paths, html, title, top, filter, group_by, diff_a, diff_b, view)
+ *     -> [profiles read, text]
+ *   paths: Array of String (profile files or folders); html: String or nil
+ *   (no page); top: Integer >= 0 (0: no top table); filter, diff_a, diff_b:
+ *   Array of [key, value] (diff_a/diff_b nil: no diff); group_by: String or
+ *   nil; view: the page's initial view in its URL-fragment syntax.
+ *   Raises ArgumentError / TypeError for bad arguments, Pyroscope::Native::
+ *   Error when a profile cannot be read or the page cannot be written.
+ *
+ * (Not report.c: mkmf builds every source into one folder, beside the
+ * core's report/report.c.)
+ *
+ * Threads: the arguments are copied under the GVL into a request owned by
+ * a Ruby object (freed by the GC, so a raise never leaks it); the reading
+ * and writing run without the GVL and touch only the request.
+ */
+#include <ruby/thread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "native.h"
+#include "pyroscope_report.h"
+
+/* r's strings are copies listed in owned (freed together); its arrays
+ * (paths, filters, diff_a, diff_b) are malloc'ed for it. */
+typedef struct {
+    pn_report_request r;
+    char **owned;
+    size_t nowned, capowned;
+    /* out */
+    size_t profiles;
+    char *text;
+    size_t text_len;
+    pn_error err;
+    int rc;
+} request;
+
+static void request_free(void *p)
+{
+    request *q = p;
+    for (size_t i = 0; i < q->nowned; i++)
+        free(q->owned[i]);
+    free(q->owned);
+    free((void *)q->r.paths);
+    free((void *)q->r.filters);
+    free((void *)q->r.diff_a);
+    free((void *)q->r.diff_b);
+    free(q->text);
+    free(q);
+}
+
+static const rb_data_type_t request_type = {
+    .wrap_struct_name = "pyroscope_native_report",
+    .function = {.dfree = request_free},
+    .flags = RUBY_TYPED_FREE_IMMEDIATELY};
+
+static void *alloc_or_raise(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (!p)
+        rb_raise(rb_eNoMemError, "report: out of memory");
+    return p;
+}
+
+/* A copy of a String, listed in q->owned (TypeError naming what for
+ * another type; a NUL inside raises ArgumentError). */
+static const char *own_str(request *q, VALUE v, const char *what)
+{
+    if (!RB_TYPE_P(v, T_STRING))
+        rb_raise(rb_eTypeError, "report: %s must be a String", what);
+    const char *s = StringValueCStr(v);
+    if (q->nowned == q->capowned) {
+        size_t cap = q->capowned ? 2 * q->capowned : 16;
+        char **grown = realloc(q->owned, cap * sizeof *grown);
+        if (!grown)
+            rb_raise(rb_eNoMemError, "report: out of memory");
+        q->owned = grown;
+        q->capowned = cap;
+    }
+    char *c = strdup(s);
+    if (!c)
+        rb_raise(rb_eNoMemError, "report: out of memory");
+    q->owned[q->nowned++] = c;
+    return c;
+}
+
+static const char *own_opt_str(request *q, VALUE v, const char *what)
+{
+    return NIL_P(v) ? NULL : own_str(q, v, what);
+}
+
+/* [[key, value], ...] -> labels, owned by the request as soon as made. */
+static void own_pairs(request *q, VALUE arr, const char *what, const pn_label **out, size_t *n)
+{
+    if (!RB_TYPE_P(arr, T_ARRAY))
+        rb_raise(rb_eTypeError, "report: %s must be an Array of [key, value]", what);
+    long len = RARRAY_LEN(arr);
+    pn_label *l = alloc_or_raise((size_t)len + 1, sizeof *l);
+    *out = l;
+    for (long i = 0; i < len; i++) {
+        VALUE kv = rb_ary_entry(arr, i);
+        if (!RB_TYPE_P(kv, T_ARRAY) || RARRAY_LEN(kv) != 2)
+            rb_raise(rb_eTypeError, "report: %s[%ld] must be a [key, value] pair", what, i);
+        l[i].key = own_str(q, rb_ary_entry(kv, 0), what);
+        l[i].value = own_str(q, rb_ary_entry(kv, 1), what);
+    }
+    *n = (size_t)len;
+}
+
+/* The core's one-call report. No GVL: touches only the request. */
+static void *report_run(void *p)
+{
+    request *q = p;
+    q->rc = pn_report_run(&q->r, &q->profiles, &q->text, &q->text_len, &q->err);
+    return NULL;
+}
+
+static VALUE m_report(VALUE self, VALUE paths, VALUE html, VALUE title, VALUE top, VALUE filter,
+                      VALUE group_by, VALUE diff_a, VALUE diff_b, VALUE view)
+{
+    (void)self;
+    request *q;
+    VALUE holder = TypedData_Make_Struct(rb_cObject, request, &request_type, q);
+    if (!RB_TYPE_P(paths, T_ARRAY) || RARRAY_LEN(paths) == 0)
+        rb_raise(rb_eArgError, "report: paths must be a non-empty Array of profile files or "
+                               "folders");
+    long n = RARRAY_LEN(paths);
+    const char **list = alloc_or_raise((size_t)n, sizeof *list);
+    q->r.paths = list;
+    for (long i = 0; i < n; i++)
+        list[i] = own_str(q, rb_ary_entry(paths, i), "each path");
+    q->r.npaths = (size_t)n;
+    long t = NUM2LONG(top);
+    if (t < 0)
+        rb_raise(rb_eArgError, "report: top must be >= 0");
+    q->r.top = (size_t)t;
+    q->r.html = own_opt_str(q, html, "html");
+    q->r.title = own_str(q, title, "title");
+    q->r.view = own_str(q, view, "view");
+    q->r.group_by = own_opt_str(q, group_by, "group_by");
+    own_pairs(q, filter, "filter", &q->r.filters, &q->r.nfilters);
+    if (NIL_P(diff_a) != NIL_P(diff_b))
+        rb_raise(rb_eArgError, "report: diff_a and diff_b go together");
+    if (!NIL_P(diff_a)) {
+        q->r.diff = 1;
+        own_pairs(q, diff_a, "diff_a", &q->r.diff_a, &q->r.ndiff_a);
+        own_pairs(q, diff_b, "diff_b", &q->r.diff_b, &q->r.ndiff_b);
+    }
+    rb_thread_call_without_gvl(report_run, q, RUBY_UBF_IO, NULL);
+    if (q->rc != 0)
+        rb_raise(g_eError, "%s", q->err.msg[0] ? q->err.msg : "report failed");
+    VALUE text = rb_utf8_str_new(q->text ? q->text : "", q->text ? (long)q->text_len : 0);
+    VALUE out = rb_ary_new_from_args(2, SIZET2NUM(q->profiles), text);
+    RB_GC_GUARD(holder);
+    return out;
+}
+
+void report_init(VALUE mNative)
+{
+    rb_define_module_function(mNative, "report", m_report, 9);
+}

@@ -1,0 +1,200 @@
+# frozen_string_literal: true
+
+require "uri"
+
+module Pyroscope
+  # A report option that is wrong (a filter that is not KEY=VALUE, an
+  # unknown option, a missing path, a profile type not in the folder).
+  class ReportError < ArgumentError; end
+
+  # Reports of saved profiles: a self-contained flame graph page and the top
+  # functions, from the core's report library (Native.report).
+  #
+  # Report.write is Pyroscope.write_report. begin_run / end_run give a run
+  # with output_dir its own page: the folder's profiles are listed when the
+  # profiler starts, and at stop (or exit) flamegraph.html covers the files
+  # that appeared since, the ones this process wrote. end_run never raises:
+  # a failure is logged.
+  #
+  # State (@run) is changed by configure and stop, which Pyroscope
+  # serialises (CONTROL).
+  module Report
+    REPORT_NAME = "flamegraph.html"
+    DEFAULT_TOP = 20
+    # Profiles per type the run's page reads at most (an hour of 10 s
+    # periods); older ones stay in the folder for write_report.
+    MAX_RUN_FILES = 360
+    # <app>-<type>-<from>-<until>[.<part>][-<n>].pb.gz, as the folder exporter names them
+    NAME_RE = /-([A-Za-z0-9_]+)-\d+-\d+(?:\.\d+)?(?:-\d+)?\.pb(?:\.gz)?\z/.freeze
+    OPTIONS = %i[output title filter group_by top diff type].freeze
+
+    class << self
+      # Reads profiles (files, or folders of them) and writes the page. A
+      # folder gives its profiles of one type (type:, default cpu, else wall):
+      # the page shows one sample type at a time. Returns {profiles:, output:,
+      # text:, type:, other_types:}; text is the top table (top: functions),
+      # after the total per value of group_by's label.
+      def write(paths, **opts)
+        unknown = opts.keys - OPTIONS
+        raise ReportError, "write_report: unknown option #{unknown.first} (options: #{OPTIONS.join(", ")})" unless unknown.empty?
+
+        list = Array(paths).map { |p| p.respond_to?(:to_path) ? p.to_path : p }
+        if list.empty? || !list.all? { |p| p.is_a?(String) && !p.empty? }
+          raise ReportError, "write_report: paths must be a profile file or folder, or a list of them"
+        end
+        list.each { |p| raise ReportError, "write_report: #{p}: no such file or folder" unless File.exist?(p) }
+        files, type, others, page = expand(list, opts[:type])
+        filter = selection("filter", opts[:filter])
+        group_by = opts[:group_by]&.to_s
+        top = opts.fetch(:top, DEFAULT_TOP)
+        raise ReportError, "top: a whole number >= 0" unless top.is_a?(Integer) && top >= 0
+
+        diff = diff_of(opts[:diff])
+        output = opts.key?(:output) ? opts[:output] : default_output(list.first, page)
+        output = output.to_path if output.respond_to?(:to_path)
+        title = opts[:title]&.to_s || list.map { |p| File.basename(File.expand_path(p)) }.join(", ")
+        profiles, text = Native.report(files, output, title, top, filter, group_by, diff&.first,
+                                       diff&.last, view(filter, group_by, diff))
+        { profiles: profiles, output: output, text: text, type: type, other_types: others }
+      end
+
+      def begin_run(settings, env)
+        dir = settings["output_dir"] || env.fetch("PYROSCOPE_OUTPUT_DIR", "").strip
+        app = settings["application_name"] || env.fetch("PYROSCOPE_APPLICATION_NAME", "").strip
+        return @run = nil if dir.nil? || dir.empty?
+
+        dir = File.expand_path(dir)
+        # a restart with the same folder keeps the run (its files are this process's)
+        return if @run && @run[:dir] == dir && @run[:pid] == Process.pid
+
+        @run = { dir: dir, app: app.empty? ? "ruby" : app, pid: Process.pid, before: profile_files(dir) }
+      end
+
+      # One page per profile type of the files this run wrote. A forked child
+      # leaves the page to the process that configured the profiler.
+      def end_run
+        run = @run
+        @run = nil
+        return if run.nil? || run[:pid] != Process.pid
+
+        written = profile_files(run[:dir]) - run[:before]
+        if written.empty?
+          Pyroscope.log(20, "no profiles were written to #{run[:dir]} in this run, so there is no flame graph")
+          return
+        end
+        by_type(written).each_with_index do |(type, names), i|
+          write_page(run, type, names, i.zero?)
+        end
+      rescue StandardError => e
+        Pyroscope.log(30, "cannot write the flame graph: #{e.message}")
+      end
+
+      private
+
+      def write_page(run, type, all, first)
+        output = File.join(run[:dir], page_name(type, first))
+        # the newest periods only: a long run's stop must not read for minutes
+        names = all.last(MAX_RUN_FILES)
+        if names.size < all.size
+          Pyroscope.log(20, "the #{type} flame graph covers the last #{names.size} of the #{all.size} profiles this run wrote")
+        end
+        profiles, = Native.report(names.map { |n| File.join(run[:dir], n) }, output,
+                                  "#{run[:app]} (#{type})", 0, [], nil, nil, nil, "")
+        Pyroscope.log(20, "#{profiles} profile#{profiles == 1 ? "" : "s"} in #{run[:dir]}, flame graph: #{output}")
+      rescue StandardError => e
+        Pyroscope.log(30, "cannot write the flame graph: #{e.message}")
+      end
+
+      # The profiles in a folder (the exporter's temporary files are hidden).
+      def profile_files(dir)
+        Dir.children(dir).reject { |n| n.start_with?(".") }.select { |n| n.end_with?(".pb.gz", ".pb") }
+      rescue SystemCallError
+        []
+      end
+
+      def type_of(name)
+        m = NAME_RE.match(name)
+        m ? m[1] : "profile"
+      end
+
+      # [[type, names], ...], the time profile (cpu, else wall) first.
+      def by_type(names)
+        rank = ->(t) { { "cpu" => 0, "wall" => 1 }.fetch(t, 2) }
+        names.sort.group_by { |n| type_of(n) }.sort_by { |t, _| [rank.call(t), t] }
+      end
+
+      # flamegraph.html for the time profile, flamegraph-<type>.html otherwise.
+      def page_name(type, first)
+        first && %w[cpu wall].include?(type) ? REPORT_NAME : "flamegraph-#{type}.html"
+      end
+
+      # Folders expanded to their profiles of one type; files as given.
+      # -> [files, type or nil, other types, default page name]
+      def expand(paths, type)
+        dirs, files = paths.partition { |p| File.directory?(p) }
+        found = dirs.flat_map { |d| profile_files(d).map { |n| [d, n] } }
+        if found.empty?
+          raise ReportError, "write_report: no profiles (.pb or .pb.gz files) in #{paths.join(", ")}" if files.empty?
+
+          return [files, nil, [], REPORT_NAME]
+        end
+        types = by_type(found.map(&:last)).map(&:first)
+        chosen = type&.to_s || types.first
+        unless types.include?(chosen)
+          raise ReportError, "type: no #{chosen} profiles in #{paths.join(", ")} (there are: #{types.join(", ")})"
+        end
+        picked = found.select { |_, n| type_of(n) == chosen }.map { |d, n| File.join(d, n) }.sort
+        [picked + files, chosen, types - [chosen], page_name(chosen, chosen == types.first)]
+      end
+
+      def default_output(first, page)
+        File.join(File.directory?(first) ? first : File.dirname(first), page)
+      end
+
+      # "k=v" (split at the first "="), or [k, v] -> [k, v].
+      def pair(what, item)
+        if item.is_a?(Array) && item.size == 2 && !item[0].to_s.empty?
+          return [item[0].to_s, item[1].to_s]
+        end
+        if item.is_a?(String)
+          key, sep, value = item.partition("=")
+          return [key.strip, value] unless sep.empty? || key.strip.empty?
+        end
+        raise ReportError, "#{what}: expected KEY=VALUE, got #{item.inspect}"
+      end
+
+      # {k => v or [v, ...]}, ["k=v", ...] or "k=v,k2=v2" -> [[k, v], ...]
+      def selection(what, sel)
+        case sel
+        when nil then []
+        when String then sel.split(",").map { |p| pair(what, p) }
+        when Hash then sel.flat_map { |k, v| Array(v).map { |one| pair(what, [k, one]) } }
+        when Array then sel.map { |p| pair(what, p) }
+        else raise ReportError, "#{what}: expected {key => value} or KEY=VALUE strings"
+        end
+      end
+
+      def diff_of(diff)
+        return nil if diff.nil?
+        raise ReportError, "diff: two selections [a, b], e.g. [{route: \"/a\"}, {route: \"/b\"}]" unless diff.is_a?(Array) && diff.size == 2
+
+        diff.map { |sel| selection("diff", sel) }
+      end
+
+      # The page's initial view, in its URL-fragment syntax.
+      def view(filter, group_by, diff)
+        joined = ->(pairs) { pairs.map { |k, v| "#{k}=#{v}" }.join(",") }
+        parts = []
+        parts << ["filter", joined.call(filter)] unless filter.empty?
+        parts << ["group", group_by] if group_by
+        parts.push(["diff", ""], ["a", joined.call(diff[0])], ["b", joined.call(diff[1])]) if diff
+        URI.encode_www_form(parts)
+      end
+    end
+  end
+
+  # Flame graph page and top table of saved profiles: see Report.write.
+  def self.write_report(paths, **opts)
+    Report.write(paths, **opts)
+  end
+end
