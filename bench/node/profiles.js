@@ -1,8 +1,9 @@
 'use strict';
-// Decoding what the profilers exported, with pprof-format (an independent
-// pprof decoder): uploads captured by the loopback ingest server (the
-// anchor's raw gzip'ed pprof body, our multipart form with a `profile`
-// file) and `.pb.gz` files of an output folder.
+// Decoding pprof profiles with pprof-format (an independent decoder, not
+// ours): bytes (gzip'ed or not), the `.pb.gz` files of an output folder,
+// and the samples of a time profile with their labels. Also used by the
+// binding's life-cycle tests (bindings/node/test/life-*.test.js); from there
+// pprof-format resolves to the repository's own dev dependency.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -13,23 +14,6 @@ function decodePprof(bytes) {
   const buf = Buffer.from(bytes);
   const raw = buf[0] === 0x1f && buf[1] === 0x8b ? zlib.gunzipSync(buf) : buf;
   return Profile.decode(raw);
-}
-
-// One captured request -> { app, query, profiles: [Profile] }. Multipart
-// bodies are parsed by undici's Response.formData(), the fetch API's own.
-async function decodeUpload({ url, headers, body }) {
-  const u = new URL(url, 'http://loopback');
-  const app = (u.searchParams.get('name') || '').split('{')[0];
-  const ctype = headers['content-type'] || '';
-  let parts = [body];
-  if (ctype.startsWith('multipart/form-data')) {
-    const form = await new Response(body, { headers: { 'content-type': ctype } }).formData();
-    parts = [];
-    for (const [, value] of form) {
-      if (typeof value !== 'string') parts.push(Buffer.from(await value.arrayBuffer()));
-    }
-  }
-  return { app, query: Object.fromEntries(u.searchParams), profiles: parts.map(decodePprof) };
 }
 
 function decodeFolder(dir) {
@@ -73,5 +57,5 @@ function timeSamples(p) {
   });
 }
 
-module.exports = { decodePprof, decodeUpload, decodeFolder, sampleTypes, isTimeProfile,
+module.exports = { decodePprof, decodeFolder, sampleTypes, isTimeProfile,
                    timeSamples };

@@ -28,12 +28,12 @@
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const http = require('node:http');
 const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
 const { parseArgs } = require('node:util');
 
+const ingest = require('./ingest');
 const profiles = require('./profiles');
 
 const HERE = __dirname;
@@ -71,28 +71,6 @@ function median(xs) {
   if (!v.length) return null;
   const m = v.length >> 1;
   return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
-// ------------------------------------------------------- loopback ingest
-
-// Answers every POST with 200, as a Pyroscope server would, and keeps the
-// requests for decoding after the rounds (outside every measured window).
-function startIngestServer() {
-  const kept = [];
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      kept.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks) });
-      res.writeHead(200, { 'content-length': 0 });
-      res.end();
-    });
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
-    url: `http://127.0.0.1:${server.address().port}`,
-    kept,
-    close: () => new Promise((r) => server.close(r)),
-  })));
 }
 
 // ---------------------------------------------------------- one workload
@@ -175,7 +153,7 @@ async function uploadsByApp(kept) {
   for (const req of kept) {
     let up;
     try {
-      up = await profiles.decodeUpload(req);
+      up = await ingest.decodeUpload(req);
     } catch (err) {
       log(`cannot decode an upload to ${req.url}: ${err.message}`);
       continue;
@@ -315,7 +293,7 @@ function checkInstalled() {
 
 async function main() {
   checkInstalled();
-  const server = await startIngestServer();
+  const server = await ingest.startIngestServer();
   const runs = Object.fromEntries(VARIANTS.map((v) => [v, []]));
   const started = Date.now();
   for (let r = 0; r < ROUNDS; r++) {
