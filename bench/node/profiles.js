@@ -57,5 +57,12 @@ function timeSamples(p) {
   });
 }
 
-module.exports = { decodePprof, decodeFolder, sampleTypes, isTimeProfile,
+// The bare function name of a frame: the anchor names functions
+// `file:name:line`, we name them `name`.
+function frameFunction(frame) {
+  const m = /(?:^|:)([\w$]+)(?::\d+)?$/.exec(frame);
+  return m ? m[1] : frame;
+}
+
+module.exports = { frameFunction, decodePprof, decodeFolder, sampleTypes, isTimeProfile,
                    timeSamples };

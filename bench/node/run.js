@@ -121,18 +121,11 @@ function runOne(variant, app, serverUrl) {
 const AFTER = { checkoutAfterAwait: '/checkout', cartAfterAwait: '/cart' };
 const BEFORE = { checkoutBeforeAwait: '/checkout', cartBeforeAwait: '/cart' };
 
-// The workload function a frame is in: the anchor names functions
-// `file:name:line`, we name them `name`.
-function frameFunction(frame) {
-  const m = /(?:^|:)(\w+)(?::\d+)?$/.exec(frame);
-  return m ? m[1] : frame;
-}
-
 // Samples in one side's functions, split by what their `endpoint` says.
 function labelTally(samples, side) {
   const t = { samples: 0, right: 0, wrong: 0, unlabelled: 0 };
   for (const s of samples) {
-    const fn = s.frames.map(frameFunction).find((f) => f in side);
+    const fn = s.frames.map(profiles.frameFunction).find((f) => f in side);
     if (!fn) continue;
     t.samples += s.count;
     const got = s.labels.endpoint;
