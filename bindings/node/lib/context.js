@@ -1,0 +1,194 @@
+'use strict';
+// Labels in async context: an AsyncLocalStorage holds the running context's
+// label-set handle; its id (and the active span's) is published into two
+// int32 cells the SIGPROF handler reads, at every point where the running
+// context can change: async resumption (async_hooks before/after), labels.run
+// entry and exit, and (with a span source) AsyncLocalStorage.run/enterWith
+// of other stores, which is how OpenTelemetry's context manager activates a
+// span synchronously.
+const { AsyncLocalStorage, createHook } = require('async_hooks');
+const addon = require('./addon');
+
+const als = new AsyncLocalStorage();
+const slot = addon.labelsSlot(); // [0] context handle id, [1] span handle id
+let spanSource = null;
+
+function spanId() {
+  if (!spanSource) return 0;
+  let h;
+  try {
+    h = spanSource();
+  } catch (_) {
+    return 0; // a failing span source must not break the application
+  }
+  return h && typeof h.id === 'number' ? h.id : 0;
+}
+
+function publish() {
+  const h = als.getStore();
+  slot[0] = h ? h.id : 0;
+  slot[1] = spanId();
+}
+
+// before: the resumed callback's context becomes current; after: what ran
+// around it is back (a stack, since callbacks nest inside microtask runs).
+const saved = [];
+const hook = createHook({
+  before() {
+    // An uncaught exception that the application survives leaves before
+    // without after: keep the stack bounded.
+    if (saved.length > 1 << 16) saved.length = 0;
+    saved.push(slot[0], slot[1]);
+    publish();
+  },
+  after() {
+    if (saved.length >= 2) {
+      slot[1] = saved.pop();
+      slot[0] = saved.pop();
+    } else {
+      slot[0] = 0;
+      slot[1] = 0;
+    }
+  },
+});
+let hookOn = false;
+function enable() {
+  if (!hookOn) {
+    hook.enable();
+    hookOn = true;
+  }
+}
+
+// Handles of (base, labels) pairs seen recently, so a hot labels.run does not
+// intern the same set each time. Bounded per base; a WeakMap lets a base go.
+const ROOT = {};
+const cache = new WeakMap();
+const CACHE_MAX = 256;
+
+function checkLabels(labels, what) {
+  if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
+    const e = new TypeError(what + ': labels must be an object of name -> string value');
+    e.code = 'ERR_PYROSCOPE_LABELS';
+    throw e;
+  }
+}
+
+function handleFor(base, labels, what) {
+  checkLabels(labels, what);
+  const keys = Object.keys(labels);
+  const values = new Array(keys.length);
+  let key = '';
+  for (let i = 0; i < keys.length; i++) {
+    const v = labels[keys[i]];
+    if (typeof v !== 'string' && typeof v !== 'number') {
+      const e = new TypeError(what + ': the value of label "' + keys[i] +
+        '" must be a string or a number, not ' + (v === null ? 'null' : typeof v));
+      e.code = 'ERR_PYROSCOPE_LABELS';
+      throw e;
+    }
+    values[i] = String(v);
+    key += keys[i] + '\0' + values[i] + '\0';
+  }
+  const owner = base || ROOT;
+  let m = cache.get(owner);
+  if (m) {
+    const h = m.get(key);
+    if (h) return h;
+  } else {
+    m = new Map();
+    cache.set(owner, m);
+  }
+  let h;
+  try {
+    h = addon.labelsHandle(base || null, keys, values);
+  } catch (e) {
+    e.message = what + ': ' + e.message;
+    throw e;
+  }
+  if (m.size >= CACHE_MAX) m.clear();
+  m.set(key, h);
+  return h;
+}
+
+function run(labels, fn, ...args) {
+  if (typeof fn !== 'function') throw new TypeError('labels.run: fn must be a function');
+  const h = handleFor(als.getStore(), labels, 'labels.run');
+  enable();
+  return als.run(h, runIn, fn, args);
+}
+
+function runIn(fn, args) {
+  const p0 = slot[0];
+  const p1 = slot[1];
+  publish();
+  try {
+    return fn(...args);
+  } finally {
+    slot[0] = p0;
+    slot[1] = p1;
+  }
+}
+
+function pairsOf(h) {
+  const out = {};
+  if (h) for (const [k, v] of addon.labelsPairs(h)) out[k] = v;
+  return out;
+}
+
+function get() {
+  return pairsOf(als.getStore());
+}
+
+function set(labels) {
+  const h = handleFor(null, labels, 'labels.set');
+  enable();
+  als.enterWith(h);
+  publish();
+}
+
+function spanHandle(pairs) {
+  if (!Array.isArray(pairs)) throw new TypeError('spanHandle: pairs must be an array of [key, value]');
+  const obj = {};
+  for (const p of pairs) {
+    if (!Array.isArray(p) || p.length !== 2) throw new TypeError('spanHandle: each pair must be [key, value]');
+    obj[p[0]] = p[1];
+  }
+  return handleFor(null, obj, 'spanHandle');
+}
+
+// AsyncLocalStorage.run/enterWith of any store publish too while a span
+// source is set: OpenTelemetry activates a span synchronously (context.with,
+// startActiveSpan) without an async resumption. Patched once, inert without
+// a span source.
+let patched = false;
+function patchStorage() {
+  if (patched) return;
+  patched = true;
+  const proto = AsyncLocalStorage.prototype;
+  const origRun = proto.run;
+  const origEnterWith = proto.enterWith;
+  proto.run = function run(store, callback, ...args) {
+    if (!spanSource || this === als || typeof callback !== 'function') {
+      return origRun.call(this, store, callback, ...args);
+    }
+    return origRun.call(this, store, runIn, callback, args);
+  };
+  proto.enterWith = function enterWith(store) {
+    origEnterWith.call(this, store);
+    if (spanSource && this !== als) publish();
+  };
+}
+
+function setSpanSource(fn) {
+  if (fn !== null && fn !== undefined && typeof fn !== 'function') {
+    throw new TypeError('setSpanSource: expects a function returning a span handle, or null');
+  }
+  spanSource = fn || null;
+  if (spanSource) {
+    patchStorage();
+    enable();
+  }
+  publish();
+}
+
+module.exports = { run, get, set, spanHandle, setSpanSource, enable, publish, pairsOf };

@@ -1,0 +1,127 @@
+'use strict';
+// The native half of the Node binding, as the public package (index.js)
+// uses it: the agent (config, start, flush, stop, stats, logs), V8's CPU /
+// wall / heap sampling, and labels in async context. See
+// /tmp/prompts/node_iface.md for the contract.
+const addon = require('./addon');
+const context = require('./context');
+const sampler = require('./sampler');
+
+const KINDS = ['cpu', 'wall', 'heap'];
+let exitHooked = false;
+let stopping = null; // the promise of a stop in progress
+
+function settingNames() {
+  return addon.settingNames();
+}
+
+function checkSettings(settings, env) {
+  addon.checkSettings(settings || {}, env || {});
+}
+
+function withRuntime(settings) {
+  const s = Object.assign({}, settings || {});
+  if (s.runtime_version === undefined) s.runtime_version = process.versions.node;
+  return s;
+}
+
+// On exit the last period is exported within stop_timeout: at beforeExit
+// (the loop is empty; the asynchronous stop keeps it alive until done), or
+// at exit (process.exit(): nothing asynchronous runs, stop synchronously).
+function hookExit() {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.on('beforeExit', () => {
+    if (addon.running() && !stopping) stop().catch(() => {});
+  });
+  process.on('exit', () => {
+    if (!addon.running()) return;
+    try {
+      sampler.stopAll();
+    } catch (_) { /* stopping anyway */ }
+    addon.stopSync();
+  });
+}
+
+function start(settings, env) {
+  addon.start(withRuntime(settings), env || {});
+  hookExit();
+}
+
+function startProfiler(kind, opts) {
+  if (!KINDS.includes(kind)) {
+    const e = new TypeError('startProfiler: kind must be one of ' + KINDS.join(', ') + ', not ' + String(kind));
+    e.code = 'ERR_INVALID_ARG_VALUE';
+    throw e;
+  }
+  if (!addon.running()) {
+    const e = new Error('startProfiler(' + kind + '): start() the agent first');
+    e.code = 'ERR_PYROSCOPE_STATE';
+    throw e;
+  }
+  if (kind !== 'heap') context.enable();
+  sampler.start(kind, opts || {});
+}
+
+async function stopProfiler(kind) {
+  if (!KINDS.includes(kind)) throw new TypeError('stopProfiler: kind must be one of ' + KINDS.join(', '));
+  sampler.stop(kind);
+}
+
+// The flush cuts the period when it starts; the samples of its last moments
+// reach the drivers with the profile restart just after, so the flush need
+// not wait for the next periodic restart.
+function flush(timeoutSeconds) {
+  if (addon.running()) sampler.sync();
+  const p = addon.flush(timeoutSeconds === undefined ? 5 : timeoutSeconds);
+  if (addon.running()) sampler.syncSoon();
+  return p;
+}
+
+function stop() {
+  if (stopping) return stopping;
+  if (!addon.running()) return Promise.resolve(null);
+  try {
+    sampler.stopAll();
+  } catch (e) {
+    addon.log(40, 'stopping the profilers failed: ' + (e && e.stack || e));
+  }
+  const p = addon.stop().then((stats) => stats);
+  stopping = p.finally(() => { stopping = null; });
+  return stopping;
+}
+
+function running() {
+  return addon.running();
+}
+
+function stats() {
+  const s = addon.stats();
+  s.labels = addon.labelsCounts();
+  s.profilers = { cpu: sampler.running('cpu'), wall: sampler.running('wall'), heap: sampler.running('heap') };
+  return s;
+}
+
+function setLogHandler(fn) {
+  addon.setLogHandler(fn === undefined ? null : fn);
+}
+
+module.exports = {
+  settingNames,
+  checkSettings,
+  start,
+  startProfiler,
+  stopProfiler,
+  stop,
+  flush,
+  running,
+  stats,
+  setLogHandler,
+  labels: {
+    run: context.run,
+    get: context.get,
+    set: context.set,
+    spanHandle: context.spanHandle,
+    setSpanSource: context.setSpanSource,
+  },
+};

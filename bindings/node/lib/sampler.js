@@ -1,0 +1,308 @@
+'use strict';
+// V8's sampling profilers through the in-process inspector.
+//
+// CPU/wall: one V8 CPU profile runs at a time, restarted every few seconds
+// with overlapping titles (start the next, then end the last), which costs
+// < 1 ms where a stop + start re-logs every function (~100 ms). Each
+// finished profile is flattened and handed to the addon, which joins its
+// samples to the SIGPROF brackets and records them (join.c).
+// Heap: V8's sampling heap profiler; a snapshot of its live samples is
+// recorded once per store period (heap.c).
+const inspector = require('inspector');
+const path = require('path');
+const { pathToFileURL } = require('url');
+const addon = require('./addon');
+
+// Frames of this package's own JS (labels.run's wrapper, ...) are left out
+// of stacks: they are the profiler, not the application.
+const OWN_DIR = path.join(__dirname, path.sep);
+const OWN_URL = pathToFileURL(OWN_DIR).href;
+function own(url) {
+  return url.startsWith(OWN_URL) || url.startsWith(OWN_DIR);
+}
+
+function synthetic(cf) {
+  return (cf.functionName === '(root)' && !cf.url) || own(cf.url);
+}
+
+let session = null;
+let profiling = false; // a V8 CPU profile is running
+let title = 0;
+let rotateTimer = null;
+let heapTimer = null;
+const kinds = { cpu: null, wall: null }; // options of each running kind
+let heapOpts = null;
+let intervalMicros = 0;
+let collectCpuTime = false;
+
+function post(method, params) {
+  let err = null;
+  let res;
+  session.post(method, params || {}, (e, r) => { err = e; res = r; });
+  if (err) throw new Error('pyroscope-native: inspector ' + method + ': ' + err.message);
+  return res; // in-process sessions answer synchronously
+}
+
+function ensureSession() {
+  if (session) return;
+  session = new inspector.Session();
+  session.connect();
+  session.on('Profiler.consoleProfileFinished', (m) => {
+    if (!m.params.title.startsWith('pyroscope-')) return;
+    try {
+      recordCpu(m.params.profile);
+    } catch (e) {
+      addon.log(40, 'recording a V8 profile failed: ' + (e && e.stack || e));
+    }
+  });
+}
+
+function closeSessionIfIdle() {
+  if (session && !profiling && !heapOpts) {
+    session.disconnect();
+    session = null;
+  }
+}
+
+// Frames of a profile's nodes through mapFrame (once per distinct frame).
+function frameTable(mapFrame) {
+  const names = [];
+  const files = [];
+  const lines = [];
+  const index = new Map();
+  return {
+    names, files, lines,
+    add(cf) {
+      const key = cf.functionName + '\0' + cf.url + '\0' + cf.lineNumber + '\0' + cf.columnNumber;
+      let i = index.get(key);
+      if (i !== undefined) return i;
+      let f = {
+        name: cf.functionName || '(anonymous)',
+        file: cf.url || '',
+        line: cf.lineNumber >= 0 ? cf.lineNumber + 1 : 0,
+        column: cf.columnNumber >= 0 ? cf.columnNumber + 1 : 0,
+      };
+      if (mapFrame) {
+        try {
+          const m = mapFrame(f);
+          if (m) f = { name: String(m.name || f.name), file: String(m.file || ''), line: m.line | 0 };
+        } catch (_) { /* keep the V8 frame */ }
+      }
+      i = names.length;
+      names.push(f.name);
+      files.push(f.file);
+      lines.push(f.line);
+      index.set(key, i);
+      return i;
+    },
+  };
+}
+
+function mapFrameOf() {
+  return (kinds.cpu && kinds.cpu.mapFrame) || (kinds.wall && kinds.wall.mapFrame) || null;
+}
+
+function recordCpu(profile) {
+  const nodes = profile.nodes;
+  const n = nodes.length;
+  const pos = new Map();
+  for (let i = 0; i < n; i++) pos.set(nodes[i].id, i);
+  const ft = frameTable(mapFrameOf());
+  const nodeFrame = new Int32Array(n);
+  const nodeParent = new Int32Array(n).fill(-1);
+  for (let i = 0; i < n; i++) {
+    const nd = nodes[i];
+    nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
+    if (nd.children) for (const c of nd.children) { const j = pos.get(c); if (j !== undefined) nodeParent[j] = i; }
+  }
+  const samples = profile.samples || [];
+  const deltas = profile.timeDeltas || [];
+  const sampleNode = new Int32Array(samples.length);
+  const sampleTime = new Float64Array(samples.length);
+  let t = profile.startTime;
+  for (let i = 0; i < samples.length; i++) {
+    t += deltas[i] || 0;
+    const j = pos.get(samples[i]);
+    sampleNode[i] = j === undefined ? -1 : j;
+    sampleTime[i] = t;
+  }
+  addon.joinProfile(ft.names, ft.files, Int32Array.from(ft.lines), nodeFrame, nodeParent,
+    sampleNode, sampleTime, profile.endTime);
+}
+
+function rotate() {
+  if (!profiling) return;
+  const last = 'pyroscope-' + title;
+  title++;
+  inspector.console.profile('pyroscope-' + title);
+  inspector.console.profileEnd(last); // the finished profile is recorded now
+  addon.signalArm(0); // back in front if V8 put its handler back
+  heapSnapshotIfWanted();
+}
+
+function rotateMs() {
+  const c = addon.config();
+  const upload = c ? c.uploadInterval * 1000 : 10000;
+  return Math.max(50, Math.min(2000, upload / 2));
+}
+
+function startCpu(kind, opts) {
+  const c = addon.config();
+  const rate = c ? c.sampleRate : 100;
+  const wantMicros = opts.samplingIntervalMicros > 0 ? Math.round(opts.samplingIntervalMicros)
+    : Math.max(1, Math.round(1e6 / rate));
+  ensureSession();
+  if (profiling && kinds[kind]) return;
+  if (profiling && wantMicros !== intervalMicros) {
+    addon.log(30, kind + ' profiler: samplingIntervalMicros ' + wantMicros + ' differs from the ' +
+      'running profile\'s ' + intervalMicros + '; keeping ' + intervalMicros);
+  }
+  kinds[kind] = opts;
+  if (kind === 'wall' && opts.collectCpuTime) collectCpuTime = true;
+  if (!profiling) intervalMicros = wantMicros;
+  else rotate(); // what ran so far goes to the drivers it was meant for
+  addon.joinStart(!!kinds.cpu, !!kinds.wall, collectCpuTime, intervalMicros);
+  if (!profiling) {
+    post('Profiler.enable');
+    post('Profiler.setSamplingInterval', { interval: intervalMicros });
+    title++;
+    inspector.console.profile('pyroscope-' + title);
+    profiling = true;
+    const ms = rotateMs();
+    addon.signalArm(Math.ceil(4 * (ms * 1000) / intervalMicros) + 1024);
+    rotateTimer = setInterval(rotate, ms);
+    rotateTimer.unref();
+  }
+}
+
+function stopCpu(kind) {
+  if (!kinds[kind]) return;
+  if (profiling) rotate();
+  kinds[kind] = null;
+  if (kind === 'wall') collectCpuTime = false;
+  if (kinds.cpu || kinds.wall) {
+    addon.joinStart(!!kinds.cpu, !!kinds.wall, collectCpuTime, intervalMicros);
+    return;
+  }
+  clearInterval(rotateTimer);
+  rotateTimer = null;
+  profiling = false;
+  inspector.console.profileEnd('pyroscope-' + title); // recorded now
+  addon.signalDisarm();
+  addon.joinStop();
+  try { post('Profiler.disable'); } catch (_) { /* closing anyway */ }
+  closeSessionIfIdle();
+}
+
+// ---- heap
+
+function recordHeap() {
+  const { profile } = post('HeapProfiler.getSamplingProfile');
+  const ft = frameTable(heapOpts.mapFrame);
+  const nodes = [];
+  const parents = [];
+  const stack = [[profile.head, -1]];
+  while (stack.length) {
+    const [nd, parent] = stack.pop();
+    const i = nodes.length;
+    nodes.push(nd);
+    parents.push(parent);
+    if (nd.children) for (const c of nd.children) stack.push([c, i]);
+  }
+  const n = nodes.length;
+  const pos = new Map();
+  const nodeFrame = new Int32Array(n);
+  const nodeParent = Int32Array.from(parents);
+  const nodeBytes = new Float64Array(n);
+  const nodeObjects = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const nd = nodes[i];
+    pos.set(nd.id, i);
+    nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
+    nodeBytes[i] = nd.selfSize || 0;
+  }
+  // Objects per node: its sampled allocations. (The inspector reports each
+  // sample's size already scaled to the allocations it stands for, but not
+  // the object size, so the object count cannot be scaled the same way.)
+  for (const s of profile.samples || []) {
+    const i = pos.get(s.nodeId);
+    if (i !== undefined) nodeObjects[i] += 1;
+  }
+  return addon.heapRecord(ft.names, ft.files, Int32Array.from(ft.lines), nodeFrame, nodeParent,
+    nodeObjects, nodeBytes);
+}
+
+function heapSnapshotIfWanted() {
+  if (!heapOpts || !addon.heapWanted()) return;
+  try {
+    recordHeap();
+  } catch (e) {
+    addon.log(40, 'recording a heap profile failed: ' + (e && e.stack || e));
+  }
+}
+
+function startHeap(opts) {
+  if (heapOpts) return;
+  const bytes = opts.samplingIntervalBytes > 0 ? Math.round(opts.samplingIntervalBytes) : 524288;
+  ensureSession();
+  addon.heapStart(bytes);
+  post('HeapProfiler.enable');
+  post('HeapProfiler.startSampling', { samplingInterval: bytes });
+  heapOpts = Object.assign({}, opts, { samplingIntervalBytes: bytes });
+  heapTimer = setInterval(heapSnapshotIfWanted, rotateMs());
+  heapTimer.unref();
+}
+
+function stopHeap() {
+  if (!heapOpts) return;
+  heapSnapshotIfWanted();
+  clearInterval(heapTimer);
+  heapTimer = null;
+  try {
+    post('HeapProfiler.stopSampling');
+    post('HeapProfiler.disable');
+  } catch (_) { /* closing anyway */ }
+  heapOpts = null;
+  addon.heapStop();
+  closeSessionIfIdle();
+}
+
+// Everything sampled so far reaches the drivers (before a flush).
+function sync() {
+  if (profiling) rotate();
+  else heapSnapshotIfWanted();
+}
+
+// The same a moment from now: past the watermark's lag (join.c), so a
+// period cut now can be sealed.
+function syncSoon() {
+  setTimeout(() => {
+    try {
+      sync();
+    } catch (e) {
+      addon.log(40, 'restarting the V8 profile failed: ' + (e && e.stack || e));
+    }
+  }, 80).unref();
+}
+
+function start(kind, opts) {
+  if (kind === 'heap') startHeap(opts || {});
+  else startCpu(kind, opts || {});
+}
+
+function stop(kind) {
+  if (kind === 'heap') stopHeap();
+  else stopCpu(kind);
+}
+
+function stopAll() {
+  stopCpu('cpu');
+  stopCpu('wall');
+  stopHeap();
+}
+
+function running(kind) {
+  return kind === 'heap' ? !!heapOpts : !!kinds[kind];
+}
+
+module.exports = { start, stop, stopAll, sync, syncSoon, running };

@@ -1,0 +1,531 @@
+/* The agent: settings -> pn_config, start, flush, stop, stats, and the
+ * batch drivers the V8 profiles are recorded through.
+ *
+ * Main thread owns `agent` and `drivers`; flush and stop run the blocking
+ * core call on a libuv pool thread (napi async work), holding the agent
+ * with pn_agent_hold so a concurrent stop cannot free it under a flush. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "addon.h"
+
+enum { DRV_CPU, DRV_WALL, DRV_HEAP, NDRV };
+static const char *const drv_names[NDRV] = {"cpu", "wall", "heap"};
+
+static pn_agent *agent;
+static pn_driver *drivers[NDRV];
+static double sample_rate = 100;
+
+pn_agent *agent_current(void) { return agent; }
+
+/* ------------------------------------------------------------ settings */
+
+static int set_pairs(napi_env env, pn_config *c, const char *name, napi_value arr)
+{
+    uint32_t n;
+    napi_get_array_length(env, arr, &n);
+    if (n > PN_MAX_LABELS * 10) {
+        throw_msg(env, "ERR_PYROSCOPE_CONFIG", "%s: too many pairs (%u)", name, n);
+        return -1;
+    }
+    pn_label *kv = calloc(n ? n : 1, sizeof *kv);
+    char **owned = calloc(2 * (size_t)(n ? n : 1), sizeof *owned);
+    int rc = -1;
+    char what[200];
+    snprintf(what, sizeof what, "%s: each entry must be a [key, value] pair of strings", name);
+    if (!kv || !owned) {
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value pair, k, v;
+        bool is;
+        uint32_t plen = 0;
+        napi_get_element(env, arr, i, &pair);
+        if (napi_is_array(env, pair, &is) != napi_ok || !is ||
+            napi_get_array_length(env, pair, &plen) != napi_ok || plen != 2) {
+            napi_throw_type_error(env, "ERR_PYROSCOPE_CONFIG", what);
+            goto out;
+        }
+        napi_get_element(env, pair, 0, &k);
+        napi_get_element(env, pair, 1, &v);
+        if (!(owned[2 * i] = js_string(env, k, what)) ||
+            !(owned[2 * i + 1] = js_string(env, v, what)))
+            goto out;
+        kv[i].key = owned[2 * i];
+        kv[i].value = owned[2 * i + 1];
+    }
+    pn_error e = {0};
+    if (pn_config_set_pairs(c, name, kv, n, &e) != 0) {
+        throw_pn(env, &e);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (owned)
+        for (uint32_t i = 0; i < 2 * n; i++)
+            free(owned[i]);
+    free(owned);
+    free(kv);
+    return rc;
+}
+
+static int apply_env(napi_env env, pn_config *c, napi_value envobj)
+{
+    napi_valuetype t;
+    napi_typeof(env, envobj, &t);
+    if (t == napi_undefined || t == napi_null) {
+        char *none[] = {NULL};
+        pn_error e = {0};
+        if (pn_config_apply_env(c, none, &e) != 0) {
+            throw_pn(env, &e);
+            return -1;
+        }
+        return 0;
+    }
+    if (t != napi_object) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "env must be an object");
+        return -1;
+    }
+    napi_value keys;
+    uint32_t n;
+    napi_get_property_names(env, envobj, &keys);
+    napi_get_array_length(env, keys, &n);
+    char **envp = calloc((size_t)n + 1, sizeof *envp);
+    int rc = -1;
+    if (!envp) {
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+        return -1;
+    }
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value k, v;
+        napi_get_element(env, keys, i, &k);
+        napi_get_property(env, envobj, k, &v);
+        char *ks = js_string(env, k, "env: names must be strings");
+        if (!ks)
+            goto out;
+        napi_valuetype vt;
+        napi_typeof(env, v, &vt);
+        if (vt == napi_undefined) {
+            free(ks);
+            continue;
+        }
+        char what[300];
+        snprintf(what, sizeof what, "env %.200s: the value must be a string", ks);
+        char *vs = js_string(env, v, what);
+        if (!vs) {
+            free(ks);
+            goto out;
+        }
+        size_t len = strlen(ks) + strlen(vs) + 2;
+        envp[m] = malloc(len);
+        if (envp[m])
+            snprintf(envp[m++], len, "%s=%s", ks, vs);
+        free(ks);
+        free(vs);
+    }
+    pn_error e = {0};
+    if (pn_config_apply_env(c, envp, &e) != 0) {
+        throw_pn(env, &e);
+        goto out;
+    }
+    rc = 0;
+out:
+    for (uint32_t i = 0; i < m; i++)
+        free(envp[i]);
+    free(envp);
+    return rc;
+}
+
+/* settings object + env object -> a validated config (thrown otherwise). */
+static int build_config(napi_env env, pn_config *c, napi_value settings, napi_value envobj)
+{
+    pn_error e = {0};
+    pn_config_init(c);
+    if (pn_config_set(c, "spy_name", "nodespy", &e) != 0 ||
+        pn_config_set(c, "runtime_name", "nodejs", &e) != 0) {
+        throw_pn(env, &e);
+        return -1;
+    }
+    if (apply_env(env, c, envobj) != 0)
+        return -1;
+    napi_valuetype t;
+    napi_typeof(env, settings, &t);
+    if (t == napi_undefined || t == napi_null)
+        goto validate;
+    if (t != napi_object) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "settings must be an object");
+        return -1;
+    }
+    napi_value keys;
+    uint32_t n;
+    napi_get_property_names(env, settings, &keys);
+    napi_get_array_length(env, keys, &n);
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value k, v;
+        napi_get_element(env, keys, i, &k);
+        napi_get_property(env, settings, k, &v);
+        char *name = js_string(env, k, "settings: names must be strings");
+        if (!name)
+            return -1;
+        napi_valuetype vt;
+        bool is_arr = false;
+        napi_typeof(env, v, &vt);
+        napi_is_array(env, v, &is_arr);
+        int rc = 0;
+        if (vt == napi_undefined) {
+            rc = 0;
+        } else if (is_arr) {
+            rc = set_pairs(env, c, name, v);
+        } else if (vt == napi_string || vt == napi_number || vt == napi_boolean) {
+            char what[200];
+            snprintf(what, sizeof what, "%.100s: must be a string, number or boolean", name);
+            char *s = js_string(env, v, what);
+            if (!s) {
+                rc = -1;
+            } else {
+                if (pn_config_set(c, name, s, &e) != 0) {
+                    throw_pn(env, &e);
+                    rc = -1;
+                }
+                free(s);
+            }
+        } else {
+            throw_msg(env, "ERR_PYROSCOPE_CONFIG",
+                      "%.100s: must be a string, number, boolean or (for pairs) an array of "
+                      "[key, value]", name);
+            rc = -1;
+        }
+        free(name);
+        if (rc != 0)
+            return -1;
+    }
+validate:
+    if (pn_config_validate(c, &e) != 0) {
+        throw_pn(env, &e);
+        return -1;
+    }
+    return 0;
+}
+
+static napi_value m_setting_names(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value arr;
+    napi_create_array(env, &arr);
+    uint32_t i = 0;
+    for (const char *const *p = pn_config_names(); *p; p++, i++) {
+        napi_value s;
+        napi_create_string_utf8(env, *p, NAPI_AUTO_LENGTH, &s);
+        napi_set_element(env, arr, i, s);
+    }
+    return arr;
+}
+
+static napi_value m_check_settings(napi_env env, napi_callback_info info)
+{
+    size_t argc = 2;
+    napi_value argv[2];
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    if (argc < 2)
+        napi_get_undefined(env, &argv[1]);
+    if (argc < 1)
+        napi_get_undefined(env, &argv[0]);
+    pn_config c;
+    int rc = build_config(env, &c, argv[0], argv[1]);
+    pn_config_free(&c);
+    return rc == 0 ? js_undefined(env) : NULL;
+}
+
+static napi_value m_start(napi_env env, napi_callback_info info)
+{
+    size_t argc = 2;
+    napi_value argv[2];
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    if (argc < 2)
+        napi_get_undefined(env, &argv[1]);
+    if (argc < 1)
+        napi_get_undefined(env, &argv[0]);
+    if (agent)
+        return throw_msg(env, "ERR_PYROSCOPE_STATE", "pyroscope: already started; stop() first");
+    pn_config c;
+    if (build_config(env, &c, argv[0], argv[1]) != 0) {
+        pn_config_free(&c);
+        return NULL;
+    }
+    pn_log_set_level(c.log_level);
+    pn_error e = {0};
+    pn_agent *a = pn_agent_start(&c, &e);
+    sample_rate = c.sample_rate;
+    pn_config_free(&c);
+    if (!a)
+        return throw_pn(env, &e);
+    agent = a;
+    memset(drivers, 0, sizeof drivers);
+    join_reset(1);
+    return js_undefined(env);
+}
+
+pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t period)
+{
+    if (!agent) {
+        throw_msg(env, "ERR_PYROSCOPE_STATE", "pyroscope: not started");
+        return NULL;
+    }
+    int k;
+    for (k = 0; k < NDRV && strcmp(drv_names[k], kind) != 0; k++)
+        ;
+    if (k == NDRV) {
+        throw_msg(env, "ERR_INVALID_ARG_VALUE", "profiler kind \"%.50s\" is not cpu, wall or heap",
+                  kind);
+        return NULL;
+    }
+    if (drivers[k])
+        return drivers[k];
+    /* A restart of the V8 profile comes at most every 2 s (sampler.js),
+     * so its samples reach the store within that: wait a little longer
+     * before a cut period is sealed without them. */
+    pn_driver_opts o = {.kind = PN_DRIVER_BATCH, .profile_type = drv_names[k],
+                        .max_delay_ns = 4000000000LL, .period = period > 0 ? period : 0};
+    if (k == DRV_WALL && collect_cpu) {
+        o.nvalues = 3;
+        o.sample_types[0] = (pn_value_type){"wall", "nanoseconds"};
+        o.sample_types[1] = (pn_value_type){"samples", "count"};
+        o.sample_types[2] = (pn_value_type){"cpu", "nanoseconds"};
+    } else if (k == DRV_HEAP) {
+        /* In-use memory as Node's heap profilers report it (sampled live
+         * allocations): objects and bytes, period = the sampling interval. */
+        o.nvalues = 2;
+        o.sample_types[0] = (pn_value_type){"inuse_objects", "count"};
+        o.sample_types[1] = (pn_value_type){"inuse_space", "bytes"};
+        o.period_type = (pn_value_type){"space", "bytes"};
+        o.period = period > 0 ? period : 512 * 1024;
+    }
+    pn_error e = {0};
+    drivers[k] = pn_agent_add_driver(agent, &o, &e);
+    if (!drivers[k])
+        throw_pn(env, &e);
+    return drivers[k];
+}
+
+double agent_sample_rate(void) { return sample_rate; }
+
+/* ------------------------------------------------- flush / stop (async) */
+
+typedef struct {
+    napi_async_work work;
+    napi_deferred deferred;
+    pn_agent *a;
+    int stop;
+    double timeout;
+    int rc;
+    pn_agent_stats st;
+} job;
+
+static void job_execute(napi_env env, void *data)
+{
+    (void)env;
+    job *j = data;
+    if (j->stop) {
+        pn_agent_stop_stats(j->a, &j->st);
+        j->rc = 0;
+    } else {
+        pn_error e = {0};
+        j->rc = pn_agent_flush(j->a, j->timeout, &e);
+        pn_agent_get_stats(j->a, &j->st);
+        pn_agent_release(j->a);
+    }
+}
+
+static napi_value stats_object(napi_env env, const pn_agent_stats *st)
+{
+    napi_value o;
+    napi_create_object(env, &o);
+    set_num(env, o, "periods", (double)st->periods);
+    set_num(env, o, "profilesEncoded", (double)st->profiles_encoded);
+    set_num(env, o, "samplesRecorded", (double)st->samples_recorded);
+    set_num(env, o, "samplesDropped", (double)st->samples_dropped);
+    set_num(env, o, "lateSamples", (double)st->late_samples);
+    set_num(env, o, "encodeErrors", (double)st->encode_errors);
+    set_num(env, o, "uploadsOk", (double)st->queue.uploads_ok);
+    set_num(env, o, "uploadsFailed", (double)st->queue.uploads_failed);
+    set_num(env, o, "uploadsDropped", (double)st->queue.uploads_dropped);
+    set_num(env, o, "retries", (double)st->queue.retries);
+    set_num(env, o, "bytesSent", (double)st->queue.bytes_sent);
+    return o;
+}
+
+static void job_complete(napi_env env, napi_status status, void *data)
+{
+    (void)status;
+    job *j = data;
+    napi_value v;
+    if (j->stop) {
+        v = stats_object(env, &j->st);
+        join_counts(env, v);
+    } else {
+        napi_get_boolean(env, j->rc == 0 && j->st.queue.uploads_failed == 0, &v);
+    }
+    napi_resolve_deferred(env, j->deferred, v);
+    napi_delete_async_work(env, j->work);
+    free(j);
+}
+
+static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout)
+{
+    napi_value promise, name;
+    job *j = calloc(1, sizeof *j);
+    if (!j) {
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+        return NULL;
+    }
+    j->a = a;
+    j->stop = stop;
+    j->timeout = timeout;
+    napi_create_promise(env, &j->deferred, &promise);
+    napi_create_string_utf8(env, stop ? "pyroscope-stop" : "pyroscope-flush", NAPI_AUTO_LENGTH,
+                            &name);
+    napi_create_async_work(env, NULL, name, job_execute, job_complete, j, &j->work);
+    napi_queue_async_work(env, j->work);
+    return promise;
+}
+
+/* flush(timeoutSeconds) -> Promise<boolean> */
+static napi_value m_flush(napi_env env, napi_callback_info info)
+{
+    size_t argc = 1;
+    napi_value argv[1];
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    double timeout = 5;
+    if (argc >= 1) {
+        napi_valuetype t;
+        napi_typeof(env, argv[0], &t);
+        if (t != napi_undefined && (js_double(env, argv[0], &timeout) != 0 || !isfinite(timeout) ||
+                                    timeout < 0))
+            return throw_msg(env, "ERR_INVALID_ARG_VALUE",
+                             "flush: timeout must be a finite number of seconds >= 0");
+    }
+    if (!agent) {
+        napi_value promise, f;
+        napi_deferred d;
+        napi_create_promise(env, &d, &promise);
+        napi_get_boolean(env, false, &f);
+        napi_resolve_deferred(env, d, f);
+        return promise;
+    }
+    pn_agent_hold(agent);
+    return queue_job(env, agent, 0, timeout);
+}
+
+/* stop() -> Promise<stats>: the stop begins now (a new start may follow at
+ * once); the final flush and the threads' end run off the main thread. */
+static napi_value m_stop(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    if (!agent) {
+        napi_value promise, o;
+        napi_deferred d;
+        napi_create_promise(env, &d, &promise);
+        napi_get_null(env, &o);
+        napi_resolve_deferred(env, d, o);
+        return promise;
+    }
+    pn_agent *a = agent;
+    agent = NULL;
+    memset(drivers, 0, sizeof drivers);
+    join_reset(0);
+    heap_reset();
+    pn_agent_stop_begin(a);
+    return queue_job(env, a, 1, 0);
+}
+
+/* stopSync(): for process 'exit', where nothing asynchronous runs any more. */
+static napi_value m_stop_sync(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    if (!agent)
+        return js_undefined(env);
+    pn_agent *a = agent;
+    agent = NULL;
+    memset(drivers, 0, sizeof drivers);
+    join_reset(0);
+    heap_reset();
+    pn_agent_stats st;
+    pn_agent_stop_stats(a, &st);
+    napi_value o = stats_object(env, &st);
+    join_counts(env, o);
+    return o;
+}
+
+/* config() -> the running agent's effective timing settings, or null. */
+static napi_value m_config(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value o;
+    if (!agent) {
+        napi_get_null(env, &o);
+        return o;
+    }
+    const pn_config *c = pn_agent_config(agent);
+    napi_create_object(env, &o);
+    set_num(env, o, "sampleRate", c->sample_rate);
+    set_num(env, o, "uploadInterval", c->upload_interval);
+    set_num(env, o, "stopTimeout", c->stop_timeout);
+    set_num(env, o, "maxDepth", c->max_depth);
+    return o;
+}
+
+static napi_value m_running(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value b;
+    napi_get_boolean(env, agent != NULL, &b);
+    return b;
+}
+
+static void driver_stats(napi_env env, napi_value o, int k)
+{
+    if (!drivers[k])
+        return;
+    pn_driver_stats ds;
+    pn_driver_get_stats(drivers[k], &ds);
+    napi_value d;
+    napi_create_object(env, &d);
+    set_num(env, d, "recorded", (double)ds.recorded);
+    set_num(env, d, "late", (double)ds.late);
+    napi_set_named_property(env, o, drv_names[k], d);
+}
+
+static napi_value m_stats(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    pn_agent_stats st;
+    memset(&st, 0, sizeof st);
+    if (agent)
+        pn_agent_get_stats(agent, &st);
+    napi_value o = stats_object(env, &st);
+    napi_value drv;
+    napi_create_object(env, &drv);
+    for (int k = 0; k < NDRV; k++)
+        driver_stats(env, drv, k);
+    napi_set_named_property(env, o, "drivers", drv);
+    join_counts(env, o);
+    heap_counts(env, o);
+    set_num(env, o, "labelSetsLive", (double)pn_labelset_live());
+    return o;
+}
+
+void agent_exports(napi_env env, napi_value exports)
+{
+    set_fn(env, exports, "settingNames", m_setting_names);
+    set_fn(env, exports, "checkSettings", m_check_settings);
+    set_fn(env, exports, "start", m_start);
+    set_fn(env, exports, "flush", m_flush);
+    set_fn(env, exports, "stop", m_stop);
+    set_fn(env, exports, "stopSync", m_stop_sync);
+    set_fn(env, exports, "running", m_running);
+    set_fn(env, exports, "config", m_config);
+    set_fn(env, exports, "stats", m_stats);
+}

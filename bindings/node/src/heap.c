@@ -1,0 +1,133 @@
+/* Heap profiles: a snapshot of V8's sampling heap profiler (in-use sampled
+ * allocations per stack) recorded through the heap batch driver, at most
+ * once per store period (a second snapshot in one period would count the
+ * live memory twice). Main thread. */
+#include <string.h>
+#include <time.h>
+
+#include "addon.h"
+
+static pn_driver *heap_drv;
+static uint64_t last_gen; /* symbols generation of the period last recorded */
+static uint64_t snapshots, skipped;
+
+/* heapStart(samplingIntervalBytes) */
+static napi_value m_start(napi_env env, napi_callback_info info)
+{
+    size_t argc = 1;
+    napi_value argv[1];
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    double bytes = 524288;
+    if (argc >= 1)
+        js_double(env, argv[0], &bytes);
+    if (!(heap_drv = agent_driver(env, "heap", 0, (int64_t)bytes)))
+        return NULL;
+    last_gen = 0;
+    return js_undefined(env);
+}
+
+/* heapWanted() -> true when the current period has no snapshot yet. */
+static napi_value m_wanted(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    bool want = false;
+    if (heap_drv && agent_current()) {
+        pn_record_begin(heap_drv);
+        pn_period *p = pn_record_period(heap_drv, 0);
+        want = p && pn_symbols_generation(pn_period_symbols(p)) != last_gen;
+        pn_record_end(heap_drv);
+    }
+    napi_value r;
+    napi_get_boolean(env, want, &r);
+    return r;
+}
+
+/* heapRecord(names[], files[], lines, nodeFrame, nodeParent,
+ *            nodeObjects Float64Array, nodeBytes Float64Array) -> recorded */
+static napi_value m_record(napi_env env, napi_callback_info info)
+{
+    size_t argc = 7;
+    napi_value argv[7];
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    if (argc < 7)
+        return throw_msg(env, "ERR_INVALID_ARG_TYPE", "heapRecord: 7 arguments");
+    if (!heap_drv || !agent_current())
+        return throw_msg(env, "ERR_PYROSCOPE_STATE", "heap profiler not started");
+    frames_ctx fc;
+    if (frames_open(env, &fc, argv) != 0)
+        return NULL;
+    size_t nobj, nbytes;
+    const double *objs = js_typed(env, argv[5], napi_float64_array, &nobj, "nodeObjects");
+    const double *bytes = objs ? js_typed(env, argv[6], napi_float64_array, &nbytes, "nodeBytes")
+                               : NULL;
+    if (!bytes)
+        return NULL;
+    if (nobj != fc.nnodes || nbytes != fc.nnodes)
+        return throw_msg(env, "ERR_INVALID_ARG_VALUE", "heapRecord: array lengths differ");
+    if (frames_cache(env, &fc, 0) != 0)
+        return NULL;
+    uint32_t recorded = 0;
+    pn_record_begin(heap_drv);
+    pn_period *p = pn_record_period(heap_drv, 0);
+    if (p && pn_symbols_generation(pn_period_symbols(p)) != last_gen) {
+        pn_symbols *sym = pn_period_symbols(p);
+        last_gen = pn_symbols_generation(sym);
+        snapshots++;
+        int32_t fidx[FRAMES_MAX_STACK];
+        pn_frame_id stack[FRAMES_MAX_STACK];
+        for (size_t n = 0; n < fc.nnodes; n++) {
+            if (!(bytes[n] > 0))
+                continue;
+            size_t depth = frames_stack(&fc, (int32_t)n, fidx);
+            if (!depth)
+                continue;
+            for (size_t i = 0; i < depth; i++)
+                stack[i] = frames_intern(env, &fc, 0, sym, fidx[i]);
+            int64_t v[2] = {(int64_t)(objs[n] + 0.5), (int64_t)bytes[n]};
+            if (v[0] < 1)
+                v[0] = 1;
+            pn_sample s = {.frames = stack, .depth = depth, .values = v};
+            pn_record(heap_drv, p, &s);
+            recorded++;
+        }
+    } else {
+        skipped++;
+    }
+    pn_record_end(heap_drv);
+    frames_close(&fc);
+    /* A snapshot is recorded at once: nothing older can come. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pn_driver_watermark(heap_drv, (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    napi_value r;
+    napi_create_uint32(env, recorded, &r);
+    return r;
+}
+
+static napi_value m_stop(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    if (heap_drv && agent_current())
+        pn_driver_watermark(heap_drv, INT64_MAX);
+    heap_drv = NULL;
+    return js_undefined(env);
+}
+
+void heap_reset(void) { heap_drv = NULL; }
+
+void heap_counts(napi_env env, napi_value o)
+{
+    napi_value h;
+    napi_create_object(env, &h);
+    set_num(env, h, "snapshots", (double)snapshots);
+    set_num(env, h, "skipped", (double)skipped);
+    napi_set_named_property(env, o, "heap", h);
+}
+
+void heap_exports(napi_env env, napi_value exports)
+{
+    set_fn(env, exports, "heapStart", m_start);
+    set_fn(env, exports, "heapWanted", m_wanted);
+    set_fn(env, exports, "heapRecord", m_record);
+    set_fn(env, exports, "heapStop", m_stop);
+}

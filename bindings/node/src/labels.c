@@ -1,0 +1,226 @@
+/* Label-set handles and the published slot.
+ *
+ * A handle is a JS object owning one reference to an interned label set and
+ * a small id; the id indexes `table`, from which the SIGPROF handler reads
+ * the set with one atomic load. JS publishes the ids of the running async
+ * context (and of the active span) into `labels_slot`, two int32 cells in
+ * an ArrayBuffer that JS writes through an Int32Array (no call into C per
+ * publication).
+ *
+ * Threads: handles are made and finalized on the main thread (it owns the
+ * free list); the table is written there and read by the handler, which
+ * interrupts only the main thread. A finalizer clears the table entry
+ * before it drops its reference, and the core frees a set only after the
+ * grace period of every driver reader (signal.c holds the generation a
+ * bracket read), so a pointer the handler loaded stays valid until it is
+ * recorded. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "addon.h"
+
+#define MAX_HANDLES (1u << 20) /* 8 MiB reserved, touched as used */
+
+typedef struct {
+    const pn_labelset *ls;
+    uint32_t id; /* 0: the table was full; the set still works in JS */
+} handle;
+
+static const pn_labelset *_Atomic *table;
+static uint32_t *free_next;     /* main thread: free-list links */
+static uint32_t free_head;      /* main thread: 0 = empty */
+static uint32_t next_unused = 1; /* main thread; id 0 means "none" */
+static uint64_t handles_live, handles_full;
+volatile int32_t *labels_slot;
+static napi_ref slot_ref;
+
+const pn_labelset *labels_of_handle(uint32_t id)
+{
+    if (id == 0 || id >= MAX_HANDLES || !table)
+        return NULL;
+    return atomic_load_explicit(&table[id], memory_order_acquire);
+}
+
+static uint32_t id_take(const pn_labelset *ls)
+{
+    uint32_t id = 0;
+    if (free_head) {
+        id = free_head;
+        free_head = free_next[id];
+    } else if (next_unused < MAX_HANDLES) {
+        id = next_unused++;
+    } else {
+        handles_full++;
+        return 0;
+    }
+    atomic_store_explicit(&table[id], ls, memory_order_release);
+    return id;
+}
+
+static void id_give(uint32_t id)
+{
+    atomic_store_explicit(&table[id], NULL, memory_order_release);
+    free_next[id] = free_head;
+    free_head = id;
+}
+
+static void handle_finalize(napi_env env, void *data, void *hint)
+{
+    (void)env;
+    (void)hint;
+    handle *h = data;
+    if (h->id)
+        id_give(h->id);
+    handles_live--;
+    pn_labelset_unref(h->ls);
+    free(h);
+}
+
+static handle *unwrap(napi_env env, napi_value v)
+{
+    napi_valuetype t;
+    if (napi_typeof(env, v, &t) != napi_ok || t != napi_object)
+        return NULL;
+    void *p = NULL;
+    if (napi_unwrap(env, v, &p) != napi_ok)
+        return NULL;
+    return p;
+}
+
+/* labelsSlot() -> Int32Array(2) over the cells the handler reads. */
+static napi_value m_slot(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value ab, arr;
+    if (!slot_ref) {
+        void *data;
+        if (napi_create_arraybuffer(env, 2 * sizeof(int32_t), &data, &ab) != napi_ok)
+            return NULL;
+        memset(data, 0, 2 * sizeof(int32_t));
+        labels_slot = data;
+        napi_create_reference(env, ab, 1, &slot_ref);
+    }
+    napi_get_reference_value(env, slot_ref, &ab);
+    napi_create_typedarray(env, napi_int32_array, 2, ab, 0, &arr);
+    return arr;
+}
+
+/* labelsHandle(base handle | null, keys[], values[]) -> a handle {id} of
+ * base ∪ pairs (pairs win). Throws, naming the key, on bad names/values. */
+static napi_value m_handle(napi_env env, napi_callback_info info)
+{
+    size_t argc = 3;
+    napi_value argv[3];
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    if (argc < 3)
+        return throw_msg(env, "ERR_INVALID_ARG_TYPE", "labelsHandle(base, keys, values)");
+    if (!table) {
+        table = pn_pages_new(MAX_HANDLES * sizeof *table);
+        free_next = pn_pages_new(MAX_HANDLES * sizeof *free_next);
+        if (!table || !free_next)
+            return throw_msg(env, "ERR_PYROSCOPE", "pyroscope: cannot reserve the label table");
+    }
+    handle *base = unwrap(env, argv[0]);
+    uint32_t n, nv;
+    napi_get_array_length(env, argv[1], &n);
+    napi_get_array_length(env, argv[2], &nv);
+    if (n != nv || n > PN_MAX_LABELS)
+        return throw_msg(env, "ERR_PYROSCOPE_LABELS", "labels: at most %d labels per set",
+                         PN_MAX_LABELS);
+    pn_label kv[PN_MAX_LABELS];
+    char *owned[2 * PN_MAX_LABELS];
+    uint32_t nown = 0;
+    napi_value result = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        napi_value k, v;
+        napi_get_element(env, argv[1], i, &k);
+        napi_get_element(env, argv[2], i, &v);
+        char *ks = js_string(env, k, "labels: names must be strings");
+        if (!ks)
+            goto out;
+        owned[nown++] = ks;
+        char what[200];
+        snprintf(what, sizeof what, "labels: the value of \"%.100s\" must be a string or number",
+                 ks);
+        char *vs = js_string(env, v, what);
+        if (!vs)
+            goto out;
+        owned[nown++] = vs;
+        kv[i] = (pn_label){ks, vs};
+    }
+    pn_error e = {0};
+    const pn_labelset *ls =
+        pn_labelset_merge(base ? base->ls : pn_labelset_empty(), kv, n, &e);
+    if (!ls) {
+        throw_msg(env, "ERR_PYROSCOPE_LABELS", "%s", e.msg);
+        goto out;
+    }
+    handle *h = malloc(sizeof *h);
+    if (!h) {
+        pn_labelset_unref(ls);
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+        goto out;
+    }
+    h->ls = ls;
+    h->id = pn_labelset_count(ls) ? id_take(ls) : 0;
+    napi_value obj;
+    napi_create_object(env, &obj);
+    if (napi_wrap(env, obj, h, handle_finalize, NULL, NULL) != napi_ok) {
+        if (h->id)
+            id_give(h->id);
+        pn_labelset_unref(ls);
+        free(h);
+        goto out;
+    }
+    handles_live++;
+    set_num(env, obj, "id", h->id);
+    result = obj;
+out:
+    for (uint32_t i = 0; i < nown; i++)
+        free(owned[i]);
+    return result;
+}
+
+/* labelsPairs(handle) -> [[k, v], ...] in key order. */
+static napi_value m_pairs(napi_env env, napi_callback_info info)
+{
+    size_t argc = 1;
+    napi_value argv[1], arr;
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    napi_create_array(env, &arr);
+    handle *h = argc ? unwrap(env, argv[0]) : NULL;
+    if (!h)
+        return arr;
+    size_t n = pn_labelset_count(h->ls);
+    for (size_t i = 0; i < n; i++) {
+        pn_label l = pn_labelset_at(h->ls, i);
+        napi_value pair, k, v;
+        napi_create_array_with_length(env, 2, &pair);
+        napi_create_string_utf8(env, l.key, NAPI_AUTO_LENGTH, &k);
+        napi_create_string_utf8(env, l.value, NAPI_AUTO_LENGTH, &v);
+        napi_set_element(env, pair, 0, k);
+        napi_set_element(env, pair, 1, v);
+        napi_set_element(env, arr, (uint32_t)i, pair);
+    }
+    return arr;
+}
+
+static napi_value m_counts(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value o;
+    napi_create_object(env, &o);
+    set_num(env, o, "handlesLive", (double)handles_live);
+    set_num(env, o, "handlesTableFull", (double)handles_full);
+    set_num(env, o, "labelSetsLive", (double)pn_labelset_live());
+    return o;
+}
+
+void labels_exports(napi_env env, napi_value exports)
+{
+    set_fn(env, exports, "labelsSlot", m_slot);
+    set_fn(env, exports, "labelsHandle", m_handle);
+    set_fn(env, exports, "labelsPairs", m_pairs);
+    set_fn(env, exports, "labelsCounts", m_counts);
+}
