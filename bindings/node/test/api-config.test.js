@@ -1,0 +1,207 @@
+'use strict';
+// Options and PYROSCOPE_* variables -> core settings (config.js alone), then the same
+// errors through init() and the core's own rules (with the addon).
+const assert = require('assert');
+const path = require('path');
+const { resolveConfig } = require('../lib/config');
+
+// The core's settings (pn_config_names), as the addon reports them; the addon's own list
+// is used instead when it loads, so a setting added to the core is covered too.
+let CORE_NAMES = [
+  'application_name', 'server_address', 'sample_rate', 'upload_interval', 'oncpu', 'tags',
+  'basic_auth_username', 'basic_auth_password', 'tenant_id', 'http_headers', 'output_dir',
+  'report_pid', 'report_thread_id', 'report_thread_name', 'log_level', 'max_stacks',
+  'max_depth', 'stop_timeout', 'spy_name', 'fault_guard', 'otlp_endpoint', 'otlp_headers',
+  'resource_attributes', 'runtime_name', 'runtime_version', 'sampler_cpu_budget',
+];
+const { loadNative } = require('./api-helpers');
+const native = loadNative();
+if (native) CORE_NAMES = native.settingNames();
+
+const resolve = (opts, env = {}) => resolveConfig(opts, env, CORE_NAMES);
+const pairs = (list) => Object.fromEntries(list);
+
+describe('api config: options and variables', () => {
+  it('maps the anchor options and our camelCase settings to core names', () => {
+    const r = resolve({
+      appName: 'shop', serverAddress: 'http://h:4040', basicAuthUser: 'u',
+      basicAuthPassword: 'p', tenantID: 't1', tags: { region: 'eu', shard: 3 },
+      sampleRate: 250, uploadInterval: '15s', oncpu: false, reportPid: true,
+      httpHeaders: { 'X-A': 'b' }, logLevel: 'debug', stopTimeout: 2, outputDir: '/tmp/x',
+    });
+    const s = r.settings;
+    assert.strictEqual(s.application_name, 'shop');
+    assert.strictEqual(s.server_address, 'http://h:4040');
+    assert.strictEqual(s.basic_auth_username, 'u');
+    assert.strictEqual(s.tenant_id, 't1');
+    assert.deepStrictEqual(pairs(s.tags), { region: 'eu', shard: '3' });
+    assert.strictEqual(s.sample_rate, 250);
+    assert.strictEqual(s.upload_interval, '15s');
+    assert.strictEqual(s.oncpu, false);
+    assert.strictEqual(r.kind, 'wall');
+    assert.deepStrictEqual(pairs(s.http_headers), { 'X-A': 'b' });
+    assert.strictEqual(s.spy_name, 'nodespy');
+    assert.strictEqual(s.runtime_name, 'nodejs');
+  });
+
+  it('keeps the anchor defaults: localhost:4040, heap 512 KiB / depth 64, on-CPU time', () => {
+    const r = resolve({ appName: 'a' });
+    assert.strictEqual(r.settings.server_address, 'http://localhost:4040');
+    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 524288, stackDepth: 64 });
+    assert.strictEqual(r.wall.collectCpuTime, false);
+    assert.strictEqual(r.kind, 'cpu');
+    assert.strictEqual(r.settings.sample_rate, undefined); // the core's 100 Hz
+  });
+
+  it('writes to a folder only when outputDir (or its variable) is the destination', () => {
+    assert.strictEqual(resolve({ appName: 'a', outputDir: '/tmp/p' }).settings.server_address, undefined);
+    assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_OUTPUT_DIR: '/tmp/p' }).settings.server_address, undefined);
+  });
+
+  it('authToken becomes a Bearer Authorization header, merged with PYROSCOPE_HTTP_HEADERS', () => {
+    assert.deepStrictEqual(pairs(resolve({ appName: 'a', authToken: 'tok' }).settings.http_headers),
+      { Authorization: 'Bearer tok' });
+    const r = resolve({ appName: 'a' }, { PYROSCOPE_AUTH_TOKEN: 'e', PYROSCOPE_HTTP_HEADERS: 'X-K=v' });
+    assert.deepStrictEqual(pairs(r.settings.http_headers), { 'X-K': 'v', Authorization: 'Bearer e' });
+    assert.ok(!('PYROSCOPE_AUTH_TOKEN' in r.env) && !('PYROSCOPE_HTTP_HEADERS' in r.env));
+    assert.throws(() => resolve({ appName: 'a', authToken: 't', basicAuthUser: 'u' }), /authToken and basic auth/);
+    assert.throws(() => resolve({ appName: 'a', authToken: 't', httpHeaders: { authorization: 'x' } }),
+      /authToken and an Authorization header/);
+  });
+
+  it('reads the anchor variables, and an option wins over its variable', () => {
+    const env = {
+      PYROSCOPE_FLUSH_INTERVAL_MS: '5000', PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: '5000',
+      PYROSCOPE_WALL_SAMPLING_DURATION_MS: '30000', PYROSCOPE_WALL_COLLECT_CPU_TIME: 'true',
+      PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES: '1024', PYROSCOPE_HEAP_STACK_DEPTH: '8',
+      PYROSCOPE_STRIP_FILENAMES: 'dependencies', PYROSCOPE_SHORTEN_PATHS: '1',
+      PYROSCOPE_APPLICATION_NAME: 'from.env', PYROSCOPE_LOG_LEVEL: 'info',
+    };
+    const r = resolve({}, env);
+    assert.strictEqual(r.settings.upload_interval, '5000ms');
+    assert.strictEqual(r.settings.sample_rate, 200);
+    assert.strictEqual(r.wall.samplingDurationMs, 30000);
+    assert.strictEqual(r.wall.collectCpuTime, true);
+    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 1024, stackDepth: 8 });
+    assert.deepStrictEqual(r.frames, { sourceMapper: undefined, stripFilenames: 'dependencies', shortenPaths: true });
+    // The core gets its own variables only (anchor ones are converted here).
+    assert.deepStrictEqual(Object.keys(r.env).sort(), ['PYROSCOPE_APPLICATION_NAME', 'PYROSCOPE_LOG_LEVEL']);
+
+    const o = resolve({
+      appName: 'opt', flushIntervalMs: 2000, wall: { samplingIntervalMicros: 20000, collectCpuTime: false },
+      heap: { stackDepth: 16 }, stripFilenames: 'all', shortenPaths: false,
+    }, env);
+    assert.strictEqual(o.settings.upload_interval, '2000ms');
+    assert.strictEqual(o.settings.sample_rate, 50);
+    assert.strictEqual(o.wall.collectCpuTime, false);
+    assert.strictEqual(o.heap.stackDepth, 16);
+    assert.strictEqual(o.frames.stripFilenames, 'all');
+    assert.strictEqual(o.frames.shortenPaths, false);
+    assert.strictEqual(o.settings.application_name, 'opt');
+    assert.ok(!('PYROSCOPE_APPLICATION_NAME' in o.env), 'a variable beside its option is not passed on');
+  });
+
+  it('PYROSCOPE_ADHOC_SERVER_ADDRESS overrides the server address, as in the anchor', () => {
+    const r = resolve({ appName: 'a', serverAddress: 'http://opt:1' }, { PYROSCOPE_ADHOC_SERVER_ADDRESS: 'http://adhoc:2' });
+    assert.strictEqual(r.settings.server_address, 'http://adhoc:2');
+  });
+
+  it('flushIntervalMs and uploadInterval are one setting: both at once is refused', () => {
+    assert.throws(() => resolve({ appName: 'a', flushIntervalMs: 1000, uploadInterval: 1 }),
+      /uploadInterval and flushIntervalMs are the same setting/);
+    assert.throws(() => resolve({ appName: 'a' }, { PYROSCOPE_FLUSH_INTERVAL_MS: '1000', PYROSCOPE_UPLOAD_INTERVAL: '1' }),
+      /PYROSCOPE_UPLOAD_INTERVAL and PYROSCOPE_FLUSH_INTERVAL_MS/);
+    // an option beats the other spelling's variable
+    assert.strictEqual(resolve({ appName: 'a', uploadInterval: 3 }, { PYROSCOPE_FLUSH_INTERVAL_MS: '1000' }).settings.upload_interval, 3);
+    assert.strictEqual(resolve({ appName: 'a', flushIntervalMs: 3000 }, { PYROSCOPE_UPLOAD_INTERVAL: '1' }).settings.upload_interval, '3000ms');
+  });
+
+  it('sampleRate and wall.samplingIntervalMicros must agree when both are given', () => {
+    assert.strictEqual(resolve({ appName: 'a', sampleRate: 100, wall: { samplingIntervalMicros: 10000 } }).settings.sample_rate, 100);
+    assert.throws(() => resolve({ appName: 'a', sampleRate: 99, wall: { samplingIntervalMicros: 10000 } }),
+      /sampleRate \(99 Hz\) and wall.samplingIntervalMicros .* disagree/);
+    assert.throws(() => resolve({ appName: 'a', wall: { samplingIntervalMicros: 50 } }),
+      /wall.samplingIntervalMicros: 50 is out of range/);
+  });
+
+  const bad = [
+    [{ appName: 'a', foo: 1 }, /unknown option "foo"/],
+    [{ appName: 'a', sample_rate: 1 }, /unknown option "sample_rate" \(did you mean sampleRate\?\)/],
+    [{ appName: 'a', wall: { interval: 1 } }, /unknown option "wall.interval"/],
+    [{ appName: 'a', heap: { depth: 1 } }, /unknown option "heap.depth"/],
+    [{ appName: 5 }, /appName must be a string, not number 5/],
+    [{ appName: 'a', applicationName: 'b' }, /appName and applicationName are the same setting/],
+    [{ appName: 'a', tags: { k: {} } }, /tags: the value of "k" must be a string or a number/],
+    [{ appName: 'a', tags: 'k=v' }, /tags must be an object/],
+    [{ appName: 'a', httpHeaders: { k: 1 } }, /httpHeaders: the value of "k" must be a string/],
+    [{ appName: 'a', sampleRate: '100' }, /sampleRate must be a finite number/],
+    [{ appName: 'a', sampleRate: NaN }, /sampleRate must be a finite number/],
+    [{ appName: 'a', oncpu: 'yes' }, /oncpu must be a boolean/],
+    [{ appName: 'a', flushIntervalMs: 1.5 }, /flushIntervalMs must be a whole number/],
+    [{ appName: 'a', flushIntervalMs: 0 }, /flushIntervalMs must be a positive whole number/],
+    [{ appName: 'a', wall: 3 }, /wall must be an object/],
+    [{ appName: 'a', wall: { collectCpuTime: 1 } }, /wall.collectCpuTime must be a boolean/],
+    [{ appName: 'a', heap: { samplingIntervalBytes: -1 } }, /heap.samplingIntervalBytes must be a positive/],
+    [{ appName: 'a', stripFilenames: 'some' }, /stripFilenames must be 'all' or 'dependencies'/],
+    [{ appName: 'a', shortenPaths: 'true' }, /shortenPaths must be a boolean/],
+    [{ appName: 'a', sourceMapper: {} }, /sourceMapper must be a SourceMapper/],
+    [{ appName: 'a', maxDepth: 2.5 }, /maxDepth must be a whole number/],
+  ];
+  for (const [opts, re] of bad) {
+    it(`refuses ${JSON.stringify(opts, (k, v) => (Number.isNaN(v) ? 'NaN' : v))}`, () => {
+      assert.throws(() => resolve(opts), (e) => re.test(e.message) && e.code === 'ERR_PYROSCOPE_CONFIG');
+    });
+  }
+
+  const badEnv = [
+    [{ PYROSCOPE_FLUSH_INTERVAL_MS: 'soon' }, /PYROSCOPE_FLUSH_INTERVAL_MS: "soon" is not a whole number/],
+    [{ PYROSCOPE_HEAP_STACK_DEPTH: '1.5' }, /PYROSCOPE_HEAP_STACK_DEPTH: "1.5" is not a whole number/],
+    [{ PYROSCOPE_WALL_COLLECT_CPU_TIME: 'maybe' }, /PYROSCOPE_WALL_COLLECT_CPU_TIME: "maybe" is not a boolean/],
+    [{ PYROSCOPE_STRIP_FILENAMES: 'none' }, /PYROSCOPE_STRIP_FILENAMES must be 'all' or 'dependencies'/],
+    [{ PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: '1' }, /PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: 1 is out of range/],
+  ];
+  for (const [env, re] of badEnv) {
+    it(`refuses ${JSON.stringify(env)}`, () => {
+      assert.throws(() => resolve({ appName: 'a' }, env), re);
+    });
+  }
+});
+
+describe('api config: through init() and the core', function () {
+  before(function () {
+    if (!native) this.skip(); // no lib/native.js in this tree (see loadNative)
+  });
+  const api = require('../lib');
+  const saved = { ...process.env };
+  afterEach(() => {
+    for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+    Object.assign(process.env, saved);
+  });
+
+  const coreBad = [
+    [{ appName: 'a', sampleRate: 0 }, /^sampleRate \(sample_rate\): 0 is out of range/],
+    [{ appName: 'a', uploadInterval: '2h' }, /^uploadInterval \(upload_interval\)/],
+    [{ appName: 'a', flushIntervalMs: 10 }, /^flushIntervalMs \(upload_interval\)/],
+    [{ appName: 'a', serverAddress: 'localhost:4040' }, /^serverAddress \(server_address\).*must start with http/],
+    [{ appName: 'a', tags: { __x: 'v' } }, /tags.*reserved/],
+    [{ appName: 'a', tags: { k: 'a,b' } }, /tags.*not allowed/],
+    [{ appName: 'a{b}' }, /appName \(application_name\)/],
+    [{ appName: 'a', logLevel: 'loud' }, /^logLevel \(log_level\)/],
+  ];
+  for (const [opts, re] of coreBad) {
+    it(`init(${JSON.stringify(opts)}) throws naming the option`, () => {
+      assert.throws(() => api.init(opts), (e) => re.test(e.message) && e.code === 'ERR_PYROSCOPE_CONFIG');
+    });
+  }
+
+  it('a bad core variable is named', () => {
+    process.env.PYROSCOPE_SAMPLE_RATE = 'fast';
+    assert.throws(() => api.init({ appName: 'a' }), /PYROSCOPE_SAMPLE_RATE/);
+    api.init({ appName: 'a', sampleRate: 100 }); // the option wins: the variable is not read
+  });
+
+  it('init() without a name is refused by the core, naming the setting', () => {
+    delete process.env.PYROSCOPE_APPLICATION_NAME;
+    assert.throws(() => api.init({}), /application_name/);
+  });
+});

@@ -1,0 +1,113 @@
+'use strict';
+// Profiles out of the public API: uploads to a loopback ingest server (multipart parsed,
+// pprof decoded with pprof-format), and folder output with source-mapped frames.
+const assert = require('assert');
+const path = require('path');
+const { setImmediate: tick } = require('timers/promises');
+const { loadNative, tmpdir, decodeFolder, samplesOf, count, ingestServer, burn } = require('./api-helpers');
+
+const native = loadNative();
+const api = require('../lib');
+
+describe('api export', function () {
+  this.timeout(60000);
+  before(function () {
+    if (!native) this.skip(); // no lib/native.js in this tree (see loadNative)
+  });
+  afterEach(() => api.stop());
+
+  it('uploads to the server with the true sampleRate, tags, auth token and tenant', async () => {
+    const server = await ingestServer();
+    try {
+      api.init({
+        appName: 'upload.test', serverAddress: server.url, authToken: 'secret-token',
+        tenantID: 'tenant-1', tags: { env: 'test', shard: 2 }, flushIntervalMs: 1000,
+        wall: { samplingIntervalMicros: 5000 },
+      });
+      api.start();
+      function burnForUpload() { return burn(200); }
+      burnForUpload();
+      assert.strictEqual(await api.flush(20), true);
+      burnForUpload();
+      await api.stop();
+      await server.waitFor((reqs) => reqs.some((r) => r.pprof && r.pprof.samples.length > 0));
+    } finally {
+      await server.close();
+    }
+    const reqs = server.requests.filter((r) => r.pprof);
+    assert.ok(reqs.length > 0, JSON.stringify(server.requests.map((r) => r.error)));
+    for (const r of reqs) {
+      assert.strictEqual(r.path, '/ingest');
+      assert.match(r.query.name, /^upload\.test\{.*env=test/);
+      assert.match(r.query.name, /shard=2/);
+      assert.strictEqual(r.query.sampleRate, '200');
+      assert.strictEqual(r.query.spyName, 'nodespy');
+      assert.ok(!('format' in r.query), 'multipart bodies must not say format=pprof');
+      assert.strictEqual(r.headers.authorization, 'Bearer secret-token');
+      assert.strictEqual(r.headers['x-scope-orgid'], 'tenant-1');
+      assert.ok(r.filename, 'the profile part has a file name');
+    }
+    const samples = reqs.flatMap((r) => r.pprof.samples);
+    assert.ok(count(samples, (s) => s.names.some((n) => n.includes(':burnForUpload:'))) > 0,
+      'the burning function is in the uploads');
+  });
+
+  it('writes decodable profiles to outputDir, source-mapped, with stripFilenames', async () => {
+    const dir = tmpdir('pn-folder-');
+    const fixture = path.join(__dirname, 'fixtures', 'sourcemap');
+    const sourceMapper = await api.SourceMapper.create([fixture]);
+    api.init({ appName: 'folder.test', outputDir: dir, uploadInterval: 1, sourceMapper, stripFilenames: 'dependencies' });
+    api.start();
+    const { spinTyped } = require(path.join(fixture, 'dist', 'work.js'));
+    const { StringTable } = require('pprof-format'); // a dependency: its file name is stripped
+    const burnInDependency = () => { const t = new StringTable(); for (let i = 0; i < 20000; i++) t.dedup(`s${i}`); };
+    const end = process.cpuUsage().user + 600e3;
+    while (process.cpuUsage().user < end) {
+      spinTyped({ rounds: 200000 });
+      burnInDependency();
+      await tick();
+    }
+    await api.stop();
+    const profiles = decodeFolder(dir);
+    assert.ok(profiles.length > 0, 'no profile written');
+    const samples = samplesOf(profiles, 'cpu');
+    const mapped = samples.filter((s) => s.frames.some((f) => /src\/work\.ts:spinTyped:6$/.test(f.name)));
+    assert.ok(mapped.length > 0, 'no source-mapped frame among ' +
+      [...new Set(samples.flatMap((s) => s.names))].filter((n) => n.includes('work')).join(', '));
+    const frame = mapped[0].frames.find((f) => f.name.endsWith('spinTyped:6'));
+    assert.strictEqual(frame.file, path.join(fixture, 'src', 'work.ts'));
+    const dep = samples.flatMap((s) => s.frames).filter((f) => f.name.includes('node_modules/pprof-format/'));
+    assert.ok(dep.length > 0, 'no sample in the dependency');
+    assert.ok(dep.every((f) => f.file === ''), 'dependency file names are stripped');
+    assert.ok(!samples.some((s) => s.frames.some((f) => f.file.includes('node_modules/'))));
+  });
+
+  it('start() also writes heap profiles (heap.samplingIntervalBytes honoured)', async () => {
+    const dir = tmpdir('pn-heap-');
+    api.init({ appName: 'heap.test', outputDir: dir, uploadInterval: 1, heap: { samplingIntervalBytes: 16384 } });
+    api.start();
+    const keep = [];
+    function allocateRetained() { for (let i = 0; i < 20000; i++) keep.push({ i, s: 'x'.repeat(64) + i }); }
+    for (let r = 0; r < 5; r++) { allocateRetained(); await tick(); }
+    await api.stop();
+    const heap = decodeFolder(dir).filter((p) => p.sampleTypes.includes('inuse_space/bytes'));
+    assert.ok(heap.length > 0, 'no heap profile');
+    const mine = samplesOf(heap).filter((s) => s.names.some((n) => n.includes(':allocateRetained:')));
+    assert.ok(mine.length > 0, 'no heap sample in allocateRetained');
+    assert.ok(keep.length === 100000);
+  });
+
+  it('startWallProfiling alone writes a wall profile; stopWallProfiling stops it', async () => {
+    const dir = tmpdir('pn-wall-');
+    api.init({ appName: 'wall.test', outputDir: dir, uploadInterval: 1 });
+    api.startWallProfiling();
+    function burnForWall() { return burn(200); }
+    burnForWall();
+    await api.stopWallProfiling();
+    await api.stop();
+    const profiles = decodeFolder(dir);
+    const wall = samplesOf(profiles, 'wall');
+    assert.ok(count(wall, (s) => s.names.some((n) => n.includes(':burnForWall:'))) > 0,
+      `no wall samples in burnForWall (files: ${profiles.map((p) => p.file).join(', ')})`);
+  });
+});

@@ -1,0 +1,71 @@
+'use strict';
+// expressMiddleware / fastifyMiddleware: the anchor's pull endpoints on real servers,
+// the gzipped pprof they return decoded with pprof-format.
+const assert = require('assert');
+const express = require('express');
+const fastify = require('fastify');
+const { expressMiddleware, fastifyMiddleware } = require('../lib');
+const { decodePprof, burn } = require('./api-helpers');
+
+function middlewareBusyLoop() {
+  return burn(3);
+}
+
+async function get(url) {
+  const r = await fetch(url);
+  return { status: r.status, body: Buffer.from(await r.arrayBuffer()) };
+}
+
+function checkWall(res) {
+  assert.strictEqual(res.status, 200);
+  const p = decodePprof(res.body);
+  assert.deepStrictEqual(p.sampleTypes, ['samples/count', 'wall/nanoseconds']);
+  assert.strictEqual(p.periodType, 'wall/nanoseconds');
+  const busy = p.samples.filter((s) => s.names.some((n) => n.includes('middlewareBusyLoop')));
+  assert.ok(busy.length > 0, `no sample in middlewareBusyLoop among ${p.samples.length}`);
+  // the anchor's frame naming: "./path:function:line"
+  assert.ok(busy[0].names.some((n) => /api-middleware\.test\.js:middlewareBusyLoop:\d+$/.test(n)), busy[0].names.join(' <- '));
+}
+
+function checkHeap(res) {
+  assert.strictEqual(res.status, 200);
+  const p = decodePprof(res.body);
+  assert.deepStrictEqual(p.sampleTypes, ['inuse_objects/count', 'inuse_space/bytes']);
+}
+
+describe('api middleware', function () {
+  this.timeout(30000);
+  let busy;
+  beforeEach(() => { busy = setInterval(middlewareBusyLoop, 1); });
+  afterEach(() => clearInterval(busy));
+
+  it('express: /debug/pprof/profile?seconds and /debug/pprof/heap', async () => {
+    const app = express();
+    app.use(expressMiddleware());
+    app.get('/other', (req, res) => res.send('other'));
+    const server = await new Promise((r) => { const s = app.listen(0, '127.0.0.1', () => r(s)); });
+    const base = `http://127.0.0.1:${server.address().port}`;
+    try {
+      checkWall(await get(`${base}/debug/pprof/profile?seconds=0.5`));
+      checkHeap(await get(`${base}/debug/pprof/heap`));
+      assert.strictEqual((await get(`${base}/debug/pprof/profile?seconds=-1`)).status, 400);
+      assert.strictEqual((await get(`${base}/other`)).body.toString(), 'other');
+    } finally {
+      server.close();
+    }
+  });
+
+  it('fastify: the same routes as a plugin', async () => {
+    const app = fastify();
+    app.register(fastifyMiddleware());
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${app.server.address().port}`;
+    try {
+      checkWall(await get(`${base}/debug/pprof/profile?seconds=0.5`));
+      checkHeap(await get(`${base}/debug/pprof/heap`));
+      assert.strictEqual((await get(`${base}/debug/pprof/profile?seconds=abc`)).status, 400);
+    } finally {
+      await app.close();
+    }
+  });
+});
