@@ -42,12 +42,13 @@ describe('life cycle: uploads carry the true sampleRate', function () {
           }
         }
       }
-      // The samples agree with the rate: CPU seconds x Hz, within wide
-      // margins (a loaded machine drops ticks; none adds them).
+      // The samples agree with the rate: V8 samples on a wall-clock tick,
+      // so the work's wall seconds x Hz, within wide margins (a loaded
+      // machine drops ticks; nothing adds them).
       const n = samplesIn(timed.flatMap((u) => u.profiles), 'lifeWorkRate');
-      const expected = worked.cpu_s * c.hz;
+      const expected = worked.wall_s * c.hz;
       assert.ok(n >= expected * 0.25 && n <= expected * 1.6,
-                `${n} samples in lifeWorkRate for ${worked.cpu_s.toFixed(2)} s of CPU at ` +
+                `${n} samples in lifeWorkRate for ${worked.wall_s.toFixed(2)} s of work at ` +
                 `${c.hz} Hz (expected about ${expected.toFixed(0)})`);
     });
   }

@@ -67,5 +67,6 @@ describe('life cycle: soak', function () {
       }
     }
     assert.ok(routes.size >= 10, `only ${routes.size} of 20 route labels seen in the uploads`);
+    console.log(`      RSS window medians (MiB): ${summary}; ${timed.length} uploads`);
   });
 });
