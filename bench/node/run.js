@@ -185,6 +185,10 @@ function summarise(runs, uploads) {
     for (const k of ['rss_kib', 'pss_kib', 'private_kib', 'hwm_kib']) {
       s.added_kib[k] = median(per((r, b) => r[k] - b[k]));
     }
+    s.load_kib = {};
+    for (const k of ['rss_kib', 'pss_kib', 'private_kib']) {
+      s.load_kib[k] = median(rs.map((r) => r[`load_${k}`]));
+    }
     const names = new Set(rs.flatMap((r) => Object.keys(r.thread_cpu_s)));
     for (const n of names) s.thread_cpu_s[n] = median(rs.map((r) => r.thread_cpu_s[n] || 0));
     if (v !== 'none') {
@@ -231,6 +235,8 @@ function report(summary, meta) {
   row('PSS added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.pss_kib)));
   row('private added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.private_kib)));
   row('peak RSS added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.hwm_kib)));
+  row('of which require + init() (RSS / private)', (s, v) => (v === 'none' ? '-' :
+    `${mib(s.load_kib.rss_kib)} / ${mib(s.load_kib.private_kib)}`));
   row('stop() (s)', (s, v) => (v === 'none' ? '-' : median(s.stop_s).toFixed(3)));
   row('uploads', (s, v) => (v === 'none' ? '-' : String(s.uploads)));
   row('sampleRate uploaded', (s, v) => (v === 'none' ? '-' : s.sample_rates.join(',') || 'n/a'));

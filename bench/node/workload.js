@@ -21,7 +21,9 @@
 //
 // `native` is this project's package as a user installs it (the repository
 // root), `anchor` is @pyroscope/nodejs from bench/node/node_modules. Both
-// get the same settings through the API they share.
+// get the same settings through the API they share: init() with defaults
+// everywhere but the flush interval (so a round holds several periods),
+// then start().
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -105,19 +107,9 @@ function loadProfiler() {
   throw new Error(`--profiler: unknown '${args.profiler}' (none, native, anchor)`);
 }
 
-const Pyroscope = loadProfiler();
-
-// The same call in both packages; defaults everywhere but the flush
-// interval, so that a round holds several periods of each.
-function startProfiler() {
-  if (!Pyroscope) return;
-  Pyroscope.init({
-    appName: args.app,
-    serverAddress: args.server,
-    flushIntervalMs: Number(args['flush-ms']),
-  });
-  Pyroscope.start();
-}
+// Loaded after the warm-up, so the memory the package costs before it
+// profiles anything (addon, libraries, JS) shows on its own.
+let Pyroscope = null;
 
 async function stopProfiler() {
   if (Pyroscope) await Pyroscope.stop();
@@ -197,7 +189,17 @@ async function main() {
   // Warm up the JIT before the profiler starts: V8 logs compiled code
   // when profiling starts, as it would in a service that has run a while.
   await serve(20, ITERS, false);
-  startProfiler();
+  const beforeLoad = smapsRollupKiB();
+  Pyroscope = loadProfiler();
+  if (Pyroscope) {
+    Pyroscope.init({
+      appName: args.app,
+      serverAddress: args.server,
+      flushIntervalMs: Number(args['flush-ms']),
+    });
+  }
+  const loaded = smapsRollupKiB();
+  if (Pyroscope) Pyroscope.start();
   emit('ready', { pid: process.pid, node: process.version });
   await waitForLine('go');
 
@@ -214,6 +216,10 @@ async function main() {
     thread_cpu_s: threads,
     ...smapsRollupKiB(),
     hwm_kib: statusKiB('VmHWM'),
+    // What loading the package and init() added, before start().
+    load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
+    load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
+    load_private_kib: loaded.private_kib - beforeLoad.private_kib,
     sink,
   });
 
