@@ -5,6 +5,7 @@
 
 const assert = require('node:assert');
 const fs = require('node:fs');
+const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 
@@ -31,6 +32,26 @@ function assertLastPeriod(profileList, worked, where) {
   const expected = worked.cpu_s * 100;
   assert.ok(n >= expected * 0.25,
             `${where}: ${n} samples in lifeWorkBeforeExit, expected about ${expected.toFixed(0)}`);
+}
+
+// A server that accepts the upload and never answers.
+function startSilentServer() {
+  const sockets = new Set();
+  let received = 0;
+  const server = net.createServer((sock) => {
+    sockets.add(sock);
+    sock.on('data', (d) => { received += d.length; });
+    sock.on('error', () => {});
+    sock.on('close', () => sockets.delete(sock));
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
+    url: `http://127.0.0.1:${server.address().port}`,
+    received: () => received,
+    close: () => new Promise((r) => {
+      for (const s of sockets) s.destroy();
+      server.close(r);
+    }),
+  })));
 }
 
 describe('life cycle: exit without stop()', function () {
@@ -60,6 +81,18 @@ describe('life cycle: exit without stop()', function () {
       assert.ok(uploads.every((u) => u.app === 'life-exit-upload'),
                 `unexpected app names: ${uploads.map((u) => u.app).join(', ')}`);
       assertLastPeriod(uploads.flatMap((u) => u.profiles), worked, 'uploads');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('ends by itself when the server never answers the last upload (stopTimeout)', async () => {
+    const server = await startSilentServer();
+    try {
+      const r = await runChild('exit', { appName: 'life-exit-silent', serverAddress: server.url,
+                                         stopTimeout: 2, ...LONG_PERIOD });
+      assertExitedByItself(r);
+      assert.ok(server.received() > 0, 'the last period was not even sent');
     } finally {
       await server.close();
     }
