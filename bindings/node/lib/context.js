@@ -25,6 +25,7 @@ function spanId() {
 }
 
 function publish() {
+  if (!hookOn) return;
   const h = als.getStore();
   slot[0] = h ? h.id : 0;
   slot[1] = spanId();
@@ -51,11 +52,25 @@ const hook = createHook({
     }
   },
 });
+// On while V8 samples (cpu or wall): the hook costs every async hop, and
+// only the handler needs the slot; get() works from the storage alone.
 let hookOn = false;
 function enable() {
   if (!hookOn) {
+    saved.length = 0;
     hook.enable();
     hookOn = true;
+    publish();
+  }
+}
+
+function disable() {
+  if (hookOn) {
+    hook.disable();
+    hookOn = false;
+    saved.length = 0;
+    slot[0] = 0;
+    slot[1] = 0;
   }
 }
 
@@ -113,7 +128,6 @@ function handleFor(base, labels, what) {
 function run(labels, fn, ...args) {
   if (typeof fn !== 'function') throw new TypeError('labels.run: fn must be a function');
   const h = handleFor(als.getStore(), labels, 'labels.run');
-  enable();
   return als.run(h, runIn, fn, args);
 }
 
@@ -141,7 +155,6 @@ function get() {
 
 function set(labels) {
   const h = handleFor(null, labels, 'labels.set');
-  enable();
   als.enterWith(h);
   publish();
 }
@@ -184,11 +197,8 @@ function setSpanSource(fn) {
     throw new TypeError('setSpanSource: expects a function returning a span handle, or null');
   }
   spanSource = fn || null;
-  if (spanSource) {
-    patchStorage();
-    enable();
-  }
+  if (spanSource) patchStorage();
   publish();
 }
 
-module.exports = { run, get, set, spanHandle, setSpanSource, enable, publish, pairsOf };
+module.exports = { run, get, set, spanHandle, setSpanSource, enable, disable, publish, pairsOf };

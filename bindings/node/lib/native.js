@@ -59,13 +59,18 @@ function startProfiler(kind, opts) {
     e.code = 'ERR_PYROSCOPE_STATE';
     throw e;
   }
-  if (kind !== 'heap') context.enable();
   sampler.start(kind, opts || {});
+  if (kind !== 'heap') context.enable();
+}
+
+function publishWhileSampling() {
+  if (!sampler.running('cpu') && !sampler.running('wall')) context.disable();
 }
 
 async function stopProfiler(kind) {
   if (!KINDS.includes(kind)) throw new TypeError('stopProfiler: kind must be one of ' + KINDS.join(', '));
   sampler.stop(kind);
+  publishWhileSampling();
 }
 
 // The flush cuts the period when it starts; the samples of its last moments
@@ -86,6 +91,7 @@ function stop() {
   } catch (e) {
     addon.log(40, 'stopping the profilers failed: ' + (e && e.stack || e));
   }
+  context.disable();
   const p = addon.stop().then((stats) => stats);
   stopping = p.finally(() => { stopping = null; });
   return stopping;

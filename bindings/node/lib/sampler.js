@@ -151,6 +151,11 @@ function startCpu(kind, opts) {
   const rate = c ? c.sampleRate : 100;
   const wantMicros = opts.samplingIntervalMicros > 0 ? Math.round(opts.samplingIntervalMicros)
     : Math.max(1, Math.round(1e6 / rate));
+  if (opts.samplingIntervalMicros > 0 && Math.abs(wantMicros - 1e6 / rate) > 1e4 / rate) {
+    addon.log(30, kind + ' profiler: samplingIntervalMicros ' + wantMicros + ' is not 1e6 / ' +
+      'sample_rate (' + rate + ' Hz): uploads say sampleRate=' + Math.round(rate) +
+      '; pass sample_rate = 1e6 / samplingIntervalMicros to start()');
+  }
   ensureSession();
   if (profiling && kinds[kind]) return;
   if (profiling && wantMicros !== intervalMicros) {
@@ -169,7 +174,9 @@ function startCpu(kind, opts) {
     inspector.console.profile('pyroscope-' + title);
     profiling = true;
     const ms = rotateMs();
-    addon.signalArm(Math.ceil(4 * (ms * 1000) / intervalMicros) + 1024);
+    // Brackets wait in the ring until the next restart, which a blocked
+    // event loop delays: room for the 15 s a cut period waits (agent.c).
+    addon.signalArm(Math.ceil(16e6 / intervalMicros) + 1024);
     rotateTimer = setInterval(rotate, ms);
     rotateTimer.unref();
   }
@@ -244,8 +251,9 @@ function heapSnapshotIfWanted() {
 function startHeap(opts) {
   if (heapOpts) return;
   const bytes = opts.samplingIntervalBytes > 0 ? Math.round(opts.samplingIntervalBytes) : 524288;
+  const depth = opts.stackDepth > 0 ? Math.round(opts.stackDepth) : 64;
   ensureSession();
-  addon.heapStart(bytes);
+  addon.heapStart(bytes, depth);
   post('HeapProfiler.enable');
   post('HeapProfiler.startSampling', { samplingInterval: bytes });
   heapOpts = Object.assign({}, opts, { samplingIntervalBytes: bytes });

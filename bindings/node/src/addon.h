@@ -26,6 +26,14 @@ napi_value throw_msg(napi_env env, const char *code, const char *fmt, ...)
 char *js_string(napi_env env, napi_value v, const char *what);
 int js_double(napi_env env, napi_value v, double *out);
 napi_value js_undefined(napi_env env);
+/* The call's first n arguments into argv (missing ones undefined); returns
+ * how many were passed. */
+size_t js_args(napi_env env, napi_callback_info info, napi_value *argv, size_t n);
+/* An object's own enumerable keys: 0, or 1 (no keys) for undefined/null,
+ * or -1 with a TypeError naming `what` thrown for anything else. */
+int js_keys(napi_env env, napi_value obj, const char *what, napi_value *keys, uint32_t *n);
+/* A promise already resolved with v. */
+napi_value js_resolved(napi_env env, napi_value v);
 /* Typed-array data pointer and length in elements (NULL: wrong type, thrown). */
 void *js_typed(napi_env env, napi_value v, napi_typedarray_type want, size_t *len,
                const char *what);
@@ -97,8 +105,9 @@ typedef struct {
 int frames_open(napi_env env, frames_ctx *fc, const napi_value *argv);
 int frames_cache(napi_env env, frames_ctx *fc, int slot);
 void frames_close(frames_ctx *fc);
-/* node's stack, leaf first, as frame indexes into out (FRAMES_MAX_STACK). */
-size_t frames_stack(const frames_ctx *fc, int32_t node, int32_t *out);
+/* node's stack, leaf first, as frame indexes into out: at most max frames
+ * (0: FRAMES_MAX_STACK), the ones nearest the leaf. */
+size_t frames_stack(const frames_ctx *fc, int32_t node, int32_t *out, size_t max);
 pn_frame_id frames_intern(napi_env env, frames_ctx *fc, int slot, pn_symbols *sym, int32_t f);
 
 /* ---- joining V8 profiles to brackets (join.c), heap (heap.c) */

@@ -73,25 +73,11 @@ out:
 
 static int apply_env(napi_env env, pn_config *c, napi_value envobj)
 {
-    napi_valuetype t;
-    napi_typeof(env, envobj, &t);
-    if (t == napi_undefined || t == napi_null) {
-        char *none[] = {NULL};
-        pn_error e = {0};
-        if (pn_config_apply_env(c, none, &e) != 0) {
-            throw_pn(env, &e);
-            return -1;
-        }
-        return 0;
-    }
-    if (t != napi_object) {
-        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "env must be an object");
-        return -1;
-    }
     napi_value keys;
     uint32_t n;
-    napi_get_property_names(env, envobj, &keys);
-    napi_get_array_length(env, keys, &n);
+    int has = js_keys(env, envobj, "env", &keys, &n);
+    if (has < 0)
+        return -1;
     char **envp = calloc((size_t)n + 1, sizeof *envp);
     int rc = -1;
     if (!envp) {
@@ -99,7 +85,7 @@ static int apply_env(napi_env env, pn_config *c, napi_value envobj)
         return -1;
     }
     uint32_t m = 0;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; has == 0 && i < n; i++) {
         napi_value k, v;
         napi_get_element(env, keys, i, &k);
         napi_get_property(env, envobj, k, &v);
@@ -151,18 +137,10 @@ static int build_config(napi_env env, pn_config *c, napi_value settings, napi_va
     }
     if (apply_env(env, c, envobj) != 0)
         return -1;
-    napi_valuetype t;
-    napi_typeof(env, settings, &t);
-    if (t == napi_undefined || t == napi_null)
-        goto validate;
-    if (t != napi_object) {
-        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "settings must be an object");
-        return -1;
-    }
     napi_value keys;
     uint32_t n;
-    napi_get_property_names(env, settings, &keys);
-    napi_get_array_length(env, keys, &n);
+    if (js_keys(env, settings, "settings", &keys, &n) < 0)
+        return -1;
     for (uint32_t i = 0; i < n; i++) {
         napi_value k, v;
         napi_get_element(env, keys, i, &k);
@@ -202,7 +180,6 @@ static int build_config(napi_env env, pn_config *c, napi_value settings, napi_va
         if (rc != 0)
             return -1;
     }
-validate:
     if (pn_config_validate(c, &e) != 0) {
         throw_pn(env, &e);
         return -1;
@@ -226,13 +203,8 @@ static napi_value m_setting_names(napi_env env, napi_callback_info info)
 
 static napi_value m_check_settings(napi_env env, napi_callback_info info)
 {
-    size_t argc = 2;
     napi_value argv[2];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-    if (argc < 2)
-        napi_get_undefined(env, &argv[1]);
-    if (argc < 1)
-        napi_get_undefined(env, &argv[0]);
+    js_args(env, info, argv, 2);
     pn_config c;
     int rc = build_config(env, &c, argv[0], argv[1]);
     pn_config_free(&c);
@@ -241,13 +213,8 @@ static napi_value m_check_settings(napi_env env, napi_callback_info info)
 
 static napi_value m_start(napi_env env, napi_callback_info info)
 {
-    size_t argc = 2;
     napi_value argv[2];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-    if (argc < 2)
-        napi_get_undefined(env, &argv[1]);
-    if (argc < 1)
-        napi_get_undefined(env, &argv[0]);
+    js_args(env, info, argv, 2);
     if (agent)
         return throw_msg(env, "ERR_PYROSCOPE_STATE", "pyroscope: already started; stop() first");
     pn_config c;
@@ -284,11 +251,13 @@ pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t
     }
     if (drivers[k])
         return drivers[k];
-    /* A restart of the V8 profile comes at most every 2 s (sampler.js),
-     * so its samples reach the store within that: wait a little longer
-     * before a cut period is sealed without them. */
+    /* The V8 profile restarts every 2 s at most (sampler.js), from a JS
+     * timer: its samples reach the store then, or later when the
+     * application blocks the event loop. A cut period waits that long
+     * before it is sealed without them (stop does not wait: it says no
+     * more samples will come). */
     pn_driver_opts o = {.kind = PN_DRIVER_BATCH, .profile_type = drv_names[k],
-                        .max_delay_ns = 4000000000LL, .period = period > 0 ? period : 0};
+                        .max_delay_ns = 15000000000LL, .period = period > 0 ? period : 0};
     if (k == DRV_WALL && collect_cpu) {
         o.nvalues = 3;
         o.sample_types[0] = (pn_value_type){"wall", "nanoseconds"};
@@ -395,9 +364,8 @@ static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout)
 /* flush(timeoutSeconds) -> Promise<boolean> */
 static napi_value m_flush(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
     napi_value argv[1];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 1);
     double timeout = 5;
     if (argc >= 1) {
         napi_valuetype t;
@@ -408,15 +376,24 @@ static napi_value m_flush(napi_env env, napi_callback_info info)
                              "flush: timeout must be a finite number of seconds >= 0");
     }
     if (!agent) {
-        napi_value promise, f;
-        napi_deferred d;
-        napi_create_promise(env, &d, &promise);
+        napi_value f;
         napi_get_boolean(env, false, &f);
-        napi_resolve_deferred(env, d, f);
-        return promise;
+        return js_resolved(env, f);
     }
     pn_agent_hold(agent);
     return queue_job(env, agent, 0, timeout);
+}
+
+/* The agent leaves the addon's state (its drivers with it); the caller
+ * stops it. */
+static pn_agent *detach_agent(void)
+{
+    pn_agent *a = agent;
+    agent = NULL;
+    memset(drivers, 0, sizeof drivers);
+    join_reset(0);
+    heap_reset();
+    return a;
 }
 
 /* stop() -> Promise<stats>: the stop begins now (a new start may follow at
@@ -425,18 +402,11 @@ static napi_value m_stop(napi_env env, napi_callback_info info)
 {
     (void)info;
     if (!agent) {
-        napi_value promise, o;
-        napi_deferred d;
-        napi_create_promise(env, &d, &promise);
+        napi_value o;
         napi_get_null(env, &o);
-        napi_resolve_deferred(env, d, o);
-        return promise;
+        return js_resolved(env, o);
     }
-    pn_agent *a = agent;
-    agent = NULL;
-    memset(drivers, 0, sizeof drivers);
-    join_reset(0);
-    heap_reset();
+    pn_agent *a = detach_agent();
     pn_agent_stop_begin(a);
     return queue_job(env, a, 1, 0);
 }
@@ -447,11 +417,7 @@ static napi_value m_stop_sync(napi_env env, napi_callback_info info)
     (void)info;
     if (!agent)
         return js_undefined(env);
-    pn_agent *a = agent;
-    agent = NULL;
-    memset(drivers, 0, sizeof drivers);
-    join_reset(0);
-    heap_reset();
+    pn_agent *a = detach_agent();
     pn_agent_stats st;
     pn_agent_stop_stats(a, &st);
     napi_value o = stats_object(env, &st);

@@ -48,11 +48,13 @@ void frames_close(frames_ctx *fc)
     }
 }
 
-size_t frames_stack(const frames_ctx *fc, int32_t node, int32_t *out)
+size_t frames_stack(const frames_ctx *fc, int32_t node, int32_t *out, size_t max)
 {
+    if (max == 0 || max > FRAMES_MAX_STACK)
+        max = FRAMES_MAX_STACK;
     size_t depth = 0;
     /* guard: a malformed parent chain (a cycle) ends after nnodes steps */
-    for (size_t guard = 0; node >= 0 && (size_t)node < fc->nnodes && depth < FRAMES_MAX_STACK &&
+    for (size_t guard = 0; node >= 0 && (size_t)node < fc->nnodes && depth < max &&
                            guard <= fc->nnodes; guard++) {
         if (fc->node_frame[node] >= 0)
             out[depth++] = fc->node_frame[node];

@@ -10,16 +10,19 @@
 static pn_driver *heap_drv;
 static uint64_t last_gen; /* symbols generation of the period last recorded */
 static uint64_t snapshots, skipped;
+static size_t stack_depth; /* heap.stackDepth: frames kept nearest the leaf */
 
-/* heapStart(samplingIntervalBytes) */
+/* heapStart(samplingIntervalBytes, stackDepth) */
 static napi_value m_start(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
-    napi_value argv[1];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-    double bytes = 524288;
+    napi_value argv[2];
+    size_t argc = js_args(env, info, argv, 2);
+    double bytes = 524288, depth = 64;
     if (argc >= 1)
         js_double(env, argv[0], &bytes);
+    if (argc >= 2)
+        js_double(env, argv[1], &depth);
+    stack_depth = depth >= 1 ? (size_t)depth : 64;
     if (!(heap_drv = agent_driver(env, "heap", 0, (int64_t)bytes)))
         return NULL;
     last_gen = 0;
@@ -46,9 +49,8 @@ static napi_value m_wanted(napi_env env, napi_callback_info info)
  *            nodeObjects Float64Array, nodeBytes Float64Array) -> recorded */
 static napi_value m_record(napi_env env, napi_callback_info info)
 {
-    size_t argc = 7;
     napi_value argv[7];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 7);
     if (argc < 7)
         return throw_msg(env, "ERR_INVALID_ARG_TYPE", "heapRecord: 7 arguments");
     if (!heap_drv || !agent_current())
@@ -78,7 +80,7 @@ static napi_value m_record(napi_env env, napi_callback_info info)
         for (size_t n = 0; n < fc.nnodes; n++) {
             if (!(bytes[n] > 0))
                 continue;
-            size_t depth = frames_stack(&fc, (int32_t)n, fidx);
+            size_t depth = frames_stack(&fc, (int32_t)n, fidx, stack_depth);
             if (!depth)
                 continue;
             for (size_t i = 0; i < depth; i++)

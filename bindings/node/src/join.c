@@ -77,9 +77,8 @@ static void hold_all(uint64_t gen)
  * and hold label sets from now on. Call before signalArm. */
 static napi_value m_start(napi_env env, napi_callback_info info)
 {
-    size_t argc = 4;
     napi_value argv[4];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 4);
     bool cpu = false, wall = false, cc = false;
     double us = 0;
     if (argc < 4 || napi_get_value_bool(env, argv[0], &cpu) != napi_ok ||
@@ -183,9 +182,8 @@ static const bracket *find_bracket(int64_t t, uint64_t *cur, uint64_t head)
  *             sampleTime Float64Array (µs), endTimeMicros) -> samples recorded */
 static napi_value m_profile(napi_env env, napi_callback_info info)
 {
-    size_t argc = 8;
     napi_value argv[8];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 8);
     if (argc < 8)
         return throw_msg(env, "ERR_INVALID_ARG_TYPE", "joinProfile: 8 arguments");
     frames_ctx fc;
@@ -238,7 +236,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
         if (t > last_ns)
             last_ns = t;
         recent[recent_n++ % RECENT] = t;
-        size_t depth = frames_stack(&fc, snode[s], fidx);
+        size_t depth = frames_stack(&fc, snode[s], fidx, 0);
         if (depth == 0)
             continue;
         const pn_labelset *ls = labels_for(b, cache, &ncache);

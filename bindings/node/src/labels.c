@@ -110,9 +110,8 @@ static napi_value m_slot(napi_env env, napi_callback_info info)
  * base ∪ pairs (pairs win). Throws, naming the key, on bad names/values. */
 static napi_value m_handle(napi_env env, napi_callback_info info)
 {
-    size_t argc = 3;
     napi_value argv[3];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 3);
     if (argc < 3)
         return throw_msg(env, "ERR_INVALID_ARG_TYPE", "labelsHandle(base, keys, values)");
     if (!table) {
@@ -185,11 +184,10 @@ out:
 /* labelsPairs(handle) -> [[k, v], ...] in key order. */
 static napi_value m_pairs(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
     napi_value argv[1], arr;
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    js_args(env, info, argv, 1);
     napi_create_array(env, &arr);
-    handle *h = argc ? unwrap(env, argv[0]) : NULL;
+    handle *h = unwrap(env, argv[0]);
     if (!h)
         return arr;
     size_t n = pn_labelset_count(h->ls);

@@ -72,9 +72,8 @@ static void cleanup(void *arg)
 /* setLogHandler(fn | null) */
 static napi_value m_set_log_handler(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
     napi_value argv[1];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 1);
     napi_valuetype t = napi_undefined;
     if (argc >= 1)
         napi_typeof(env, argv[0], &t);
@@ -111,9 +110,8 @@ static napi_value m_set_log_handler(napi_env env, napi_callback_info info)
  * obeys log_level and reaches the same handler. */
 static napi_value m_log(napi_env env, napi_callback_info info)
 {
-    size_t argc = 2;
     napi_value argv[2];
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    size_t argc = js_args(env, info, argv, 2);
     double level = PN_LOG_WARN;
     if (argc < 2 || js_double(env, argv[0], &level) != 0)
         return js_undefined(env);

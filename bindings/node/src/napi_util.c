@@ -95,3 +95,40 @@ void set_fn(napi_env env, napi_value obj, const char *name, napi_callback cb)
     napi_create_function(env, name, NAPI_AUTO_LENGTH, cb, NULL, &f);
     napi_set_named_property(env, obj, name, f);
 }
+
+size_t js_args(napi_env env, napi_callback_info info, napi_value *argv, size_t n)
+{
+    size_t argc = n;
+    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+    for (size_t i = argc; i < n; i++)
+        napi_get_undefined(env, &argv[i]);
+    return argc;
+}
+
+napi_value js_resolved(napi_env env, napi_value v)
+{
+    napi_value promise;
+    napi_deferred d;
+    napi_create_promise(env, &d, &promise);
+    napi_resolve_deferred(env, d, v);
+    return promise;
+}
+
+int js_keys(napi_env env, napi_value obj, const char *what, napi_value *keys, uint32_t *n)
+{
+    napi_valuetype t;
+    *n = 0;
+    napi_typeof(env, obj, &t);
+    if (t == napi_undefined || t == napi_null)
+        return 1;
+    if (t != napi_object) {
+        char m[200];
+        snprintf(m, sizeof m, "%s must be an object", what);
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", m);
+        return -1;
+    }
+    if (napi_get_property_names(env, obj, keys) != napi_ok ||
+        napi_get_array_length(env, *keys, n) != napi_ok)
+        return -1;
+    return 0;
+}

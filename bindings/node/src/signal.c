@@ -153,11 +153,9 @@ static void uninstall(void)
  * V8's profiler started (it installs its handler then). */
 static napi_value m_arm(napi_env env, napi_callback_info info)
 {
-    size_t argc = 1;
     napi_value argv[1], r;
-    napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
     double want = 4096;
-    if (argc >= 1)
+    if (js_args(env, info, argv, 1) >= 1)
         js_double(env, argv[0], &want);
     if (!ring) {
         uint64_t cap = 1024;

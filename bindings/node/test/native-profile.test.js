@@ -65,6 +65,30 @@ describe('native: profiles', function () {
     }
   });
 
+  it('mapFrame renames frames, once per distinct frame and profile', async function () {
+    const dir = tmpdir('map');
+    try {
+      native.start({ application_name: 'map', output_dir: dir, sample_rate: 200 }, {});
+      let calls = 0;
+      const seen = new Set();
+      native.startProfiler('cpu', {
+        mapFrame(f) {
+          calls++;
+          seen.add(f.name + '@' + f.file + ':' + f.line + ':' + f.column);
+          return f.name === 'cpuBurner' ? { name: 'mappedBurner', file: 'src/burner.ts', line: 7 } : null;
+        },
+      });
+      cpuBurner(200);
+      await native.stop();
+      const cpu = samples(profiles(dir, 'cpu'));
+      assert.ok(count(cpu, (s) => has(s, 'mappedBurner')) >= 3);
+      assert.strictEqual(count(cpu, (s) => has(s, 'cpuBurner')), 0);
+      assert.ok(calls > 0 && calls <= seen.size * 20, `${calls} calls, ${seen.size} frames`);
+    } finally {
+      rmdir(dir);
+    }
+  });
+
   it('heap profiles hold the live sampled allocations by stack', async function () {
     const dir = tmpdir('heap');
     try {
