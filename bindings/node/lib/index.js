@@ -103,8 +103,10 @@ function ensureAgent(what) {
   if (state.stopping) {
     throw new Error(`${what}: stop() is still running; await it before starting again`);
   }
-  if (state.agent) return;
   const n = native();
+  if (state.agent && n.running()) return;
+  // (not running although started: the addon stopped it at beforeExit; start afresh)
+  state.profilers.clear();
   n.setLogHandler(onNativeLog);
   try {
     n.start(state.resolved.settings, state.resolved.env);
@@ -249,11 +251,11 @@ function setLogger(l) {
 }
 
 function stats() {
-  return state.agent ? native().stats() : {};
+  return nativeModule ? nativeModule.stats() : {};
 }
 
 function isRunning() {
-  return state.agent;
+  return state.agent && nativeModule !== undefined && nativeModule.running();
 }
 
 const api = {

@@ -85,7 +85,14 @@ class ProfileBuilder {
 }
 
 function loadPprof() {
-  return require('pprof-format');
+  try {
+    return require('pprof-format');
+  } catch (e) {
+    const err = new Error('the /debug/pprof endpoints need the pprof-format package ' +
+      '(npm install pprof-format)');
+    logger.warn(err.message);
+    throw err;
+  }
 }
 
 // V8 CPU profile (nodes with parent links through children) -> pprof of wall time.

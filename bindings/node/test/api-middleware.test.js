@@ -5,7 +5,8 @@ const assert = require('assert');
 const express = require('express');
 const fastify = require('fastify');
 const { expressMiddleware, fastifyMiddleware } = require('../lib');
-const { decodePprof, burn } = require('./api-helpers');
+const { decodePprof, burn, loadNative, tmpdir, decodeFolder, samplesOf, count } = require('./api-helpers');
+const api = require('../lib');
 
 function middlewareBusyLoop() {
   return burn(3);
@@ -53,6 +54,26 @@ describe('api middleware', function () {
     } finally {
       server.close();
     }
+  });
+
+  it('a pull profile does not stop the continuous profiler', async function () {
+    if (!loadNative()) this.skip(); // no lib/native.js in this tree (see loadNative)
+    const dir = tmpdir('pn-mwlive-');
+    api.init({ appName: 'middleware.live', outputDir: dir, uploadInterval: 1 });
+    api.start();
+    const app = express();
+    app.use(expressMiddleware());
+    const server = await new Promise((r) => { const s = app.listen(0, '127.0.0.1', () => r(s)); });
+    try {
+      checkWall(await get(`http://127.0.0.1:${server.address().port}/debug/pprof/profile?seconds=0.5`));
+      checkHeap(await get(`http://127.0.0.1:${server.address().port}/debug/pprof/heap`));
+    } finally {
+      server.close();
+      await api.stop();
+    }
+    const continuous = samplesOf(decodeFolder(dir), 'cpu');
+    assert.ok(count(continuous, (s) => s.names.some((n) => n.includes(':middlewareBusyLoop:'))) > 0,
+      'the continuous profile has the busy loop too');
   });
 
   it('fastify: the same routes as a plugin', async () => {

@@ -74,7 +74,10 @@ describe('api OpenTelemetry span processor', function () {
     });
     let ids;
     try {
-      ids = await Promise.all([request('GET /one/{id}', burnInRequestOne), request('GET /two', burnInRequestTwo)]);
+      ids = await Promise.all([
+        api.wrapWithLabels({ route: '/one' }, () => request('GET /one/{id}', burnInRequestOne)),
+        request('GET /two', burnInRequestTwo),
+      ]);
     } finally {
       await api.stop();
     }
@@ -92,6 +95,10 @@ describe('api OpenTelemetry span processor', function () {
     };
     check('burnInRequestOne', ids[0], ids[1], 'GET /one/_id_');
     check('burnInRequestTwo', ids[1], ids[0], 'GET /two');
+    // wrapWithLabels' labels and the span's are both on a sample
+    const one = count(samples, (s) => inFn('burnInRequestOne')(s) && s.labels.route === '/one' && s.labels.span_id === ids[0]);
+    assert.ok(one >= 0.9 * count(samples, inFn('burnInRequestOne')), 'route and span_id together');
+    assert.strictEqual(count(samples, (s) => inFn('burnInRequestTwo')(s) && 'route' in s.labels), 0);
     // children run under their root's span_id
     const child = count(samples, (s) => inFn('burnInChild')(s) && ids.includes(s.labels.span_id));
     assert.ok(child >= 0.9 * count(samples, inFn('burnInChild')), 'child spans carry the root span_id');

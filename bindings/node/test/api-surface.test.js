@@ -59,6 +59,13 @@ describe('api surface', () => {
     for (const l of lines) assert.match(l, /Pyroscope is not configured\. Please call init\(\) first/);
   });
 
+  it('the package name resolves (package.json exports) to these entries', async () => {
+    assert.strictEqual(require('pyroscope-native'), api);
+    const esm = await import('pyroscope-native');
+    assert.strictEqual(esm.default, api);
+    assert.strictEqual(esm.wrapWithLabels, api.wrapWithLabels);
+  });
+
   it('the ESM entry has the same default and named exports', async () => {
     const esm = await import(pathToFileURL(path.join(LIB, 'index.mjs')).href);
     assert.strictEqual(esm.default, api);
