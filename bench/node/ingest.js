@@ -9,19 +9,16 @@ const http = require('node:http');
 
 const { decodePprof } = require('./profiles');
 
-// -> { url, kept: [{url, headers, body}], onRequest(fn), close() }
+// -> { url, kept: [{url, headers, body}], close() }
 function startIngestServer() {
   const kept = [];
-  const listeners = [];
   const server = http.createServer((req, res) => {
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
-      const entry = { url: req.url, headers: req.headers, body: Buffer.concat(chunks) };
-      kept.push(entry);
+      kept.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks) });
       res.writeHead(200, { 'content-length': 0 });
       res.end();
-      for (const fn of listeners) fn(entry);
     });
   });
   return new Promise((resolve, reject) => {
@@ -29,7 +26,6 @@ function startIngestServer() {
     server.listen(0, '127.0.0.1', () => resolve({
       url: `http://127.0.0.1:${server.address().port}`,
       kept,
-      onRequest: (fn) => listeners.push(fn),
       close: () => new Promise((r) => {
         server.closeAllConnections();
         server.close(r);
