@@ -4,6 +4,8 @@
 //
 //   node bench/node/run.js [--quick] [--rounds N] [--variants none,native,anchor]
 //
+// (variant native-wall: ours with oncpu: false, wall-clock time as the
+// anchor samples; not in the default set.)
 // `make bench-node` installs bench/node's own packages (npm ci) and runs it.
 // Every round runs the same service workload (workload.js) once per variant
 // -- no profiler, this project, the anchor -- in a fresh process each, the
@@ -40,7 +42,8 @@ const HERE = __dirname;
 const ROOT = path.resolve(HERE, '..', '..');
 const WORKLOAD = path.join(HERE, 'workload.js');
 const ANCHOR = '@pyroscope/nodejs';
-const LABEL = { none: 'no profiler', native: 'pyroscope-native', anchor: `${ANCHOR} 0.6.4` };
+const LABEL = { none: 'no profiler', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
+                anchor: `${ANCHOR} 0.6.4` };
 const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT_S || 300) * 1e3;
 
 const { values: opts } = parseArgs({
@@ -54,7 +57,8 @@ const { values: opts } = parseArgs({
 
 const VARIANTS = opts.variants.split(',');
 if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
-  throw new Error(`--variants: 'none' first, then any of native, anchor (got ${opts.variants})`);
+  throw new Error(`--variants: 'none' first, then any of native, native-wall, anchor ` +
+                  `(got ${opts.variants})`);
 }
 const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 7));
 const WORK = opts.quick
@@ -281,7 +285,7 @@ function checkInstalled() {
       throw new Error(`${ANCHOR} is not installed: run 'npm ci' in ${HERE} (make bench-node does)`);
     }
   }
-  if (VARIANTS.includes('native')) {
+  if (VARIANTS.some((v) => v.startsWith('native'))) {
     try {
       require(ROOT);
     } catch (err) {

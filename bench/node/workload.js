@@ -1,7 +1,7 @@
 'use strict';
 // The profiled side of the Node benchmark: one workload per process.
 //
-//   node workload.js --profiler none|native|anchor --app NAME --server URL [options]
+//   node workload.js --profiler none|native|native-wall|anchor --app NAME --server URL [options]
 //
 // run.js starts one of these per round and variant. The exchange is line
 // based, so the measured window holds neither Node's start-up nor the
@@ -99,12 +99,12 @@ function diffByName(a, b) {
 
 function loadProfiler() {
   if (args.profiler === 'none') return null;
-  if (args.profiler === 'native') return require(ROOT);
+  if (args.profiler === 'native' || args.profiler === 'native-wall') return require(ROOT);
   if (args.profiler === 'anchor') {
     const mod = require('@pyroscope/nodejs');
     return mod.default || mod;
   }
-  throw new Error(`--profiler: unknown '${args.profiler}' (none, native, anchor)`);
+  throw new Error(`--profiler: unknown '${args.profiler}' (none, native, native-wall, anchor)`);
 }
 
 // Loaded after the warm-up, so the memory the package costs before it
@@ -192,11 +192,14 @@ async function main() {
   const beforeLoad = smapsRollupKiB();
   Pyroscope = loadProfiler();
   if (Pyroscope) {
-    Pyroscope.init({
+    const settings = {
       appName: args.app,
       serverAddress: args.server,
       flushIntervalMs: Number(args['flush-ms']),
-    });
+    };
+    // Wall-clock time, as the anchor samples: the like-for-like comparison.
+    if (args.profiler === 'native-wall') settings.oncpu = false;
+    Pyroscope.init(settings);
   }
   const loaded = smapsRollupKiB();
   if (Pyroscope) Pyroscope.start();
