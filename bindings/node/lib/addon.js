@@ -1,15 +1,8 @@
 'use strict';
 // Loads the compiled addon. The addon is process-wide (one agent, one
-// SIGPROF chain for the main thread), so it is refused on worker threads.
+// SIGPROF chain for the main thread), so its init refuses worker threads
+// (ERR_PYROSCOPE_WORKER, thrown as is).
 const path = require('path');
-const { isMainThread } = require('worker_threads');
-
-if (!isMainThread) {
-  const err = new Error('pyroscope-native profiles the main thread of a process and cannot be ' +
-    'loaded in a worker thread: require it (and start it) from the main thread');
-  err.code = 'ERR_PYROSCOPE_WORKER';
-  throw err;
-}
 
 const root = path.join(__dirname, '..', '..', '..');
 let addon;
@@ -19,6 +12,7 @@ for (const dir of ['Release', 'Debug']) {
     addon = require(path.join(root, 'build', dir, 'pyroscope_native.node'));
     break;
   } catch (e) {
+    if (e && e.code === 'ERR_PYROSCOPE_WORKER') throw e;
     if (!firstError) firstError = e;
   }
 }

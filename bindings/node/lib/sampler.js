@@ -8,7 +8,6 @@
 // samples to the SIGPROF brackets and records them (join.c).
 // Heap: V8's sampling heap profiler; a snapshot of its live samples is
 // recorded once per store period (heap.c).
-const inspector = require('inspector');
 const path = require('path');
 const { pathToFileURL } = require('url');
 const addon = require('./addon');
@@ -25,6 +24,8 @@ function synthetic(cf) {
   return (cf.functionName === '(root)' && !cf.url) || own(cf.url);
 }
 
+// node:inspector is loaded when a profiler starts (it costs memory).
+let inspector = null;
 let session = null;
 let profiling = false; // a V8 CPU profile is running
 let title = 0;
@@ -45,6 +46,7 @@ function post(method, params) {
 
 function ensureSession() {
   if (session) return;
+  if (!inspector) inspector = require('inspector');
   session = new inspector.Session();
   session.connect();
   session.on('Profiler.consoleProfileFinished', (m) => {
@@ -65,6 +67,29 @@ function closeSessionIfIdle() {
 }
 
 // Frames of a profile's nodes through mapFrame (once per distinct frame).
+// mapFrame results by V8 frame, kept across profiles (a restart every few
+// seconds would otherwise map every frame again), per mapFrame function.
+const MAPPED_MAX = 50000;
+const mappedBy = new WeakMap();
+
+function mapped(mapFrame, key, f) {
+  let m = mappedBy.get(mapFrame);
+  if (!m || m.size >= MAPPED_MAX) {
+    m = new Map();
+    mappedBy.set(mapFrame, m);
+  }
+  let r = m.get(key);
+  if (r === undefined) {
+    r = f;
+    try {
+      const out = mapFrame(f);
+      if (out) r = { name: String(out.name || f.name), file: String(out.file || ''), line: out.line | 0 };
+    } catch (_) { /* keep the V8 frame */ }
+    m.set(key, r);
+  }
+  return r;
+}
+
 function frameTable(mapFrame) {
   const names = [];
   const files = [];
@@ -82,12 +107,7 @@ function frameTable(mapFrame) {
         line: cf.lineNumber >= 0 ? cf.lineNumber + 1 : 0,
         column: cf.columnNumber >= 0 ? cf.columnNumber + 1 : 0,
       };
-      if (mapFrame) {
-        try {
-          const m = mapFrame(f);
-          if (m) f = { name: String(m.name || f.name), file: String(m.file || ''), line: m.line | 0 };
-        } catch (_) { /* keep the V8 frame */ }
-      }
+      if (mapFrame) f = mapped(mapFrame, key, f);
       i = names.length;
       names.push(f.name);
       files.push(f.file);
@@ -110,9 +130,11 @@ function recordCpu(profile) {
   const ft = frameTable(mapFrameOf());
   const nodeFrame = new Int32Array(n);
   const nodeParent = new Int32Array(n).fill(-1);
+  let idleFrame = -1; // the event loop waiting: never labelled
   for (let i = 0; i < n; i++) {
     const nd = nodes[i];
     nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
+    if (nd.callFrame.functionName === '(idle)' && !nd.callFrame.url) idleFrame = nodeFrame[i];
     if (nd.children) for (const c of nd.children) { const j = pos.get(c); if (j !== undefined) nodeParent[j] = i; }
   }
   const samples = profile.samples || [];
@@ -127,7 +149,7 @@ function recordCpu(profile) {
     sampleTime[i] = t;
   }
   addon.joinProfile(ft.names, ft.files, Int32Array.from(ft.lines), nodeFrame, nodeParent,
-    sampleNode, sampleTime, profile.endTime);
+    sampleNode, sampleTime, profile.endTime, idleFrame);
 }
 
 function rotate() {

@@ -179,13 +179,17 @@ static const bracket *find_bracket(int64_t t, uint64_t *cur, uint64_t head)
 
 /* joinProfile(names[], files[], lines Int32Array, nodeFrame Int32Array,
  *             nodeParent Int32Array, sampleNode Int32Array,
- *             sampleTime Float64Array (µs), endTimeMicros) -> samples recorded */
+ *             sampleTime Float64Array (µs), endTimeMicros, idleFrame)
+ *   -> samples recorded. idleFrame: the frame of V8's "(idle)" (-1: none);
+ *   the slot still holds the last callback's labels while the event loop
+ *   waits (context.js has no after hook), so idle samples get none. */
 static napi_value m_profile(napi_env env, napi_callback_info info)
 {
-    napi_value argv[8];
-    size_t argc = js_args(env, info, argv, 8);
-    if (argc < 8)
-        return throw_msg(env, "ERR_INVALID_ARG_TYPE", "joinProfile: 8 arguments");
+    napi_value argv[9];
+    size_t argc = js_args(env, info, argv, 9);
+    double idle = -1;
+    if (argc < 9 || js_double(env, argv[8], &idle) != 0)
+        return throw_msg(env, "ERR_INVALID_ARG_TYPE", "joinProfile: 9 arguments");
     frames_ctx fc;
     if (frames_open(env, &fc, argv) != 0)
         return NULL;
@@ -239,7 +243,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
         size_t depth = frames_stack(&fc, snode[s], fidx, 0);
         if (depth == 0)
             continue;
-        const pn_labelset *ls = labels_for(b, cache, &ncache);
+        const pn_labelset *ls = fidx[0] == (int32_t)idle ? NULL : labels_for(b, cache, &ncache);
         for (int k = 0; k < ND; k++) {
             if (!drv[k])
                 continue;

@@ -94,6 +94,8 @@ describe('native: labels', function () {
         t.resume();
         pipeline(src, t, (err) => (err ? reject(err) : resolve()));
       }));
+      // Idle while a request waits: the last callback to run was labelled.
+      await native.labels.run({ req: 'sleeper' }, async () => { await null; await sleep(200); });
       workUnlabelled(120);
       const st = await native.stop();
       assert.ok(st.join.joined > 0, JSON.stringify(st.join));
@@ -126,6 +128,10 @@ describe('native: labels', function () {
         // The requests never share labels: no sample with a's code says b.
         assert.strictEqual(count(list, (s) => has(s, 'workReqA') && s.labels.req === 'b'), 0);
         assert.strictEqual(count(list, (s) => has(s, 'workReqB') && s.labels.req === 'a'), 0);
+        // The event loop waiting inside a labelled request is nobody's work.
+        if (type === 'wall') {
+          assert.strictEqual(count(list, (s) => s.stack[0] === '(idle)' && s.labels.req), 0);
+        }
         const un = list.filter((s) => has(s, 'workUnlabelled'));
         assert.ok(count(un) >= 3, `${type}: unlabelled: ${count(un)}`);
         assert.strictEqual(count(un, (s) => s.labels.req), 0,
