@@ -185,7 +185,7 @@ function parseEnvPairs(name, raw) {
 /**
  * options: the object given to init(); env: process.env (or a test's object);
  * coreNames: native.settingNames(). Returns
- *   { settings, env, origins, kind, wall, heap, frames }
+ *   { settings, env, origins, kind, wall, heap, frames, unknownEnv }
  * settings/env go to native.start; origins maps a core name to the option or
  * variable it came from (to name it in the core's errors).
  */
@@ -372,8 +372,9 @@ function resolveConfig(options, env, coreNames) {
     'PYROSCOPE_SHORTEN_PATHS', envBool);
   if (shorten) frames.shortenPaths = shorten.value;
 
-  // The time profile: on-CPU (the shared default) or wall clock.
-  let oncpu = true;
+  // The time profile: on-CPU (the shared default) or wall clock. Asking for the anchor's
+  // wall.collectCpuTime without saying oncpu means wall profiles with CPU time in them.
+  let oncpu = !(cpuTime && cpuTime.value === true);
   if (given.has('oncpu')) oncpu = settings.oncpu;
   else if (envBool(env, 'PYROSCOPE_ONCPU') !== undefined) oncpu = envBool(env, 'PYROSCOPE_ONCPU');
 
@@ -384,18 +385,25 @@ function resolveConfig(options, env, coreNames) {
   // The core's environment: PYROSCOPE_* and OTEL_*, without the anchor's variables
   // (converted above) and without those of settings given here (an option wins, so
   // a bad variable beside it must not fail).
+  // Unknown PYROSCOPE_* variables are reported once by init() (the core would warn at
+  // every check and start).
   const coreEnv = {};
+  const unknownEnv = [];
+  const coreSet = new Set(coreNames);
   for (const [k, v] of Object.entries(env)) {
     if (typeof v !== 'string') continue;
     if (k.startsWith('OTEL_')) {
       coreEnv[k] = v;
     } else if (k.startsWith('PYROSCOPE_') && !ANCHOR_ENV.includes(k)) {
       const core = k.slice('PYROSCOPE_'.length).toLowerCase();
-      if (!given.has(core) && !INTERNAL.has(core)) coreEnv[k] = v;
+      if (!coreSet.has(core)) unknownEnv.push(k);
+      else if (!given.has(core)) coreEnv[k] = v;
     }
   }
 
-  return { settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, frames };
+  return {
+    settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, frames, unknownEnv,
+  };
 }
 
 // The core names a setting by its core name ("sample_rate: ..."); say what the user

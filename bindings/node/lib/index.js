@@ -82,6 +82,10 @@ function init(options = {}) {
       'before init() with new options');
   }
   const resolved = config.resolveConfig(options, process.env, n.settingNames());
+  n.setLogHandler(onNativeLog); // the core's warnings about settings go to setLogger's logger
+  for (const name of resolved.unknownEnv) {
+    logger.warn(`ignoring unknown environment variable ${name}`);
+  }
   try {
     n.checkSettings(resolved.settings, resolved.env);
   } catch (e) {

@@ -9,7 +9,6 @@ const LEVEL_INFO = 20;
 const LEVEL_WARN = 30;
 const LEVEL_ERROR = 40;
 
-const METHODS = ['error', 'trace', 'debug', 'info', 'warn', 'fatal'];
 
 const stderrLogger = {
   error: (...args) => console.error('pyroscope:', ...args),
@@ -55,7 +54,7 @@ function log(level, message) {
 }
 
 module.exports = {
-  LEVEL_DEBUG, LEVEL_INFO, LEVEL_WARN, LEVEL_ERROR, METHODS,
+  LEVEL_DEBUG, LEVEL_INFO, LEVEL_WARN, LEVEL_ERROR,
   setLogger, log,
   debug: (m) => log(LEVEL_DEBUG, m),
   info: (m) => log(LEVEL_INFO, m),

@@ -32,8 +32,10 @@ function api() {
   return otelApi;
 }
 
+let nativeLabels; // cached: a require() per span costs microseconds of path lookups
 function labels() {
-  return require('./native').labels;
+  if (!nativeLabels) nativeLabels = require('./native').labels;
+  return nativeLabels;
 }
 
 // span -> its label handle, while the span runs (shared by all processors).
@@ -80,7 +82,16 @@ class PyroscopeSpanProcessor {
     this.labelled = 0; // spans given their own label handle
     this._shut = false;
     api();
-    const l = labels();
+    let l;
+    try {
+      l = labels();
+    } catch (e) {
+      // A worker thread: nothing is profiled there, so the processor does nothing.
+      if (e.code !== 'ERR_PYROSCOPE_WORKER') throw e;
+      logger.debug('PyroscopeSpanProcessor: inactive in a worker thread');
+      this._shut = true;
+      return;
+    }
     if (installed++ === 0) l.setSpanSource(spanSource);
   }
 
@@ -135,7 +146,7 @@ class PyroscopeSpanProcessor {
   }
 
   async shutdown() {
-    if (this._shut) return;
+    if (this._shut) return; // (or inactive from the start: it never counted in `installed`)
     this._shut = true;
     try {
       if (--installed === 0) labels().setSpanSource(null);

@@ -53,6 +53,15 @@ describe('api config: options and variables', () => {
     assert.strictEqual(r.settings.sample_rate, undefined); // the core's 100 Hz
   });
 
+  it('start() profiles on-CPU time, wall time with oncpu: false or the anchor\'s wall.collectCpuTime', () => {
+    assert.strictEqual(resolve({ appName: 'a' }).kind, 'cpu');
+    assert.strictEqual(resolve({ appName: 'a', oncpu: false }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_ONCPU: 'false' }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a', wall: { collectCpuTime: true } }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_WALL_COLLECT_CPU_TIME: '1' }).kind, 'wall');
+    assert.strictEqual(resolve({ appName: 'a', oncpu: true, wall: { collectCpuTime: true } }).kind, 'cpu');
+  });
+
   it('writes to a folder only when outputDir (or its variable) is the destination', () => {
     assert.strictEqual(resolve({ appName: 'a', outputDir: '/tmp/p' }).settings.server_address, undefined);
     assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_OUTPUT_DIR: '/tmp/p' }).settings.server_address, undefined);
@@ -99,6 +108,12 @@ describe('api config: options and variables', () => {
     assert.strictEqual(o.frames.shortenPaths, false);
     assert.strictEqual(o.settings.application_name, 'opt');
     assert.ok(!('PYROSCOPE_APPLICATION_NAME' in o.env), 'a variable beside its option is not passed on');
+  });
+
+  it('reports unknown PYROSCOPE_* variables instead of passing them to the core', () => {
+    const r = resolve({ appName: 'a' }, { PYROSCOPE_FOO: '1', PYROSCOPE_TAGS: 'a=b', OTEL_SERVICE_NAME: 's', HOME: '/x' });
+    assert.deepStrictEqual(r.unknownEnv, ['PYROSCOPE_FOO']);
+    assert.deepStrictEqual(Object.keys(r.env).sort(), ['OTEL_SERVICE_NAME', 'PYROSCOPE_TAGS']);
   });
 
   it('PYROSCOPE_ADHOC_SERVER_ADDRESS overrides the server address, as in the anchor', () => {

@@ -4,7 +4,7 @@
 const assert = require('assert');
 const path = require('path');
 const { setImmediate: tick } = require('timers/promises');
-const { loadNative, tmpdir, decodeFolder, samplesOf, count, ingestServer, burn } = require('./api-helpers');
+const { loadNative, tmpdir, decodeFolder, samplesOf, count, ingestServer, burn, inFunction } = require('./api-helpers');
 
 const native = loadNative();
 const api = require('../lib');
@@ -48,7 +48,7 @@ describe('api export', function () {
       assert.ok(r.filename, 'the profile part has a file name');
     }
     const samples = reqs.flatMap((r) => r.pprof.samples);
-    assert.ok(count(samples, (s) => s.names.some((n) => n.includes(':burnForUpload:'))) > 0,
+    assert.ok(count(samples, inFunction('burnForUpload')) > 0,
       'the burning function is in the uploads');
   });
 
@@ -92,9 +92,19 @@ describe('api export', function () {
     await api.stop();
     const heap = decodeFolder(dir).filter((p) => p.sampleTypes.includes('inuse_space/bytes'));
     assert.ok(heap.length > 0, 'no heap profile');
-    const mine = samplesOf(heap).filter((s) => s.names.some((n) => n.includes(':allocateRetained:')));
+    const mine = samplesOf(heap).filter(inFunction('allocateRetained'));
     assert.ok(mine.length > 0, 'no heap sample in allocateRetained');
     assert.ok(keep.length === 100000);
+  });
+
+  it('wall.collectCpuTime: start() writes wall profiles with CPU time in them', async () => {
+    const dir = tmpdir('pn-cputime-');
+    api.init({ appName: 'cputime.test', outputDir: dir, uploadInterval: 1, wall: { collectCpuTime: true } });
+    api.start();
+    burn(100);
+    await api.stop();
+    const types = decodeFolder(dir).map((p) => p.sampleTypes);
+    assert.ok(types.some((t) => t.includes('wall/nanoseconds') && t.includes('cpu/nanoseconds')), JSON.stringify(types));
   });
 
   it('startWallProfiling alone writes a wall profile; stopWallProfiling stops it', async () => {
@@ -107,7 +117,7 @@ describe('api export', function () {
     await api.stop();
     const profiles = decodeFolder(dir);
     const wall = samplesOf(profiles, 'wall');
-    assert.ok(count(wall, (s) => s.names.some((n) => n.includes(':burnForWall:'))) > 0,
+    assert.ok(count(wall, inFunction('burnForWall')) > 0,
       `no wall samples in burnForWall (files: ${profiles.map((p) => p.file).join(', ')})`);
   });
 });

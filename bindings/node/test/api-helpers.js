@@ -54,6 +54,12 @@ function samplesOf(profiles, type) {
   return out;
 }
 
+// A sample predicate: the stack has the function `name` (frames are named
+// "path:function:line", the anchor's way).
+function inFunction(name) {
+  return (s) => s.names.some((n) => n.includes(`:${name}:`));
+}
+
 function count(samples, pred) {
   let n = 0;
   for (const s of samples) if (pred(s)) n += s.values[0];
@@ -122,4 +128,4 @@ function loadNative() {
   return fs.existsSync(file) ? require(file) : undefined;
 }
 
-module.exports = { loadNative, decodePprof, decodeFolder, samplesOf, count, tmpdir, ingestServer, burn };
+module.exports = { loadNative, decodePprof, decodeFolder, samplesOf, count, inFunction, tmpdir, ingestServer, burn };

@@ -5,7 +5,7 @@
 const assert = require('assert');
 const { Readable, Transform, pipeline } = require('stream');
 const { setTimeout: sleep, setImmediate: tick } = require('timers/promises');
-const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn } = require('./api-helpers');
+const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn, inFunction } = require('./api-helpers');
 
 const native = loadNative();
 const api = require('../lib');
@@ -105,10 +105,9 @@ describe('api labels', function () {
       await api.stop();
     }
     const samples = samplesOf(decodeFolder(dir), 'cpu');
-    const inFn = (name) => (s) => s.names.some((n) => n.includes(`:${name}:`));
     const share = (name, pred) => {
-      const all = count(samples, inFn(name));
-      const hit = count(samples, (s) => inFn(name)(s) && pred(s.labels));
+      const all = count(samples, inFunction(name));
+      const hit = count(samples, (s) => inFunction(name)(s) && pred(s.labels));
       return { all, hit };
     };
     for (const name of ['burnBeforeAwait', 'burnAfterAwait']) {

@@ -4,7 +4,7 @@
 // refused with a clear error, never a crash).
 const assert = require('assert');
 const { Worker } = require('worker_threads');
-const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn } = require('./api-helpers');
+const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn, inFunction } = require('./api-helpers');
 
 const native = loadNative();
 const api = require('../lib');
@@ -35,7 +35,7 @@ describe('api life cycle', function () {
     function burnSecondRun() { return burn(100); }
     burnSecondRun();
     await api.stop();
-    const has = (dir, fn) => count(samplesOf(decodeFolder(dir), 'cpu'), (s) => s.names.some((n) => n.includes(`:${fn}:`)));
+    const has = (dir, fn) => count(samplesOf(decodeFolder(dir), 'cpu'), inFunction(fn));
     assert.ok(has(first, 'burnFirstRun') > 0, 'first run profiled');
     assert.ok(has(second, 'burnSecondRun') > 0, 'second run profiled');
     assert.strictEqual(has(second, 'burnFirstRun'), 0, 'second run has only its own samples');
@@ -69,7 +69,7 @@ describe('api life cycle', function () {
     assert.throws(() => api.setLogger({ info() {} }), /no debug\(\) method/);
   });
 
-  it('in a worker thread: labels run unrecorded, init() throws a clear error', async () => {
+  it('in a worker thread: labels run unrecorded, the span processor is inert, init() throws a clear error', async () => {
     const lib = require.resolve('../lib');
     const result = await new Promise((resolve, reject) => {
       const w = new Worker(`
@@ -79,6 +79,10 @@ describe('api life cycle', function () {
           const out = {};
           out.wrapped = await api.wrapWithLabels({ k: 'v' }, async (x) => { await null; return x * 2; }, 21);
           out.labels = api.getLabels();
+          const { BasicTracerProvider } = require('@opentelemetry/sdk-trace-base');
+          const p = new api.PyroscopeSpanProcessor();
+          new BasicTracerProvider({ spanProcessors: [p] }).getTracer('w').startSpan('s').end();
+          out.spanErrors = p.errors;
           try { api.init({ appName: 'w', outputDir: '/nonexistent' }); out.init = 'no error'; }
           catch (e) { out.init = e.code; out.message = e.message; }
           parentPort.postMessage(out);
@@ -88,6 +92,7 @@ describe('api life cycle', function () {
     });
     assert.strictEqual(result.wrapped, 42);
     assert.deepStrictEqual(result.labels, {});
+    assert.strictEqual(result.spanErrors, 0, 'the span processor is inert there');
     assert.strictEqual(result.init, 'ERR_PYROSCOPE_WORKER');
     assert.match(result.message, /main thread/);
   });

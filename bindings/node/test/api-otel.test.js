@@ -4,7 +4,7 @@
 // requests' samples carry their own root's span_id across awaits and child spans.
 const assert = require('assert');
 const { setImmediate: tick, setTimeout: sleep } = require('timers/promises');
-const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn } = require('./api-helpers');
+const { loadNative, tmpdir, decodeFolder, samplesOf, count, burn, inFunction } = require('./api-helpers');
 
 const native = loadNative();
 const api = require('../lib');
@@ -82,26 +82,25 @@ describe('api OpenTelemetry span processor', function () {
       await api.stop();
     }
     const samples = samplesOf(decodeFolder(dir), 'cpu');
-    const inFn = (name) => (s) => s.names.some((n) => n.includes(`:${name}:`));
     const check = (fn, id, other, spanName) => {
-      const all = count(samples, inFn(fn));
-      const mine = count(samples, (s) => inFn(fn)(s) && s.labels.span_id === id);
-      const wrong = count(samples, (s) => inFn(fn)(s) && s.labels.span_id === other);
+      const all = count(samples, inFunction(fn));
+      const mine = count(samples, (s) => inFunction(fn)(s) && s.labels.span_id === id);
+      const wrong = count(samples, (s) => inFunction(fn)(s) && s.labels.span_id === other);
       assert.ok(all > 0, `no samples in ${fn}`);
       assert.ok(mine >= 0.9 * all, `${fn}: ${mine} of ${all} with span_id ${id}`);
       assert.strictEqual(wrong, 0, `${fn}: samples of the other request`);
-      const named = samples.find((s) => inFn(fn)(s) && s.labels.span_id === id);
+      const named = samples.find((s) => inFunction(fn)(s) && s.labels.span_id === id);
       assert.strictEqual(named.labels.span_name, spanName);
     };
     check('burnInRequestOne', ids[0], ids[1], 'GET /one/_id_');
     check('burnInRequestTwo', ids[1], ids[0], 'GET /two');
     // wrapWithLabels' labels and the span's are both on a sample
-    const one = count(samples, (s) => inFn('burnInRequestOne')(s) && s.labels.route === '/one' && s.labels.span_id === ids[0]);
-    assert.ok(one >= 0.9 * count(samples, inFn('burnInRequestOne')), 'route and span_id together');
-    assert.strictEqual(count(samples, (s) => inFn('burnInRequestTwo')(s) && 'route' in s.labels), 0);
+    const one = count(samples, (s) => inFunction('burnInRequestOne')(s) && s.labels.route === '/one' && s.labels.span_id === ids[0]);
+    assert.ok(one >= 0.9 * count(samples, inFunction('burnInRequestOne')), 'route and span_id together');
+    assert.strictEqual(count(samples, (s) => inFunction('burnInRequestTwo')(s) && 'route' in s.labels), 0);
     // children run under their root's span_id
-    const child = count(samples, (s) => inFn('burnInChild')(s) && ids.includes(s.labels.span_id));
-    assert.ok(child >= 0.9 * count(samples, inFn('burnInChild')), 'child spans carry the root span_id');
+    const child = count(samples, (s) => inFunction('burnInChild')(s) && ids.includes(s.labels.span_id));
+    assert.ok(child >= 0.9 * count(samples, inFunction('burnInChild')), 'child spans carry the root span_id');
     assert.strictEqual(processor.errors, 0);
   });
 
