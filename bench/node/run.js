@@ -4,9 +4,8 @@
 //
 //   node bench/node/run.js [--quick] [--rounds N] [--variants none,native,anchor]
 //
-// (variant native-wall: ours with oncpu: false, wall-clock time as the
-// anchor samples; not in the default set.)
-// `make bench-node` installs bench/node's own packages (npm ci) and runs it.
+// (The variant native-wall is ours with oncpu: false, wall-clock time as
+// the anchor samples; not in the default set.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
 // Every round runs the same service workload (workload.js) once per variant
 // -- no profiler, this project, the anchor -- in a fresh process each, the
 // order rotating from round to round (A B C, B C A, ...). Reported are the
@@ -45,6 +44,9 @@ const ANCHOR = '@pyroscope/nodejs';
 const LABEL = { none: 'no profiler', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
                 anchor: `${ANCHOR} 0.6.4` };
 const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT_S || 300) * 1e3;
+// Own-CPU rounds that spread wider than this (max - min, in points) get no
+// met / not met verdict: the machine was too busy to tell.
+const NOISY_SPREAD_PTS = 10;
 
 const { values: opts } = parseArgs({
   options: {
@@ -79,7 +81,7 @@ function median(xs) {
 
 // ---------------------------------------------------------- one workload
 
-function clean_env() {
+function cleanEnv() {
   const env = {};
   for (const [k, v] of Object.entries(process.env)) {
     if (!k.startsWith('PYROSCOPE_') && !k.startsWith('OTEL_') && k !== 'NODE_OPTIONS') env[k] = v;
@@ -92,7 +94,7 @@ function runOne(variant, app, serverUrl) {
   const args = [WORKLOAD, '--profiler', variant, '--app', app, '--server', serverUrl,
     '--requests', String(WORK.requests), '--iters', String(WORK.iters),
     '--flush-ms', String(WORK.flushMs)];
-  const child = spawn(process.execPath, args, { cwd: HERE, env: clean_env(),
+  const child = spawn(process.execPath, args, { cwd: HERE, env: cleanEnv(),
                                                 stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c) => { stderr = (stderr + c).slice(-4000); });
@@ -265,7 +267,10 @@ function report(summary, meta) {
            'post-await sample labelled.');
     const half = (x, y) => (x === null || y === null ? 'n/a' :
       `${(x / y).toFixed(2)}x the anchor's -> ${x <= y / 2 ? 'met' : 'NOT met'}`);
-    L.push(`  own CPU:       ${pct(n.own_cpu_pct)} vs ${pct(a.own_cpu_pct)}: ${half(n.own_cpu_pct, a.own_cpu_pct)}`);
+    const spread = Math.max(...[n, a].map((s) => s.own_cpu_pct_range[1] - s.own_cpu_pct_range[0]));
+    L.push(`  own CPU:       ${pct(n.own_cpu_pct)} vs ${pct(a.own_cpu_pct)}: ` +
+           (spread > NOISY_SPREAD_PTS ? `${(n.own_cpu_pct / a.own_cpu_pct).toFixed(2)}x, no verdict ` +
+            `(rounds spread ${spread.toFixed(1)} points)` : half(n.own_cpu_pct, a.own_cpu_pct)));
     L.push(`  PSS added:     ${mib(n.added_kib.pss_kib)} vs ${mib(a.added_kib.pss_kib)}: ${half(n.added_kib.pss_kib, a.added_kib.pss_kib)}`);
     L.push(`  RSS added:     ${mib(n.added_kib.rss_kib)} vs ${mib(a.added_kib.rss_kib)}: ${half(n.added_kib.rss_kib, a.added_kib.rss_kib)}`);
     const right = n.after_await.right || 0;
