@@ -2,8 +2,8 @@
 // Labels in async context: an AsyncLocalStorage holds the running context's
 // label-set handle; its id (and the active span's) is published into two
 // int32 cells the SIGPROF handler reads, at every point where the running
-// context can change: async resumption (async_hooks before/after), labels.run
-// entry and exit, and (with a span source) AsyncLocalStorage.run/enterWith
+// context can change: async resumption (async_hooks before), labels.run entry
+// and exit, and (with a span source) AsyncLocalStorage.run/enterWith
 // of other stores, which is how OpenTelemetry's context manager activates a
 // span synchronously.
 const { AsyncLocalStorage, createHook } = require('async_hooks');
@@ -38,6 +38,7 @@ function publish() {
 const hook = createHook({
   before: publish,
 });
+
 // On while V8 samples (cpu or wall): the hook costs every async hop, and
 // only the handler needs the slot; get() works from the storage alone.
 let hookOn = false;

@@ -1,8 +1,20 @@
 'use strict';
 // The native half of the Node binding, as the public package (index.js)
-// uses it: the agent (config, start, flush, stop, stats, logs), V8's CPU /
-// wall / heap sampling, and labels in async context. See
-// /tmp/prompts/node_iface.md for the contract.
+// uses it:
+//   settingNames(), checkSettings(settings, env), start(settings, env)
+//     settings: {<core setting name>: string | number | boolean}, pairs
+//     (tags, http_headers, otlp_headers) as [[k, v], ...]; env: PYROSCOPE_* /
+//     OTEL_* variables applied first. Errors name the setting
+//     (err.code ERR_PYROSCOPE_CONFIG).
+//   startProfiler('cpu' | 'wall' | 'heap', opts), stopProfiler(kind) -> Promise
+//     cpu/wall opts: samplingIntervalMicros, collectCpuTime (wall), mapFrame;
+//     heap opts: samplingIntervalBytes, stackDepth, mapFrame.
+//     mapFrame({name, file, line, column}) -> {name, file, line} | null.
+//   flush(timeoutSeconds) -> Promise<boolean>, stop() -> Promise<stats | null>,
+//   running(), stats(), setLogHandler(fn(level, message) | null)
+//   labels.run(labels, fn, ...args), labels.get(), labels.set(labels),
+//   labels.spanHandle([[k, v], ...]), labels.setSpanSource(fn | null)
+// Loading it on a worker thread throws ERR_PYROSCOPE_WORKER.
 const addon = require('./addon');
 const context = require('./context');
 const sampler = require('./sampler');
@@ -35,7 +47,12 @@ function hookExit() {
     if (addon.running() && !stopping) stop().catch(() => {});
   });
   process.on('exit', () => {
-    if (!addon.running()) return;
+    if (!addon.running()) {
+      // a stop() still uploading the last period: let it finish (Node 20's
+      // exit also joins libuv's pool; this does not rely on it)
+      if (stopping) addon.waitStops(stopTimeout + 1);
+      return;
+    }
     try {
       sampler.stopAll();
     } catch (_) { /* stopping anyway */ }
@@ -43,8 +60,11 @@ function hookExit() {
   });
 }
 
+let stopTimeout = 5; // seconds, of the agent started last
+
 function start(settings, env) {
   addon.start(withRuntime(settings), env || {});
+  stopTimeout = addon.config().stopTimeout;
   hookExit();
 }
 

@@ -5,8 +5,10 @@
  * core call on a libuv pool thread (napi async work), holding the agent
  * with pn_agent_hold so a concurrent stop cannot free it under a flush. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "addon.h"
 
@@ -290,8 +292,14 @@ typedef struct {
     int stop;
     double timeout;
     int rc;
+    uint64_t lost_before; /* uploads failed or dropped when the flush began */
     pn_agent_stats st;
 } job;
+
+/* Stops running on pool threads (stop()), for waitStops at exit. */
+static pthread_mutex_t stops_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stops_cv = PTHREAD_COND_INITIALIZER;
+static int stops_running;
 
 static void job_execute(napi_env env, void *data)
 {
@@ -300,6 +308,10 @@ static void job_execute(napi_env env, void *data)
     if (j->stop) {
         pn_agent_stop_stats(j->a, &j->st);
         j->rc = 0;
+        pthread_mutex_lock(&stops_mu);
+        stops_running--;
+        pthread_cond_broadcast(&stops_cv);
+        pthread_mutex_unlock(&stops_mu);
     } else {
         pn_error e = {0};
         j->rc = pn_agent_flush(j->a, j->timeout, &e);
@@ -335,14 +347,16 @@ static void job_complete(napi_env env, napi_status status, void *data)
         v = stats_object(env, &j->st);
         join_counts(env, v);
     } else {
-        napi_get_boolean(env, j->rc == 0 && j->st.queue.uploads_failed == 0, &v);
+        uint64_t lost = j->st.queue.uploads_failed + j->st.queue.uploads_dropped;
+        napi_get_boolean(env, j->rc == 0 && lost == j->lost_before, &v);
     }
     napi_resolve_deferred(env, j->deferred, v);
     napi_delete_async_work(env, j->work);
     free(j);
 }
 
-static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout)
+static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout,
+                            uint64_t lost_before)
 {
     napi_value promise, name;
     job *j = calloc(1, sizeof *j);
@@ -353,6 +367,12 @@ static napi_value queue_job(napi_env env, pn_agent *a, int stop, double timeout)
     j->a = a;
     j->stop = stop;
     j->timeout = timeout;
+    j->lost_before = lost_before;
+    if (stop) {
+        pthread_mutex_lock(&stops_mu);
+        stops_running++;
+        pthread_mutex_unlock(&stops_mu);
+    }
     napi_create_promise(env, &j->deferred, &promise);
     napi_create_string_utf8(env, stop ? "pyroscope-stop" : "pyroscope-flush", NAPI_AUTO_LENGTH,
                             &name);
@@ -380,8 +400,11 @@ static napi_value m_flush(napi_env env, napi_callback_info info)
         napi_get_boolean(env, false, &f);
         return js_resolved(env, f);
     }
+    pn_agent_stats before;
+    pn_agent_get_stats(agent, &before);
     pn_agent_hold(agent);
-    return queue_job(env, agent, 0, timeout);
+    return queue_job(env, agent, 0, timeout,
+                     before.queue.uploads_failed + before.queue.uploads_dropped);
 }
 
 /* The agent leaves the addon's state (its drivers with it); the caller
@@ -408,7 +431,7 @@ static napi_value m_stop(napi_env env, napi_callback_info info)
     }
     pn_agent *a = detach_agent();
     pn_agent_stop_begin(a);
-    return queue_job(env, a, 1, 0);
+    return queue_job(env, a, 1, 0, 0);
 }
 
 /* stopSync(): for process 'exit', where nothing asynchronous runs any more. */
@@ -464,6 +487,34 @@ static void driver_stats(napi_env env, napi_value o, int k)
     napi_set_named_property(env, o, drv_names[k], d);
 }
 
+/* waitStops(seconds): block until every stop begun by stop() is done (at
+ * most `seconds`): process 'exit' cannot wait for a promise, and a stop cut
+ * short there would lose the last period. -> true when none is left. */
+static napi_value m_wait_stops(napi_env env, napi_callback_info info)
+{
+    napi_value argv[1], r;
+    js_args(env, info, argv, 1);
+    double secs = 5;
+    js_double(env, argv[0], &secs);
+    if (!(secs >= 0))
+        secs = 0;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)secs;
+    until.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&stops_mu);
+    while (stops_running > 0 && pthread_cond_timedwait(&stops_cv, &stops_mu, &until) == 0)
+        ;
+    int left = stops_running;
+    pthread_mutex_unlock(&stops_mu);
+    napi_get_boolean(env, left == 0, &r);
+    return r;
+}
+
 static napi_value m_stats(napi_env env, napi_callback_info info)
 {
     (void)info;
@@ -494,4 +545,5 @@ void agent_exports(napi_env env, napi_value exports)
     set_fn(env, exports, "running", m_running);
     set_fn(env, exports, "config", m_config);
     set_fn(env, exports, "stats", m_stats);
+    set_fn(env, exports, "waitStops", m_wait_stops);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "addon.h"
 
@@ -29,6 +30,7 @@ static pn_driver *drv[ND];
 static int collect_cpu;
 static int64_t interval_ns = 10000000;
 static int64_t last_ns;        /* newest sample time recorded */
+static int64_t since_ns[ND];   /* per driver: samples from this time on */
 /* Times of the newest samples recorded: a sample of the overlap of two
  * profiles comes in both; V8 may also hand a sample to the next profile
  * only (processed after the end), with a time before the last one's. */
@@ -107,12 +109,13 @@ static napi_value m_start(napi_env env, napi_callback_info info)
             pn_driver_watermark(was[k], INT64_MAX);
             pn_driver_hold(was[k], 0);
         } else if (now[k] && !was[k]) {
-            /* (again) fed from the profile that began just before: what
-             * was cut a while ago cannot get samples any more */
+            /* (again) fed from now on: the profile running began a little
+             * earlier, and its older samples are not this driver's (its
+             * store may be newer than them: they would count as late) */
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
-            pn_driver_watermark(now[k], (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec -
-                                            1000000000LL);
+            since_ns[k] = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+            pn_driver_watermark(now[k], since_ns[k]);
         }
         drv[k] = now[k];
     }
@@ -214,6 +217,8 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
         any = 1;
     }
     profiles++;
+    /* V8 samples the main thread, the process's first (report_thread_id) */
+    uint64_t main_tid = (uint64_t)getpid();
     merge_ent cache[MERGE_CACHE];
     int ncache = 0;
     uint64_t cur = signal_tail(), head = signal_head();
@@ -245,7 +250,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
             continue;
         const pn_labelset *ls = fidx[0] == (int32_t)idle ? NULL : labels_for(b, cache, &ncache);
         for (int k = 0; k < ND; k++) {
-            if (!drv[k])
+            if (!drv[k] || t < since_ns[k])
                 continue;
             int64_t v[3] = {interval_ns, 1, 0};
             if (k == D_CPU) {
@@ -270,7 +275,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
             for (size_t i = 0; i < depth; i++)
                 stack[i] = frames_intern(env, &fc, k, sym, fidx[i]);
             pn_sample smp = {.frames = stack, .depth = depth, .labels = ls, .values = v,
-                             .time_ns = t};
+                             .tid = main_tid, .time_ns = t};
             pn_record(drv[k], p, &smp);
             recorded++;
         }

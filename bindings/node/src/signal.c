@@ -10,9 +10,10 @@
  * Threads: the ring has one producer, the handler on the main thread (a
  * SIGPROF on any other thread, e.g. a worker's own V8 profiler, is only
  * chained), and one consumer, the main thread between signals (join.c).
- * `prev` is written by install with SIGPROF blocked on the main thread,
- * before our handler is in place, so the handler never sees it half
- * written. */
+ * The handler we chain to lives in one of two slots: install writes the
+ * slot not in use (SIGPROF blocked on the main thread), then publishes its
+ * index, so a handler running on another thread (a worker's own V8
+ * profiler) never reads a half-written one. */
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -30,7 +31,8 @@ static _Atomic uint64_t tail; /* consumer */
 static _Atomic int armed;
 static pid_t main_tid;
 static int64_t last_cpu; /* handler-owned */
-static struct sigaction prev;
+static struct sigaction prev_slots[2];
+static _Atomic int prev_index;
 static int installed;
 static _Atomic uint64_t n_recorded, n_dropped, n_foreign;
 
@@ -43,11 +45,13 @@ static int64_t clock_ns(clockid_t id)
 
 static void chain(int sig, siginfo_t *info, void *uc)
 {
-    if (prev.sa_flags & SA_SIGINFO) {
-        if (prev.sa_sigaction)
-            prev.sa_sigaction(sig, info, uc);
-    } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler) {
-        prev.sa_handler(sig);
+    const struct sigaction *prev = &prev_slots[atomic_load_explicit(&prev_index,
+                                                                    memory_order_acquire)];
+    if (prev->sa_flags & SA_SIGINFO) {
+        if (prev->sa_sigaction)
+            prev->sa_sigaction(sig, info, uc);
+    } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN && prev->sa_handler) {
+        prev->sa_handler(sig);
     }
 }
 
@@ -123,7 +127,9 @@ static int install(void)
     sigemptyset(&block);
     sigaddset(&block, SIGPROF);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    prev = cur; /* never ourselves: checked above */
+    int next = !atomic_load(&prev_index);
+    prev_slots[next] = cur; /* never ourselves: checked above */
+    atomic_store_explicit(&prev_index, next, memory_order_release);
     struct sigaction ours;
     memset(&ours, 0, sizeof ours);
     ours.sa_sigaction = on_sigprof;
@@ -145,7 +151,7 @@ static void uninstall(void)
     struct sigaction cur;
     if (sigaction(SIGPROF, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
         cur.sa_sigaction == on_sigprof)
-        sigaction(SIGPROF, &prev, NULL);
+        sigaction(SIGPROF, &prev_slots[atomic_load(&prev_index)], NULL);
     installed = 0;
 }
 

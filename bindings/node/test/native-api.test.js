@@ -3,7 +3,7 @@
 const assert = require('assert');
 const fs = require('fs');
 const native = require('../lib/native');
-const { tmpdir, rmdir, profiles, samples, spin } = require('./native_helpers');
+const { tmpdir, rmdir, profiles, samples, spin, spinUntilSampled } = require('./native_helpers');
 
 describe('native: settings and life cycle', function () {
   afterEach(async function () {
@@ -51,12 +51,12 @@ describe('native: settings and life cycle', function () {
     try {
       native.start({ output_dir: dir }, { PYROSCOPE_APPLICATION_NAME: 'fromenv' });
       native.startProfiler('wall', {});
-      spin(60);
+      spinUntilSampled(native, 5);
       await native.stop();
       native.start({ output_dir: dir, application_name: 'fromsettings' },
         { PYROSCOPE_APPLICATION_NAME: 'fromenv2' });
       native.startProfiler('wall', {});
-      spin(60);
+      spinUntilSampled(native, 5);
       await native.stop();
       const files = fs.readdirSync(dir);
       assert.ok(files.some((f) => f.startsWith('fromenv-wall-')), files.join());
@@ -84,7 +84,7 @@ describe('native: settings and life cycle', function () {
       assert.strictEqual(await native.flush(1), false);
       native.start({ application_name: 'life2', output_dir: dir }, {});
       native.startProfiler('wall', {});
-      spin(100);
+      spinUntilSampled(native, 5);
       assert.strictEqual(await native.flush(10), true);
       await native.stopProfiler('wall');
       await native.stop();
@@ -94,6 +94,41 @@ describe('native: settings and life cycle', function () {
       assert.ok(samples(profiles(dir, 'wall')).length > 0);
     } finally {
       rmdir(dir);
+    }
+  });
+
+  it('flush() is false when an upload of that flush failed, true again after', async function () {
+    this.timeout(60000);
+    const http = require('http');
+    const bodies = [];
+    let status = 400;
+    const server = http.createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        bodies.push({ url: req.url, status, bytes: Buffer.concat(chunks).length });
+        res.writeHead(status);
+        res.end();
+      });
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      native.start({ application_name: 'flushy', server_address: `http://127.0.0.1:${server.address().port}`,
+        sample_rate: 200 }, {});
+      native.startProfiler('wall', {});
+      spinUntilSampled(native, 5);
+      assert.strictEqual(await native.flush(30), false);
+      status = 200;
+      spinUntilSampled(native, 5);
+      assert.strictEqual(await native.flush(30), true);
+      await native.stop();
+      assert.ok(bodies.some((b) => b.status === 400) && bodies.some((b) => b.status === 200),
+        JSON.stringify(bodies));
+      const ok = bodies.find((b) => b.status === 200);
+      assert.match(ok.url, /^\/ingest\?name=flushy.*sampleRate=200/);
+      assert.match(ok.url, /spyName=nodespy/);
+    } finally {
+      server.close();
     }
   });
 

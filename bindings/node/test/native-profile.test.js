@@ -142,6 +142,51 @@ describe('native: profiles', function () {
     }
   });
 
+  it('process.exit() during stop() waits for the stop\'s last upload', async function () {
+    // The server answers only after the client's process would have ended
+    // had the exit not waited: the connection must still be open then.
+    const http = require('http');
+    const { spawn } = require('child_process');
+    const seen = [];
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const entry = { url: req.url, closedEarly: false, answered: false };
+        seen.push(entry);
+        req.socket.once('close', () => { if (!entry.answered) entry.closedEarly = true; });
+        setTimeout(() => {
+          if (entry.closedEarly) return;
+          entry.answered = true;
+          res.writeHead(200);
+          res.end();
+        }, 1500);
+      });
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const lib = path.join(__dirname, '..', 'lib', 'native.js');
+      const child = spawn(process.execPath, ['-e', `
+        const native = require(${JSON.stringify(lib)});
+        native.start({ application_name: 'exiting2', upload_interval: 3600, stop_timeout: 30,
+                       server_address: 'http://127.0.0.1:${server.address().port}' }, {});
+        native.startProfiler('wall', {});
+        function exitBurner2() { const s = process.cpuUsage(); let x = 0; for (;;) { for (let i = 0; i < 1e4; i++) x++; const u = process.cpuUsage(s); if (u.user + u.system > 200000) return x; } }
+        exitBurner2();
+        native.stop();
+        process.exit(0);
+      `], { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (d) => { stderr += d; });
+      const code = await new Promise((r) => child.on('exit', r));
+      assert.strictEqual(code, 0, stderr);
+      assert.ok(seen.length >= 1, stderr);
+      assert.ok(seen.every((e) => e.answered && !e.closedEarly), JSON.stringify(seen));
+      assert.match(seen[0].url, /name=exiting2/);
+    } finally {
+      server.close();
+    }
+  });
+
   it('a program that never calls stop() exits and exports its last period', function () {
     const dir = tmpdir('exit');
     try {
@@ -153,7 +198,7 @@ describe('native: profiles', function () {
         native.startProfiler('cpu', {});
         native.startProfiler('wall', {});
         native.startProfiler('heap', {});
-        function exitBurner() { const e = Date.now() + 200; let x = 0; while (Date.now() < e) x++; return x; }
+        function exitBurner() { const s = process.cpuUsage(); let x = 0; for (;;) { for (let i = 0; i < 1e4; i++) x++; const u = process.cpuUsage(s); if (u.user + u.system > 300000) return x; } }
         native.labels.run({ phase: 'end' }, exitBurner);
       `], { encoding: 'utf8', timeout: 50000 });
       assert.strictEqual(r.status, 0, r.stderr);

@@ -66,12 +66,25 @@ function has(s, name) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Named burners: each shows as its own frame.
+// Burn `ms` of CPU time (process CPU, so a loaded machine stretches the wall
+// time, not the work): callers wrap it in named functions, one frame each.
 function spin(ms) {
-  const end = process.hrtime.bigint() + BigInt(Math.round(ms * 1e6));
+  const start = process.cpuUsage();
+  const want = ms * 1000;
   let x = 0;
-  while (process.hrtime.bigint() < end) for (let i = 0; i < 1000; i++) x += Math.sqrt(i + x);
-  return x;
+  for (;;) {
+    for (let i = 0; i < 2000; i++) x += Math.sqrt(i + x);
+    const u = process.cpuUsage(start);
+    if (u.user + u.system >= want) return x;
+  }
 }
 
-module.exports = { tmpdir, rmdir, profiles, samples, total, count, has, sleep, spin };
+// Burn CPU until V8 has taken `n` more samples (SIGPROF brackets, counted
+// as they happen; a loaded machine may take a while), at most 30 s.
+function spinUntilSampled(native, n) {
+  const start = native.stats().join.brackets;
+  const deadline = Date.now() + 30000;
+  do spin(20); while (native.stats().join.brackets - start < n && Date.now() < deadline);
+}
+
+module.exports = { tmpdir, rmdir, profiles, samples, total, count, has, sleep, spin, spinUntilSampled };
