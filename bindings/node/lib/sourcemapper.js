@@ -176,6 +176,9 @@ const CACHE_LIMIT = 20000; // distinct frames remembered; cleared (not grown) pa
  */
 function frameMapper(opts = {}) {
   const cwd = opts.cwd || process.cwd();
+  const cwdPrefix = cwd.endsWith(path.sep) ? cwd : cwd + path.sep;
+  // "./src/a.js" for files under the working directory; other paths stay absolute.
+  const relative = (file) => (file.startsWith(cwdPrefix) ? `./${file.slice(cwdPrefix.length)}` : file);
   const cache = new Map();
   return function mapFrame(frame) {
     const key = `${frame.file}\0${frame.name}\0${frame.line}\0${frame.column}`;
@@ -200,7 +203,7 @@ function frameMapper(opts = {}) {
       }
     }
     if (file && (!name.includes(':') || name.startsWith('(anonymous'))) {
-      const shown = (opts.shortenPaths && packageRelativePath(file)) || file.replace(cwd, '.');
+      const shown = (opts.shortenPaths && packageRelativePath(file)) || relative(file);
       name = `${shown}:${name}:${line}`;
     }
     if (opts.stripFilenames === 'all' || (opts.stripFilenames === 'dependencies' && isDependency(file))) {

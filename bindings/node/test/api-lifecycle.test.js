@@ -51,8 +51,12 @@ describe('api life cycle', function () {
     burn(50);
     assert.strictEqual(await api.flush(2), false, 'a failed upload makes flush() false');
     await api.stop();
-    const warned = seen.filter(([l]) => l === 'warn' || l === 'error');
-    assert.ok(warned.length > 0, `no warning logged: ${JSON.stringify(seen)}`);
+    // log lines reach JS through the event loop: wait for one, with a generous deadline
+    const warned = () => seen.filter(([l]) => l === 'warn' || l === 'error');
+    for (const end = Date.now() + 20000; warned().length === 0 && Date.now() < end;) {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(warned().length > 0, `no warning logged: ${JSON.stringify(seen)}`);
   });
 
   it('a logger that throws does not break the profiler', async () => {

@@ -62,6 +62,9 @@ describe('api frame mapper', () => {
       { name: './src/a.js:handler:12', file: '/app/src/a.js', line: 12 });
     assert.deepStrictEqual(map({ name: '', file: 'file:///app/b.mjs', line: 2, column: 1 }),
       { name: './b.mjs:(anonymous):2', file: '/app/b.mjs', line: 2 });
+    // only a leading working directory is shortened (the anchor replaced it anywhere)
+    assert.strictEqual(map({ name: 'f', file: '/srv/app/x.js', line: 1, column: 1 }).name, '/srv/app/x.js:f:1');
+    assert.strictEqual(frameMapper({ cwd: '/' })({ name: 'f', file: '/app/x.js', line: 1, column: 1 }).name, './app/x.js:f:1');
     // V8's own frames keep their names
     assert.strictEqual(map({ name: '(garbage collector)', file: '', line: 0, column: 0 }).name, '(garbage collector)');
   });
