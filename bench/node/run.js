@@ -1,0 +1,336 @@
+'use strict';
+// Node benchmark of pyroscope-native against @pyroscope/nodejs 0.6.4 (the
+// anchor), side by side in one run.
+//
+//   node bench/node/run.js [--quick] [--rounds N] [--variants none,native,anchor]
+//
+// (The variant native-wall is ours with oncpu: false, wall-clock time as
+// the anchor samples; not in the default set.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
+// Every round runs the same service workload (workload.js) once per variant
+// -- no profiler, this project, the anchor -- in a fresh process each, the
+// order rotating from round to round (A B C, B C A, ...). Reported are the
+// medians over all rounds:
+//
+//   own CPU     profiled CPU / unprofiled CPU of the same round - 1 (the whole
+//               process: main thread, V8's profiler thread, exporters)
+//   CPU ratio   median profiled CPU / median unprofiled CPU
+//   memory      RSS, PSS and private bytes (/proc/self/smaps_rollup at the end
+//               of the window, profiler still running) and peak RSS (VmHWM),
+//               minus the same round's unprofiled process
+//   labels      of the samples taken after the handler's `await`, the share
+//               that carries the wrapper's `endpoint` label (and of those
+//               before it, for reference), decoded from each profiler's
+//               uploads to a loopback ingest server run here
+//
+// Both profilers run at their defaults (100 Hz; the anchor also profiles
+// the heap, as its start() does) except the flush interval, the same for
+// both so a round holds several periods. Writes the report to stdout and
+// build/bench/node-report.txt, every number to build/bench/node-results.json.
+
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+const { parseArgs } = require('node:util');
+
+const ingest = require('./ingest');
+const profiles = require('./profiles');
+
+const HERE = __dirname;
+const ROOT = path.resolve(HERE, '..', '..');
+const WORKLOAD = path.join(HERE, 'workload.js');
+const ANCHOR = '@pyroscope/nodejs';
+const LABEL = { none: 'no profiler', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
+                anchor: `${ANCHOR} 0.6.4` };
+const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT_S || 300) * 1e3;
+// Own-CPU rounds that spread wider than this (max - min, in points) get no
+// met / not met verdict: the machine was too busy to tell.
+const NOISY_SPREAD_PTS = 10;
+
+const { values: opts } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    variants: { type: 'string', default: 'none,native,anchor' },
+    'out-dir': { type: 'string', default: path.join(ROOT, 'build', 'bench') },
+  },
+});
+
+const VARIANTS = opts.variants.split(',');
+if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
+  throw new Error(`--variants: 'none' first, then any of native, native-wall, anchor ` +
+                  `(got ${opts.variants})`);
+}
+const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 7));
+const WORK = opts.quick
+  ? { requests: 600, iters: 200000, flushMs: 1000 }
+  : { requests: 3000, iters: 200000, flushMs: 5000 };
+
+function log(msg) {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
+}
+
+function median(xs) {
+  const v = xs.filter((x) => x !== null && x !== undefined && !Number.isNaN(x))
+    .sort((a, b) => a - b);
+  if (!v.length) return null;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// ---------------------------------------------------------- one workload
+
+function cleanEnv() {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (!k.startsWith('PYROSCOPE_') && !k.startsWith('OTEL_') && k !== 'NODE_OPTIONS') env[k] = v;
+  }
+  return env;
+}
+
+// Runs one workload process; resolves with its `result` and `final` events.
+function runOne(variant, app, serverUrl) {
+  const args = [WORKLOAD, '--profiler', variant, '--app', app, '--server', serverUrl,
+    '--requests', String(WORK.requests), '--iters', String(WORK.iters),
+    '--flush-ms', String(WORK.flushMs)];
+  const child = spawn(process.execPath, args, { cwd: HERE, env: cleanEnv(),
+                                                stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (c) => { stderr = (stderr + c).slice(-4000); });
+  const events = {};
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${variant}: no result within ${CHILD_TIMEOUT_MS / 1000} s\n${stderr}`));
+    }, CHILD_TIMEOUT_MS);
+    readline.createInterface({ input: child.stdout }).on('line', (line) => {
+      if (!line.startsWith('BENCH ')) return;
+      const ev = JSON.parse(line.slice(6));
+      events[ev.event] = ev;
+      if (ev.event === 'ready') child.stdin.end('go\n');
+    });
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0 && events.result && events.final) {
+        resolve({ ...events.result, stop_s: events.final.stop_s });
+      } else {
+        reject(new Error(`${variant} (${app}): exit ${code ?? signal}, events ` +
+                         `${Object.keys(events).join(',') || 'none'}\n${stderr}`));
+      }
+    });
+  });
+}
+
+// ------------------------------------------------------------- labels
+
+const AFTER = { checkoutAfterAwait: '/checkout', cartAfterAwait: '/cart' };
+const BEFORE = { checkoutBeforeAwait: '/checkout', cartBeforeAwait: '/cart' };
+
+// Samples in one side's functions, split by what their `endpoint` says.
+function labelTally(samples, side) {
+  const t = { samples: 0, right: 0, wrong: 0, unlabelled: 0 };
+  for (const s of samples) {
+    const fn = s.frames.map(profiles.frameFunction).find((f) => f in side);
+    if (!fn) continue;
+    t.samples += s.count;
+    const got = s.labels.endpoint;
+    if (got === undefined) t.unlabelled += s.count;
+    else if (got === side[fn]) t.right += s.count;
+    else t.wrong += s.count;
+  }
+  return t;
+}
+
+function addTally(a, b) {
+  for (const k of Object.keys(b)) a[k] = (a[k] || 0) + b[k];
+  return a;
+}
+
+async function uploadsByApp(kept) {
+  const byApp = new Map();
+  for (const req of kept) {
+    let up;
+    try {
+      up = await ingest.decodeUpload(req);
+    } catch (err) {
+      log(`cannot decode an upload to ${req.url}: ${err.message}`);
+      continue;
+    }
+    if (!byApp.has(up.app)) byApp.set(up.app, []);
+    byApp.get(up.app).push(up);
+  }
+  return byApp;
+}
+
+// ------------------------------------------------------------- report
+
+const pct = (x) => (x === null ? 'n/a' : `${x >= 0 ? '+' : ''}${x.toFixed(1)} %`);
+const mib = (kib) => (kib === null ? 'n/a' : `${kib >= 0 ? '+' : ''}${(kib / 1024).toFixed(1)} MiB`);
+const share = (n, d) => (d ? `${(100 * n / d).toFixed(1)} %` : 'n/a');
+
+function summarise(runs, uploads) {
+  const base = runs.none;
+  const out = {};
+  for (const v of VARIANTS) {
+    const rs = runs[v];
+    const per = (f) => rs.map((r, i) => f(r, base[i]));
+    const cpuRatios = per((r, b) => r.cpu_s / b.cpu_s);
+    const s = {
+      cpu_s: rs.map((r) => r.cpu_s),
+      wall_s: rs.map((r) => r.wall_s),
+      stop_s: rs.map((r) => r.stop_s),
+      cpu_ratio_per_round: cpuRatios,
+      own_cpu_pct: (median(cpuRatios) - 1) * 100,
+      own_cpu_pct_range: [(Math.min(...cpuRatios) - 1) * 100, (Math.max(...cpuRatios) - 1) * 100],
+      total_cpu_ratio: median(rs.map((r) => r.cpu_s)) / median(base.map((r) => r.cpu_s)),
+      wall_ratio: median(per((r, b) => r.wall_s / b.wall_s)),
+      added_kib: {},
+      thread_cpu_s: {},
+    };
+    for (const k of ['rss_kib', 'pss_kib', 'private_kib', 'hwm_kib']) {
+      s.added_kib[k] = median(per((r, b) => r[k] - b[k]));
+    }
+    s.load_kib = {};
+    for (const k of ['rss_kib', 'pss_kib', 'private_kib']) {
+      s.load_kib[k] = median(rs.map((r) => r[`load_${k}`]));
+    }
+    const names = new Set(rs.flatMap((r) => Object.keys(r.thread_cpu_s)));
+    for (const n of names) s.thread_cpu_s[n] = median(rs.map((r) => r.thread_cpu_s[n] || 0));
+    if (v !== 'none') {
+      const after = {};
+      const before = {};
+      const rates = new Set();
+      let nUploads = 0;
+      for (const r of rs) {
+        for (const up of uploads.get(r.app) || []) {
+          nUploads++;
+          for (const p of up.profiles) {
+            if (!profiles.isTimeProfile(p)) continue;
+            if (up.query.sampleRate) rates.add(up.query.sampleRate);
+            const smp = profiles.timeSamples(p);
+            addTally(after, labelTally(smp, AFTER));
+            addTally(before, labelTally(smp, BEFORE));
+          }
+        }
+      }
+      Object.assign(s, { uploads: nUploads, sample_rates: [...rates], after_await: after,
+                         before_await: before });
+    }
+    out[v] = s;
+  }
+  return out;
+}
+
+function report(summary, meta) {
+  const L = [];
+  L.push(`Node.js binding against ${ANCHOR} 0.6.4 (${meta.rounds} rounds, median; ` +
+         `${meta.node}, ${meta.cpus} CPUs, load ${meta.loadavg})`);
+  L.push(`workload: ${WORK.requests} requests x 2 handlers of ${WORK.iters} iterations, ` +
+         `2 concurrent, an await between the halves; flush every ${WORK.flushMs} ms`);
+  L.push('');
+  L.push('| | ' + VARIANTS.map((v) => LABEL[v]).join(' | ') + ' |');
+  L.push('|---|' + VARIANTS.map(() => '---').join('|') + '|');
+  const row = (name, f) => L.push(`| ${name} | ` + VARIANTS.map((v) => f(summary[v], v)).join(' | ') + ' |');
+  row('CPU of the window (s)', (s) => median(s.cpu_s).toFixed(2));
+  row('own CPU (per-round ratio - 1)', (s, v) => (v === 'none' ? '-' :
+    `${pct(s.own_cpu_pct)} (${pct(s.own_cpu_pct_range[0])} .. ${pct(s.own_cpu_pct_range[1])})`));
+  row('total CPU ratio', (s) => s.total_cpu_ratio.toFixed(3));
+  row('wall ratio', (s) => s.wall_ratio.toFixed(3));
+  row('RSS added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.rss_kib)));
+  row('PSS added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.pss_kib)));
+  row('private added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.private_kib)));
+  row('peak RSS added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.hwm_kib)));
+  row('of which require + init() (RSS / private)', (s, v) => (v === 'none' ? '-' :
+    `${mib(s.load_kib.rss_kib)} / ${mib(s.load_kib.private_kib)}`));
+  row('stop() (s)', (s, v) => (v === 'none' ? '-' : median(s.stop_s).toFixed(3)));
+  row('uploads', (s, v) => (v === 'none' ? '-' : String(s.uploads)));
+  row('sampleRate uploaded', (s, v) => (v === 'none' ? '-' : s.sample_rates.join(',') || 'n/a'));
+  row('post-await samples labelled right', (s, v) => (v === 'none' ? '-' :
+    `${share(s.after_await.right || 0, s.after_await.samples)} of ${Math.round(s.after_await.samples || 0)}`));
+  row('post-await wrong / unlabelled', (s, v) => (v === 'none' ? '-' :
+    `${Math.round(s.after_await.wrong || 0)} / ${Math.round(s.after_await.unlabelled || 0)}`));
+  row('pre-await samples labelled right', (s, v) => (v === 'none' ? '-' :
+    `${share(s.before_await.right || 0, s.before_await.samples)} of ${Math.round(s.before_await.samples || 0)}`));
+  L.push('');
+  L.push('CPU seconds per thread (median; main = the JS thread):');
+  for (const v of VARIANTS) {
+    const t = Object.entries(summary[v].thread_cpu_s).filter(([, x]) => x > 0)
+      .map(([n, x]) => `${n} ${x.toFixed(2)}`).join(', ');
+    L.push(`  ${LABEL[v]}: ${t}`);
+  }
+  const n = summary.native;
+  const a = summary.anchor;
+  if (n && a) {
+    L.push('');
+    L.push('Goals (issue 13): at most half of the anchor\'s CPU and memory cost, every ' +
+           'post-await sample labelled.');
+    const half = (x, y) => (x === null || y === null ? 'n/a' :
+      `${(x / y).toFixed(2)}x the anchor's -> ${x <= y / 2 ? 'met' : 'NOT met'}`);
+    const spread = Math.max(...[n, a].map((s) => s.own_cpu_pct_range[1] - s.own_cpu_pct_range[0]));
+    L.push(`  own CPU:       ${pct(n.own_cpu_pct)} vs ${pct(a.own_cpu_pct)}: ` +
+           (spread > NOISY_SPREAD_PTS ? `${(n.own_cpu_pct / a.own_cpu_pct).toFixed(2)}x, no verdict ` +
+            `(rounds spread ${spread.toFixed(1)} points)` : half(n.own_cpu_pct, a.own_cpu_pct)));
+    L.push(`  PSS added:     ${mib(n.added_kib.pss_kib)} vs ${mib(a.added_kib.pss_kib)}: ${half(n.added_kib.pss_kib, a.added_kib.pss_kib)}`);
+    L.push(`  RSS added:     ${mib(n.added_kib.rss_kib)} vs ${mib(a.added_kib.rss_kib)}: ${half(n.added_kib.rss_kib, a.added_kib.rss_kib)}`);
+    const right = n.after_await.right || 0;
+    L.push(`  post-await:    ${share(right, n.after_await.samples)} labelled right -> ` +
+           `${n.after_await.samples && right === n.after_await.samples ? 'met' : 'NOT met'}`);
+  }
+  return L.join('\n') + '\n';
+}
+
+// ---------------------------------------------------------------- main
+
+function checkInstalled() {
+  if (VARIANTS.includes('anchor')) {
+    try {
+      require.resolve(ANCHOR, { paths: [HERE] });
+    } catch {
+      throw new Error(`${ANCHOR} is not installed: run 'npm ci' in ${HERE} (make bench-node does)`);
+    }
+  }
+  if (VARIANTS.some((v) => v.startsWith('native'))) {
+    try {
+      require(ROOT);
+    } catch (err) {
+      throw new Error(`pyroscope-native does not load from ${ROOT}: ${err.message}`);
+    }
+  }
+}
+
+async function main() {
+  checkInstalled();
+  const server = await ingest.startIngestServer();
+  const runs = Object.fromEntries(VARIANTS.map((v) => [v, []]));
+  const started = Date.now();
+  for (let r = 0; r < ROUNDS; r++) {
+    for (let i = 0; i < VARIANTS.length; i++) {
+      const v = VARIANTS[(i + r) % VARIANTS.length];
+      const app = `bench.node.${v}.r${r}`;
+      const res = await runOne(v, app, server.url);
+      res.app = app;
+      runs[v][r] = res;
+      log(`round ${r + 1}/${ROUNDS} ${v}: cpu ${res.cpu_s.toFixed(3)} s, ` +
+          `rss ${(res.rss_kib / 1024).toFixed(1)} MiB`);
+    }
+  }
+  await server.close();
+  const uploads = await uploadsByApp(server.kept);
+  const summary = summarise(runs, uploads);
+  const meta = { rounds: ROUNDS, node: process.version, cpus: os.cpus().length,
+                 loadavg: os.loadavg().map((x) => x.toFixed(1)).join(' '),
+                 seconds: Math.round((Date.now() - started) / 1000), work: WORK };
+  const text = report(summary, meta);
+  process.stdout.write(text);
+  fs.mkdirSync(opts['out-dir'], { recursive: true });
+  fs.writeFileSync(path.join(opts['out-dir'], 'node-report.txt'), text);
+  fs.writeFileSync(path.join(opts['out-dir'], 'node-results.json'),
+                   JSON.stringify({ meta, runs, summary }, null, 1));
+  log(`done in ${meta.seconds} s; report and numbers in ${opts['out-dir']}/node-{report.txt,results.json}`);
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench-node: ${err.stack || err}\n`);
+  process.exit(1);
+});

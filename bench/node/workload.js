@@ -1,0 +1,237 @@
+'use strict';
+// The profiled side of the Node benchmark: one workload per process.
+//
+//   node workload.js --profiler none|native|native-wall|anchor --app NAME --server URL [options]
+//
+// run.js starts one of these per round and variant. The exchange is line
+// based, so the measured window holds neither Node's start-up nor the
+// profiler's start:
+//
+//   child  -> BENCH {"event":"ready"}     warmed up, profiler running
+//   parent -> go
+//   child  -> BENCH {"event":"result"}    CPU, wall, memory of the window
+//   child  -> BENCH {"event":"final"}     after the profiler's stop() resolved
+//
+// The workload is a small service: `--concurrency` request loops, each
+// request wrapped with wrapWithLabels({endpoint}) and running an async
+// handler that burns CPU in `<endpoint>BeforeAwait`, awaits one macrotask
+// (as an I/O callback would), then burns CPU in `<endpoint>AfterAwait`. Two
+// endpoints run interleaved, so a sample after the `await` is labelled right
+// only if the label follows the async context, not the thread.
+//
+// `native` is this project's package as a user installs it (the repository
+// root), `anchor` is @pyroscope/nodejs from bench/node/node_modules. Both
+// get the same settings through the API they share: init() with defaults
+// everywhere but the flush interval (so a round holds several periods),
+// then start().
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { parseArgs } = require('node:util');
+
+const { values: args } = parseArgs({
+  options: {
+    profiler: { type: 'string', default: 'none' },
+    app: { type: 'string', default: 'bench.node' },
+    server: { type: 'string', default: '' },
+    'flush-ms': { type: 'string', default: '5000' },
+    requests: { type: 'string', default: '400' },
+    concurrency: { type: 'string', default: '2' },
+    iters: { type: 'string', default: '200000' },
+  },
+});
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const REQUESTS = Number(args.requests);
+const CONCURRENCY = Number(args.concurrency);
+const ITERS = Number(args.iters);
+
+function emit(event, fields = {}) {
+  process.stdout.write('BENCH ' + JSON.stringify({ event, ...fields }) + '\n');
+}
+
+// ------------------------------------------------------------------ memory
+
+function smapsRollupKiB() {
+  const out = { Rss: 0, Pss: 0, Private_Clean: 0, Private_Dirty: 0 };
+  for (const line of fs.readFileSync('/proc/self/smaps_rollup', 'utf8').split('\n')) {
+    const m = /^(\w+):\s+(\d+) kB/.exec(line);
+    if (m && m[1] in out) out[m[1]] = Number(m[2]);
+  }
+  return { rss_kib: out.Rss, pss_kib: out.Pss,
+           private_kib: out.Private_Clean + out.Private_Dirty };
+}
+
+function statusKiB(key) {
+  const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm')
+    .exec(fs.readFileSync('/proc/self/status', 'utf8'));
+  return m ? Number(m[1]) : null;
+}
+
+// CPU seconds per thread name (comm), from /proc/self/task/*/stat: shows
+// where a profiler's cost lands (main thread, V8's profiler thread, ours).
+function threadCpuByName() {
+  const tick = 100; // USER_HZ on Linux
+  const out = {};
+  let tasks = [];
+  try { tasks = fs.readdirSync('/proc/self/task'); } catch { return out; }
+  for (const tid of tasks) {
+    let stat;
+    try { stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8'); } catch { continue; }
+    const open = stat.indexOf('(');
+    const close = stat.lastIndexOf(')');
+    const name = tid === String(process.pid) ? 'main' : stat.slice(open + 1, close);
+    const f = stat.slice(close + 2).split(' ');
+    out[name] = (out[name] || 0) + (Number(f[11]) + Number(f[12])) / tick;
+  }
+  return out;
+}
+
+function diffByName(a, b) {
+  const out = {};
+  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    out[k] = +((b[k] || 0) - (a[k] || 0)).toFixed(3);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- profilers
+
+function loadProfiler() {
+  if (args.profiler === 'none') return null;
+  if (args.profiler === 'native' || args.profiler === 'native-wall') return require(ROOT);
+  if (args.profiler === 'anchor') {
+    const mod = require('@pyroscope/nodejs');
+    return mod.default || mod;
+  }
+  throw new Error(`--profiler: unknown '${args.profiler}' (none, native, native-wall, anchor)`);
+}
+
+// Loaded after the warm-up, so the memory the package costs before it
+// profiles anything (addon, libraries, JS) shows on its own.
+let Pyroscope = null;
+
+async function stopProfiler() {
+  if (Pyroscope) await Pyroscope.stop();
+}
+
+// ----------------------------------------------------------------- workload
+
+// Deterministic CPU work the optimiser cannot drop.
+function burn(n, seed) {
+  let h = seed | 0;
+  for (let i = 0; i < n; i++) h = Math.imul(h ^ i, 0x9e3779b1) + (h >>> 13);
+  return h;
+}
+
+// One pair of functions per endpoint, so a decoded stack says which handler
+// and which side of the `await` a sample is from.
+function checkoutBeforeAwait(n) { return burn(n, 1); }
+function checkoutAfterAwait(n) { return burn(n, 2); }
+function cartBeforeAwait(n) { return burn(n, 3); }
+function cartAfterAwait(n) { return burn(n, 4); }
+
+const HANDLERS = {
+  '/checkout': { before: checkoutBeforeAwait, after: checkoutAfterAwait },
+  '/cart': { before: cartBeforeAwait, after: cartAfterAwait },
+};
+
+const macrotask = () => new Promise((resolve) => setImmediate(resolve));
+
+let sink = 0;
+
+async function handle(endpoint, iters) {
+  const h = HANDLERS[endpoint];
+  sink = (sink + h.before(iters)) | 0;
+  await macrotask();
+  sink = (sink + h.after(iters)) | 0;
+}
+
+// The anchor's wrapWithLabels drops fn's return value, so completion comes
+// back through a promise made here, the same for every profiler.
+function request(endpoint, iters, labelled) {
+  return new Promise((resolve, reject) => {
+    const fn = () => handle(endpoint, iters).then(resolve, reject);
+    if (labelled) Pyroscope.wrapWithLabels({ endpoint }, fn);
+    else fn();
+  });
+}
+
+async function serve(requests, iters, labelled) {
+  let next = 0;
+  const loop = async (worker) => {
+    while (next < requests) {
+      next++;
+      await request(worker % 2 === 0 ? '/checkout' : '/cart', iters, labelled);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, (_, w) => loop(w)));
+}
+
+function waitForLine(expected) {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    const onData = (chunk) => {
+      buf += chunk;
+      if (buf.split('\n').some((l) => l.trim() === expected)) {
+        process.stdin.off('data', onData);
+        process.stdin.pause();
+        resolve();
+      }
+    };
+    process.stdin.setEncoding('utf8');
+    process.stdin.on('data', onData);
+    process.stdin.once('end', () => reject(new Error(`stdin closed before '${expected}'`)));
+  });
+}
+
+async function main() {
+  // Warm up the JIT before the profiler starts: V8 logs compiled code
+  // when profiling starts, as it would in a service that has run a while.
+  await serve(20, ITERS, false);
+  const beforeLoad = smapsRollupKiB();
+  Pyroscope = loadProfiler();
+  if (Pyroscope) {
+    const settings = {
+      appName: args.app,
+      serverAddress: args.server,
+      flushIntervalMs: Number(args['flush-ms']),
+    };
+    // Wall-clock time, as the anchor samples: the like-for-like comparison.
+    if (args.profiler === 'native-wall') settings.oncpu = false;
+    Pyroscope.init(settings);
+  }
+  const loaded = smapsRollupKiB();
+  if (Pyroscope) Pyroscope.start();
+  emit('ready', { pid: process.pid, node: process.version });
+  await waitForLine('go');
+
+  const threads0 = threadCpuByName();
+  const cpu0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  await serve(REQUESTS, ITERS, Pyroscope !== null);
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
+  const threads = diffByName(threads0, threadCpuByName());
+  emit('result', {
+    wall_s: wall,
+    cpu_s: (cpu.user + cpu.system) / 1e6,
+    thread_cpu_s: threads,
+    ...smapsRollupKiB(),
+    hwm_kib: statusKiB('VmHWM'),
+    // What loading the package and init() added, before start().
+    load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
+    load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
+    load_private_kib: loaded.private_kib - beforeLoad.private_kib,
+    sink,
+  });
+
+  const s0 = process.hrtime.bigint();
+  await stopProfiler();
+  emit('final', { stop_s: Number(process.hrtime.bigint() - s0) / 1e9 });
+}
+
+main().catch((err) => {
+  process.stderr.write(`workload: ${err && err.stack ? err.stack : err}\n`);
+  process.exit(1);
+});
