@@ -21,7 +21,6 @@
 #include "addon.h"
 
 #define JOIN_SLACK_NS 2000
-#define MERGE_CACHE 16
 #define WATERMARK_LAG_NS (50 * 1000000LL)
 
 enum { D_CPU, D_WALL, ND };
@@ -39,6 +38,9 @@ static int64_t recent[RECENT];
 static unsigned recent_n;
 /* Counters since start (main thread). */
 static uint64_t joined, unjoined, duplicates, idle_skipped, profiles, late, start_samples;
+/* Samples whose span labels could not be merged in (no memory, or over the
+ * label limit): they keep their context's labels alone. */
+static uint64_t merge_drops;
 
 void join_reset(int counters)
 {
@@ -46,7 +48,8 @@ void join_reset(int counters)
     last_ns = 0;
     recent_n = 0;
     if (counters)
-        joined = unjoined = duplicates = idle_skipped = profiles = late = start_samples = 0;
+        joined = unjoined = duplicates = idle_skipped = profiles = late = start_samples =
+            merge_drops = 0;
 }
 
 void join_counts(napi_env env, napi_value o)
@@ -62,6 +65,7 @@ void join_counts(napi_env env, napi_value o)
     set_num(env, j, "idleSkipped", (double)idle_skipped);
     set_num(env, j, "late", (double)late);
     set_num(env, j, "startSamples", (double)start_samples);
+    set_num(env, j, "spanMergeDrops", (double)merge_drops);
     set_num(env, j, "brackets", (double)rec);
     set_num(env, j, "bracketsDropped", (double)drop);
     set_num(env, j, "signalsOtherThreads", (double)foreign);
@@ -127,25 +131,34 @@ typedef struct {
     const pn_labelset *ctx, *span, *merged;
 } merge_ent;
 
-static const pn_labelset *labels_for(const bracket *b, merge_ent *cache, int *n)
+/* The (context, span) pairs one join has merged. It holds one entry per
+ * sample at most (sized by the caller), so it never runs full: every
+ * request of the profile keeps its span, however many there were. The
+ * newest entries are searched first, since neighbouring samples mostly
+ * share their pair. */
+static const pn_labelset *labels_for(const bracket *b, merge_ent *cache, int *n, int cap)
 {
     if (!b || !b->span)
         return b ? b->ctx : NULL;
     if (!b->ctx)
         return b->span;
-    for (int i = 0; i < *n; i++)
+    for (int i = *n - 1; i >= 0; i--)
         if (cache[i].ctx == b->ctx && cache[i].span == b->span)
             return cache[i].merged;
-    if (*n == MERGE_CACHE)
-        return b->ctx; /* rare: more distinct pairs than one join keeps */
+    if (*n >= cap) {
+        merge_drops++;
+        return b->ctx; /* only when the cache could not be allocated */
+    }
     pn_label kv[PN_MAX_LABELS];
     size_t ns = pn_labelset_count(b->span);
     for (size_t i = 0; i < ns && i < PN_MAX_LABELS; i++)
         kv[i] = pn_labelset_at(b->span, i);
     pn_error e;
     const pn_labelset *m = pn_labelset_merge(b->ctx, kv, ns, &e);
-    if (!m)
+    if (!m) {
+        merge_drops++;
         return b->ctx;
+    }
     cache[*n] = (merge_ent){b->ctx, b->span, m};
     (*n)++;
     return m;
@@ -219,7 +232,11 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
     profiles++;
     /* V8 samples the main thread, the process's first (report_thread_id) */
     uint64_t main_tid = (uint64_t)getpid();
-    merge_ent cache[MERGE_CACHE];
+    /* one merge per distinct pair at most: no more pairs than samples */
+    int cache_cap = nsamp < (size_t)INT32_MAX ? (int)nsamp : INT32_MAX;
+    merge_ent *cache = calloc(cache_cap > 0 ? (size_t)cache_cap : 1, sizeof *cache);
+    if (!cache)
+        cache_cap = 0;
     int ncache = 0;
     uint64_t cur = signal_tail(), head = signal_head();
     pn_frame_id stack[FRAMES_MAX_STACK];
@@ -248,7 +265,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
         size_t depth = frames_stack(&fc, snode[s], fidx, 0);
         if (depth == 0)
             continue;
-        const pn_labelset *ls = fidx[0] == (int32_t)idle ? NULL : labels_for(b, cache, &ncache);
+        const pn_labelset *ls = fidx[0] == (int32_t)idle ? NULL : labels_for(b, cache, &ncache, cache_cap);
         for (int k = 0; k < ND; k++) {
             if (!drv[k] || t < since_ns[k])
                 continue;
@@ -294,6 +311,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
     frames_close(&fc);
     for (int i = 0; i < ncache; i++)
         pn_labelset_unref(cache[i].merged);
+    free(cache);
     /* Brackets before the watermark can match nothing later. */
     uint64_t keep = signal_tail();
     head = signal_head();
