@@ -156,6 +156,12 @@ static int claim(pn_driver *d, pid_t tid, int adopted, pn_capture **out, pn_erro
         if (atomic_load(&c->tid) == 0) {
             atomic_store(&c->adopted, adopted);
             if (atomic_compare_exchange_strong(&c->tid, &none, tid)) {
+                /* A scan that read slots_used before this raise misses the
+                 * slot once; the next one sees it. */
+                uint32_t used = atomic_load(&d->slots_used);
+                while (used < i + 1 &&
+                       !atomic_compare_exchange_weak(&d->slots_used, &used, i + 1))
+                    ;
                 *out = c;
                 return 0;
             }
@@ -247,7 +253,7 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
 {
     size_t n = 0;
     pn_record_begin(d);
-    for (uint32_t i = 0; i < d->nslots; i++) {
+    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
         pn_capture *c = &d->slots[i];
         int want = SLOT_CAPTURED;
         /* A plain load first: a locked CAS on every slot costs the
@@ -271,7 +277,7 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
 static uint64_t oldest_capture(const pn_driver *d)
 {
     uint64_t oldest = pn_grace_now();
-    for (uint32_t i = 0; i < d->nslots; i++) {
+    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
         const pn_capture *c = &d->slots[i];
         int st = atomic_load(&((pn_capture *)c)->state);
         if (st != SLOT_FREE && c->gen < oldest)
@@ -288,7 +294,7 @@ static uint64_t oldest_capture(const pn_driver *d)
  * cost the sampled thread a syscall. */
 static void take_back_unanswered(pn_driver *d, int64_t now)
 {
-    for (uint32_t i = 0; i < d->nslots; i++) {
+    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
         pn_capture *c = &d->slots[i];
         int expected = SLOT_REQUESTED;
         if (atomic_load_explicit(&c->state, memory_order_relaxed) == SLOT_REQUESTED &&
@@ -313,7 +319,7 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     int oncpu = pn_tick_opts(t)->oncpu;
     pid_t pid = getpid();
     uint32_t asked = 0;
-    for (uint32_t i = 0; i < d->nslots; i++) {
+    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
         pn_capture *c = &d->slots[i];
         pid_t tid = atomic_load(&c->tid);
         if (tid == 0) {

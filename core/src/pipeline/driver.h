@@ -26,6 +26,10 @@ struct pn_driver {
     pn_grace_reader *capture_reader;
     struct pn_capture *slots;
     uint32_t nslots;
+    /* Slots [0, slots_used) were ever claimed (only grows): the scans of
+     * the tick and the drain stop there, not at nslots (1 024 by default,
+     * most never used). Raised by claim(), read by everyone. */
+    _Atomic uint32_t slots_used;
     size_t capture_bytes, buffers_bytes;
     uint8_t *buffers;
     int signo;
