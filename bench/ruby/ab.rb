@@ -10,6 +10,7 @@
 require "json"
 require "open3"
 require "rbconfig"
+require_relative "median"
 
 rounds = Integer(ARGV.fetch(0))
 size = ARGV.fetch(1)
@@ -18,10 +19,6 @@ abort "usage: ab.rb rounds size NAME=GEM_HOME..." if builds.empty?
 work = File.join(__dir__, "work.rb")
 gem_path = Gem.default_path.join(":")
 
-def median(xs)
-  s = xs.sort
-  s.size.odd? ? s[s.size / 2] : (s[s.size / 2 - 1] + s[s.size / 2]) / 2.0
-end
 
 rows = Hash.new { |h, k| h[k] = [] }
 rounds.times do |r|

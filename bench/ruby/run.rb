@@ -16,16 +16,13 @@
 require "json"
 require "open3"
 require "rbconfig"
+require_relative "median"
 
 rounds = Integer(ARGV.fetch(0, "9"))
 size = ARGV.fetch(1, "600")
 work = File.join(__dir__, "work.rb")
 modes = %w[base stackprof native]
 
-def median(xs)
-  s = xs.sort
-  s.size.odd? ? s[s.size / 2] : (s[s.size / 2 - 1] + s[s.size / 2]) / 2.0
-end
 
 results = Hash.new { |h, k| h[k] = [] }
 rounds.times do |r|
