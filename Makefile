@@ -54,7 +54,13 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: build test-c test-valgrind test-python test-node test-ruby
+# The C suites first; then the language suites, JOBS at a time (each Python
+# version, Node and Ruby is a lane of its own), each lane's output printed
+# together when it ends. Most of their time is spent waiting on profiling
+# periods and child processes, so two lanes on two cores save minutes.
+test: build test-c test-valgrind
+	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-ruby
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
@@ -69,17 +75,24 @@ define py_venv
 v=$(BUILD)/venv/$$($(1) -c 'import sys; print(sys.implementation.cache_tag)'); \
 [ -x $$v/bin/python ] || $(1) -m venv $$v; \
 $$v/bin/python -m pip install -q --disable-pip-version-check -r bindings/python/tests/requirements.txt; \
-$$v/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
+flock $(BUILD)/.pip-install.lock \
+	$$v/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
 endef
+# (flock: lanes in parallel would share setuptools' build/ and egg-info.)
+
+# One lane per interpreter: test-python-lane-N runs the N-th of PYTHONS.
+PY_LANES = $(addprefix test-python-lane-,$(shell seq $(words $(PYTHONS))))
 
 test-python: build
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	@set -e; for py in $(PYTHONS); do \
-		$(call py_venv,$$py); \
-		echo "== $$($$v/bin/python -V) =="; \
-		$$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \
-			bindings/python/tests/package; \
-	done
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES)
+
+test-python-lane-%:
+	@set -e; py=$(word $*,$(PYTHONS)); \
+	$(call py_venv,$$py); \
+	echo "== $$($$v/bin/python -V) =="; \
+	$$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \
+		bindings/python/tests/package
 
 test-c: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
