@@ -85,6 +85,27 @@ typedef struct {
 int pn_report_run(const pn_report_request *q, size_t *profiles, char **text, size_t *text_len,
                   pn_error *e);
 
+/* A request that owns what it points to, with room for the result: for a
+ * binding that copies its runtime's arguments (strings, arrays) and runs
+ * the report on another thread. Zero it to start; keep hands a malloc'ed
+ * block (a string, a list) to the job, which frees it in clear: it returns
+ * block, or NULL (having freed it) when out of memory. run fills profiles,
+ * text, rc and err; clear frees every kept block and the text (not j). */
+typedef struct {
+    pn_report_request r;
+    size_t profiles;
+    char *text;
+    size_t text_len;
+    int rc;
+    pn_error err;
+    void **kept;
+    size_t nkept, capkept;
+} pn_report_job;
+
+void *pn_report_job_keep(pn_report_job *j, void *block);
+void pn_report_job_run(pn_report_job *j);
+void pn_report_job_clear(pn_report_job *j);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,3 +57,35 @@ int pn_report_run(const pn_report_request *q, size_t *profiles, char **text, siz
     }
     return rc;
 }
+
+void *pn_report_job_keep(pn_report_job *j, void *block)
+{
+    if (!block)
+        return NULL;
+    if (j->nkept == j->capkept) {
+        size_t cap = j->capkept ? 2 * j->capkept : 16;
+        void **grown = realloc(j->kept, cap * sizeof *grown);
+        if (!grown) {
+            free(block);
+            return NULL;
+        }
+        j->kept = grown;
+        j->capkept = cap;
+    }
+    j->kept[j->nkept++] = block;
+    return block;
+}
+
+void pn_report_job_run(pn_report_job *j)
+{
+    j->rc = pn_report_run(&j->r, &j->profiles, &j->text, &j->text_len, &j->err);
+}
+
+void pn_report_job_clear(pn_report_job *j)
+{
+    for (size_t i = 0; i < j->nkept; i++)
+        free(j->kept[i]);
+    free(j->kept);
+    free(j->text);
+    *j = (pn_report_job){0};
+}

@@ -1311,6 +1311,48 @@ static void test_run_request(void)
     remove_dir(dir);
 }
 
+/* A job owns its strings and lists: the caller's copies can go at once,
+ * and clear frees everything it kept (valgrind checks), run or not. */
+static void test_job_owns_what_it_keeps(void)
+{
+    char *dir = make_dir();
+    pb *b = pb_new("cpu", "nanoseconds");
+    pb_sample(b, 10, "main", "slow", NULL);
+    write_profile(dir, "p-cpu-1-2.pb.gz", b, 1);
+
+    pn_report_job j = {0};
+    const char **paths = pn_report_job_keep(&j, calloc(1, sizeof *paths));
+    CHECK(paths != NULL);
+    char *copy = strdup(dir);
+    paths[0] = pn_report_job_keep(&j, copy);
+    CHECK(paths[0] == copy);
+    j.r.paths = paths;
+    j.r.npaths = 1;
+    j.r.top = 3;
+    for (int i = 0; i < 40; i++) /* past the first growth of its list */
+        CHECK(pn_report_job_keep(&j, strdup("kept")) != NULL);
+    CHECK(pn_report_job_keep(&j, NULL) == NULL);
+    pn_report_job_run(&j);
+    CHECK_EQ_INT(j.rc, 0);
+    CHECK_EQ_INT(j.profiles, 1);
+    CHECK(j.text && strstr(j.text, "slow"));
+    pn_report_job_clear(&j);
+    CHECK(j.nkept == 0 && j.text == NULL && j.kept == NULL);
+
+    /* A failed run keeps the core's message; clear after it frees all. */
+    j.r.paths = pn_report_job_keep(&j, calloc(1, sizeof(char *)));
+    ((const char **)j.r.paths)[0] = pn_report_job_keep(&j, strdup("/nonexistent/p.pb"));
+    j.r.npaths = 1;
+    j.r.top = 3;
+    pn_report_job_run(&j);
+    CHECK(j.rc != 0 && j.text == NULL);
+    CHECK(strstr(j.err.msg, "/nonexistent/p.pb") != NULL);
+    pn_report_job_clear(&j);
+
+    pb_free(b);
+    remove_dir(dir);
+}
+
 TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_inlined_lines_and_symbol_fallbacks), T(test_sparse_ids),
           T(test_top_counts_recursion_once), T(test_top_formats_units_and_names),
@@ -1320,4 +1362,4 @@ TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_deep_stacks_are_cut_at_the_leaf_end), T(test_limits),
           T(test_bad_arguments), T(test_labels_select_breakdown_and_diff),
           T(test_functions_keyed_by_name_and_file), T(test_hidden_root_files),
-          T(test_run_request))
+          T(test_run_request), T(test_job_owns_what_it_keeps))

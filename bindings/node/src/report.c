@@ -10,7 +10,7 @@
  *   runOutput() -> {dir, app} of the running agent's folder output, or null
  *
  * Threads: the request is read from JS and the result built on the main JS
- * thread; report_run() touches only the request (its own copies of every
+ * thread; pn_report_job_run touches only the job (its own copies of every
  * string), so the async variant runs it on a pool thread. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,18 +20,9 @@
 #include "addon.h"
 #include "pyroscope_report.h"
 
-/* r's strings are copies listed in owned (freed together); its arrays
- * (paths, filters, diff_a, diff_b) are malloc'ed for it. */
+/* The job owns the request's strings and lists (pn_report_job_keep). */
 typedef struct {
-    pn_report_request r;
-    char **owned;
-    size_t nowned, capowned;
-    /* out */
-    size_t profiles;
-    char *text;
-    size_t text_len;
-    pn_error err;
-    int rc;
+    pn_report_job job;
     /* async only */
     napi_deferred deferred;
     napi_async_work work;
@@ -41,34 +32,23 @@ static void request_free(request *q)
 {
     if (!q)
         return;
-    for (size_t i = 0; i < q->nowned; i++)
-        free(q->owned[i]);
-    free(q->owned);
-    free((void *)q->r.paths);
-    free((void *)q->r.filters);
-    free((void *)q->r.diff_a);
-    free((void *)q->r.diff_b);
-    free(q->text);
+    pn_report_job_clear(&q->job);
     free(q);
 }
 
-/* A JS string copied and listed in q->owned (NULL, thrown, otherwise). */
+static void *keep_or_throw(napi_env env, request *q, void *block)
+{
+    void *kept = pn_report_job_keep(&q->job, block);
+    if (!kept)
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+    return kept;
+}
+
+/* A JS string copied and kept by the job (NULL, thrown, otherwise). */
 static const char *own_string(napi_env env, request *q, napi_value v, const char *what)
 {
-    if (q->nowned == q->capowned) {
-        size_t cap = q->capowned ? 2 * q->capowned : 16;
-        char **grown = realloc(q->owned, cap * sizeof *grown);
-        if (!grown) {
-            napi_throw_error(env, NULL, "pyroscope: out of memory");
-            return NULL;
-        }
-        q->owned = grown;
-        q->capowned = cap;
-    }
     char *s = js_string(env, v, what);
-    if (s)
-        q->owned[q->nowned++] = s;
-    return s;
+    return s ? keep_or_throw(env, q, s) : NULL;
 }
 
 static int is_nullish(napi_env env, napi_value v)
@@ -127,12 +107,10 @@ static int opt_pairs(napi_env env, request *q, napi_value opts, const char *name
     int64_t len = array_length(env, arr, what);
     if (len < 0)
         return -1;
-    pn_label *l = calloc((size_t)len + 1, sizeof *l);
-    if (!l) {
-        napi_throw_error(env, NULL, "pyroscope: out of memory");
+    pn_label *l = keep_or_throw(env, q, calloc((size_t)len + 1, sizeof *l));
+    if (!l)
         return -1;
-    }
-    *out = l; /* freed with the request from here on */
+    *out = l;
     snprintf(what, sizeof what, "report: %s: each label key and value must be a string", name);
     for (int64_t i = 0; i < len; i++) {
         napi_value kv, k, v;
@@ -172,19 +150,17 @@ static request *request_read(napi_env env, napi_value paths, napi_value opts)
                   "report: paths must be a non-empty array of profile files or folders");
         goto fail;
     }
-    const char **list = calloc((size_t)n, sizeof *list);
-    if (!list) {
-        napi_throw_error(env, NULL, "pyroscope: out of memory");
+    const char **list = keep_or_throw(env, q, calloc((size_t)n, sizeof *list));
+    if (!list)
         goto fail;
-    }
-    q->r.paths = list;
+    q->job.r.paths = list;
     for (int64_t i = 0; i < n; i++) {
         napi_value p;
         napi_get_element(env, paths, (uint32_t)i, &p);
         if (!(list[i] = own_string(env, q, p, "report: each path must be a string")))
             goto fail;
     }
-    q->r.npaths = (size_t)n;
+    q->job.r.npaths = (size_t)n;
     if (is_nullish(env, opts)) {
         napi_create_object(env, &opts);
     } else {
@@ -202,38 +178,32 @@ static request *request_read(napi_env env, napi_value paths, napi_value opts)
         throw_msg(env, "ERR_INVALID_ARG_VALUE", "report: top must be a whole number >= 0");
         goto fail;
     }
-    q->r.top = (size_t)d;
-    if (opt_string(env, q, opts, "output", &q->r.html) != 0 ||
-        opt_string(env, q, opts, "title", &q->r.title) != 0 ||
-        opt_string(env, q, opts, "view", &q->r.view) != 0 ||
-        opt_string(env, q, opts, "groupBy", &q->r.group_by) != 0 ||
-        opt_pairs(env, q, opts, "filter", &q->r.filters, &q->r.nfilters) != 0 ||
-        opt_pairs(env, q, opts, "diffA", &q->r.diff_a, &q->r.ndiff_a) != 0 ||
-        opt_pairs(env, q, opts, "diffB", &q->r.diff_b, &q->r.ndiff_b) != 0)
+    q->job.r.top = (size_t)d;
+    if (opt_string(env, q, opts, "output", &q->job.r.html) != 0 ||
+        opt_string(env, q, opts, "title", &q->job.r.title) != 0 ||
+        opt_string(env, q, opts, "view", &q->job.r.view) != 0 ||
+        opt_string(env, q, opts, "groupBy", &q->job.r.group_by) != 0 ||
+        opt_pairs(env, q, opts, "filter", &q->job.r.filters, &q->job.r.nfilters) != 0 ||
+        opt_pairs(env, q, opts, "diffA", &q->job.r.diff_a, &q->job.r.ndiff_a) != 0 ||
+        opt_pairs(env, q, opts, "diffB", &q->job.r.diff_b, &q->job.r.ndiff_b) != 0)
         goto fail;
-    if ((q->r.diff_a != NULL) != (q->r.diff_b != NULL)) {
+    if ((q->job.r.diff_a != NULL) != (q->job.r.diff_b != NULL)) {
         throw_msg(env, "ERR_INVALID_ARG_VALUE", "report: diffA and diffB go together");
         goto fail;
     }
-    q->r.diff = q->r.diff_a != NULL;
+    q->job.r.diff = q->job.r.diff_a != NULL;
     return q;
 fail:
     request_free(q);
     return NULL;
 }
 
-/* The core's one-call report. Any thread: touches only q. */
-static void report_run(request *q)
-{
-    q->rc = pn_report_run(&q->r, &q->profiles, &q->text, &q->text_len, &q->err);
-}
-
 static napi_value request_result(napi_env env, const request *q)
 {
     napi_value o, s;
     napi_create_object(env, &o);
-    set_num(env, o, "profiles", (double)q->profiles);
-    napi_create_string_utf8(env, q->text ? q->text : "", q->text ? q->text_len : 0, &s);
+    set_num(env, o, "profiles", (double)q->job.profiles);
+    napi_create_string_utf8(env, q->job.text ? q->job.text : "", q->job.text ? q->job.text_len : 0, &s);
     napi_set_named_property(env, o, "text", s);
     return o;
 }
@@ -242,9 +212,9 @@ static napi_value request_result(napi_env env, const request *q)
 static napi_value request_error(napi_env env, const request *q)
 {
     napi_value code, msg, err;
-    napi_create_string_utf8(env, q->err.code == PN_EINVAL ? "ERR_PYROSCOPE_REPORT" : "ERR_PYROSCOPE",
+    napi_create_string_utf8(env, q->job.err.code == PN_EINVAL ? "ERR_PYROSCOPE_REPORT" : "ERR_PYROSCOPE",
                             NAPI_AUTO_LENGTH, &code);
-    napi_create_string_utf8(env, q->err.msg[0] ? q->err.msg : "report failed", NAPI_AUTO_LENGTH,
+    napi_create_string_utf8(env, q->job.err.msg[0] ? q->job.err.msg : "report failed", NAPI_AUTO_LENGTH,
                             &msg);
     napi_create_error(env, code, msg, &err);
     return err;
@@ -257,9 +227,9 @@ static napi_value m_report(napi_env env, napi_callback_info info)
     request *q = request_read(env, argv[0], argv[1]);
     if (!q)
         return NULL;
-    report_run(q);
+    pn_report_job_run(&q->job);
     napi_value out = NULL;
-    if (q->rc != 0)
+    if (q->job.rc != 0)
         napi_throw(env, request_error(env, q));
     else
         out = request_result(env, q);
@@ -270,15 +240,15 @@ static napi_value m_report(napi_env env, napi_callback_info info)
 static void async_execute(napi_env env, void *data)
 {
     (void)env;
-    report_run(data);
+    pn_report_job_run(&((request *)data)->job);
 }
 
 static void async_complete(napi_env env, napi_status status, void *data)
 {
     request *q = data;
-    if (status != napi_ok && q->rc == 0)
-        q->rc = pn_fail(&q->err, PN_ESTATE, "report: cancelled");
-    if (q->rc != 0)
+    if (status != napi_ok && q->job.rc == 0)
+        q->job.rc = pn_fail(&q->job.err, PN_ESTATE, "report: cancelled");
+    if (q->job.rc != 0)
         napi_reject_deferred(env, q->deferred, request_error(env, q));
     else
         napi_resolve_deferred(env, q->deferred, request_result(env, q));

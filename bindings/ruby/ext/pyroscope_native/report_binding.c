@@ -26,32 +26,13 @@
 #include "native.h"
 #include "pyroscope_report.h"
 
-/* r's strings are copies listed in owned (freed together); its arrays
- * (paths, filters, diff_a, diff_b) are malloc'ed for it. */
-typedef struct {
-    pn_report_request r;
-    char **owned;
-    size_t nowned, capowned;
-    /* out */
-    size_t profiles;
-    char *text;
-    size_t text_len;
-    pn_error err;
-    int rc;
-} request;
+/* The job owns the request's strings and lists (pn_report_job_keep). */
+typedef pn_report_job request;
 
 static void request_free(void *p)
 {
-    request *q = p;
-    for (size_t i = 0; i < q->nowned; i++)
-        free(q->owned[i]);
-    free(q->owned);
-    free((void *)q->r.paths);
-    free((void *)q->r.filters);
-    free((void *)q->r.diff_a);
-    free((void *)q->r.diff_b);
-    free(q->text);
-    free(q);
+    pn_report_job_clear(p);
+    free(p);
 }
 
 static const rb_data_type_t request_type = {
@@ -59,34 +40,23 @@ static const rb_data_type_t request_type = {
     .function = {.dfree = request_free},
     .flags = RUBY_TYPED_FREE_IMMEDIATELY};
 
-static void *alloc_or_raise(size_t n, size_t size)
+/* A zeroed block kept by the job (NoMemError when there is none). */
+static void *keep_or_raise(request *q, void *block)
 {
-    void *p = calloc(n, size);
-    if (!p)
+    void *kept = pn_report_job_keep(q, block);
+    if (!kept)
         rb_raise(rb_eNoMemError, "report: out of memory");
-    return p;
+    return kept;
 }
 
-/* A copy of a String, listed in q->owned (TypeError naming what for
+/* A copy of a String, kept by the job (TypeError naming what for
  * another type; a NUL inside raises ArgumentError). */
 static const char *own_str(request *q, VALUE v, const char *what)
 {
     if (!RB_TYPE_P(v, T_STRING))
         rb_raise(rb_eTypeError, "report: %s must be a String", what);
     const char *s = StringValueCStr(v);
-    if (q->nowned == q->capowned) {
-        size_t cap = q->capowned ? 2 * q->capowned : 16;
-        char **grown = realloc(q->owned, cap * sizeof *grown);
-        if (!grown)
-            rb_raise(rb_eNoMemError, "report: out of memory");
-        q->owned = grown;
-        q->capowned = cap;
-    }
-    char *c = strdup(s);
-    if (!c)
-        rb_raise(rb_eNoMemError, "report: out of memory");
-    q->owned[q->nowned++] = c;
-    return c;
+    return keep_or_raise(q, strdup(s));
 }
 
 static const char *own_opt_str(request *q, VALUE v, const char *what)
@@ -100,7 +70,7 @@ static void own_pairs(request *q, VALUE arr, const char *what, const pn_label **
     if (!RB_TYPE_P(arr, T_ARRAY))
         rb_raise(rb_eTypeError, "report: %s must be an Array of [key, value]", what);
     long len = RARRAY_LEN(arr);
-    pn_label *l = alloc_or_raise((size_t)len + 1, sizeof *l);
+    pn_label *l = keep_or_raise(q, calloc((size_t)len + 1, sizeof *l));
     *out = l;
     for (long i = 0; i < len; i++) {
         VALUE kv = rb_ary_entry(arr, i);
@@ -116,7 +86,7 @@ static void own_pairs(request *q, VALUE arr, const char *what, const pn_label **
 static void *report_run(void *p)
 {
     request *q = p;
-    q->rc = pn_report_run(&q->r, &q->profiles, &q->text, &q->text_len, &q->err);
+    pn_report_job_run(q);
     return NULL;
 }
 
@@ -130,7 +100,7 @@ static VALUE m_report(VALUE self, VALUE paths, VALUE html, VALUE title, VALUE to
         rb_raise(rb_eArgError, "report: paths must be a non-empty Array of profile files or "
                                "folders");
     long n = RARRAY_LEN(paths);
-    const char **list = alloc_or_raise((size_t)n, sizeof *list);
+    const char **list = keep_or_raise(q, calloc((size_t)n, sizeof *list));
     q->r.paths = list;
     for (long i = 0; i < n; i++)
         list[i] = own_str(q, rb_ary_entry(paths, i), "each path");
