@@ -258,8 +258,11 @@ logging.getLogger("pyroscope").addHandler(Keep())
 def stop_threads():
     names = []
     for t in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{t}/comm") as f:
-            names.append(f.read().strip())
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:
+            pass  # the thread ended between the listing and the read
     return names.count("pyroscope-stop")
 
 pyroscope.configure(application_name="old.app", server_address=P["url"], sample_rate=200,
