@@ -55,12 +55,12 @@ build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
 # The C suites first; then the language suites, JOBS at a time (each Python
-# version, Node and Ruby is a lane of its own), each lane's output printed
+# version, Node, Node 22/24 and Ruby is a lane of its own), each lane's output printed
 # together when it ends. Most of their time is spent waiting on profiling
 # periods and child processes, so two lanes on two cores save minutes.
 test: build test-c test-valgrind
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-ruby
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-node-compat test-ruby
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.

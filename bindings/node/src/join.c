@@ -7,8 +7,10 @@
  * holds its timestamp (±2 µs: V8 stamps inside its handler, in µs). The
  * bracket gives the labels that ran and the thread CPU since the previous
  * signal: a cpu sample's value is that CPU time, a wall sample's the
- * interval. Profiles overlap by design (the next starts before the last
- * ends); samples at or before the last recorded time are duplicates.
+ * interval. A sample no bracket holds was not taken by a tick and is
+ * dropped (counted as unjoined). Profiles overlap by design (the next
+ * starts before the last ends); samples at or before the last recorded
+ * time are duplicates.
  *
  * Threads: main thread only (between signals; the handler only appends).
  * Holds: while profiling, each driver holds the grace generation of the
@@ -41,6 +43,7 @@ static uint64_t joined, unjoined, duplicates, idle_skipped, profiles, late, star
 /* Samples whose span labels could not be merged in (no memory, or over the
  * label limit): they keep their context's labels alone. */
 static uint64_t merge_drops;
+static int warned_unbracketed; /* the warning below is given once a process */
 
 void join_reset(int counters)
 {
@@ -242,6 +245,7 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
     pn_frame_id stack[FRAMES_MAX_STACK];
     int32_t fidx[FRAMES_MAX_STACK];
     uint32_t recorded = 0;
+    uint64_t joined_profile = 0, unjoined_profile = 0;
     for (size_t s = 0; any && s < nsamp; s++) {
         int64_t t = (int64_t)(stime[s] * 1000.0);
         if (t <= last_ns && seen(t)) {
@@ -255,10 +259,18 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
             start_samples++;
             continue;
         }
-        if (b)
-            joined++;
-        else
+        if (!b) {
+            /* Not a tick of the sampling timer: none of our signals
+             * brackets it. V8 12+ also adds samples of its own between
+             * ticks (Node 24: hundreds a second in a loop calling
+             * performance.now()); with a tick's weight and no labels they
+             * would inflate the profile and unlabel it. */
             unjoined++;
+            unjoined_profile++;
+            continue;
+        }
+        joined++;
+        joined_profile++;
         if (t > last_ns)
             last_ns = t;
         recent[recent_n++ % RECENT] = t;
@@ -296,6 +308,13 @@ static napi_value m_profile(napi_env env, napi_callback_info info)
             pn_record(drv[k], p, &smp);
             recorded++;
         }
+    }
+    if (unjoined_profile >= 10 && joined_profile == 0 && !warned_unbracketed) {
+        warned_unbracketed = 1;
+        pn_log(PN_LOG_WARN, "none of the %llu samples of a V8 profile came with our SIGPROF "
+               "bracket: another SIGPROF handler may sit in front of ours; those samples are "
+               "dropped (stats().join.unjoined counts them)",
+               (unsigned long long)unjoined_profile);
     }
     /* Every sample up to the profile's end is in now, but for those V8
      * had not processed yet (they come with the next profile): the drivers
