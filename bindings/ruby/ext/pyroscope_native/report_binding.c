@@ -18,13 +18,13 @@
  * a Ruby object (freed by the GC, so a raise never leaks it); the reading
  * and writing run without the GVL and touch only the request.
  */
-#include <ruby/thread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "native.h"
+#include "native.h" /* ruby.h, which ruby/thread.h needs first from 3.3 on */
 #include "pyroscope_report.h"
+#include <ruby/thread.h>
 
 /* The job owns the request's strings and lists (pn_report_job_keep). */
 typedef pn_report_job request;
