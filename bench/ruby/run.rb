@@ -8,8 +8,9 @@
 # Two settings per round:
 #   100 Hz (the issue's table): stackprof in cpu mode, ours with its
 #     defaults. Here both cost less than this machine's noise.
-#   like for like (BENCH_HIGH_HZ, default 2000 Hz): a rate at which both
-#     costs rise well above the noise. stackprof in wall mode (its cpu mode
+#   like for like (BENCH_HIGH_HZ, a comma list, default 2000 and 10000 Hz):
+#     rates at which both costs rise above the noise (at 10 kHz far above
+#     it, on a loaded machine too). stackprof in wall mode (its cpu mode
 #     runs on ITIMER_PROF, which the kernel's tick caps at a few hundred
 #     signals a second), ours in its default cpu mode with
 #     sampler_cpu_budget 0 (the default 1 % budget would throttle the rate).
@@ -20,24 +21,27 @@
 # Columns: own CPU (s, % of base), total CPU ratio, RSS added (peak), PSS
 # and private memory added (smaps_rollup while the profiler runs), samples,
 # per-sample cost. Then the direct costs measured inside our process.
-# Usage: ruby bench/ruby/run.rb [rounds] [work size]   (BENCH_HIGH_HZ)
+# Usage: ruby bench/ruby/run.rb [rounds] [work size]   (BENCH_HIGH_HZ=2000,10000)
 require "json"
 require "open3"
 require "rbconfig"
 require_relative "median"
 
-rounds = Integer(ARGV.fetch(0, "15"))
+rounds = Integer(ARGV.fetch(0, "11"))
 size = ARGV.fetch(1, "600")
-high = ENV.fetch("BENCH_HIGH_HZ", "2000")
+highs = ENV.fetch("BENCH_HIGH_HZ", "2000,10000").split(",").map { |hz| Integer(hz).to_s }
 work = File.join(__dir__, "work.rb")
 # name => [work.rb mode, environment]
 RUNS = {
   "base" => ["base", {}],
   "stackprof" => ["stackprof", {"BENCH_HZ" => "100", "BENCH_SP_MODE" => "cpu"}],
   "native" => ["native", {"BENCH_HZ" => "100"}],
-  "stackprof-high" => ["stackprof", {"BENCH_HZ" => high, "BENCH_SP_MODE" => "wall"}],
-  "native-high" => ["native", {"BENCH_HZ" => high, "BENCH_BUDGET" => "0"}],
-}.freeze
+}
+highs.each do |hz|
+  RUNS["stackprof-#{hz}"] = ["stackprof", {"BENCH_HZ" => hz, "BENCH_SP_MODE" => "wall"}]
+  RUNS["native-#{hz}"] = ["native", {"BENCH_HZ" => hz, "BENCH_BUDGET" => "0"}]
+end
+RUNS.freeze
 PROFILED = RUNS.keys - ["base"]
 
 def us_per(ns, n) = 1e-3 * ns / [n, 1].max
@@ -95,12 +99,15 @@ sp_sample_us = sp_st.success? ? Float(sp_out.lines.last) : nil
 
 m = ->(rs, k) { median(rs.map { |x| x[k] }.compact) }
 sp_name = "stackprof #{Gem.loaded_specs["stackprof"]&.version || "(Debian)"}"
-labels = {"stackprof" => "#{sp_name}, cpu mode, 100 Hz", "native" => "pyroscope-native, 100 Hz",
-          "stackprof-high" => "#{sp_name}, wall mode, #{high} Hz",
-          "native-high" => "pyroscope-native, #{high} Hz, budget 0"}
+labels = {"stackprof" => "#{sp_name}, cpu mode, 100 Hz", "native" => "pyroscope-native, 100 Hz"}
+highs.each do |hz|
+  labels["stackprof-#{hz}"] = "#{sp_name}, wall mode, #{hz} Hz"
+  labels["native-#{hz}"] = "pyroscope-native, #{hz} Hz, budget 0"
+end
 load = File.read("/proc/loadavg").split.first(3).join(" ")
-puts "Ruby #{RUBY_VERSION}, #{rounds} rounds (base and the four profiled runs rotating), work size #{size}, " \
-     "load average at the end #{load}; medians of the rounds. Like-for-like rows: the two at #{high} Hz."
+puts "Ruby #{RUBY_VERSION}, #{rounds} rounds (base and the #{PROFILED.size} profiled runs rotating), work size " \
+     "#{size}, load average at the end #{load}; medians of the rounds. Like-for-like rows: the pairs at " \
+     "#{highs.join(' and ')} Hz."
 puts "| profiler | base CPU (s) | own CPU (s) | own CPU (% of base) | total CPU ratio | RSS added (MB) | " \
      "PSS added (MB) | private added (MB) | samples | per-sample cost (us) |"
 puts "|---|---|---|---|---|---|---|---|---|---|"
@@ -113,7 +120,7 @@ PROFILED.each do |name|
 end
 puts
 puts "Direct costs of pyroscope-native, measured inside the process (medians of the rounds):"
-%w[native native-high].each do |name|
+(["native"] + highs.map { |hz| "native-#{hz}" }).each do |name|
   d = results["direct #{name}"]
   puts format("- %s: per sample on the application thread (handler + recording job) %.2f us (handler %.2f us); " \
               "sampler thread %.1f us per tick, %.1f us per sample; ticks %d, timeouts %d, torn captures %d, " \
