@@ -1,6 +1,7 @@
 # pyroscope-native against stackprof (Debian ruby-stackprof) at 100 Hz,
+# plus like-for-like pairs at BENCH_HIGH_HZ (bench/ruby/run.rb says how),
 # alternating rounds; BENCH_RUBY_ARGS="rounds worksize". Never part of test.
-BENCH_RUBY_ARGS ?= 9 600
+BENCH_RUBY_ARGS ?= 11 600
 
 .PHONY: bench-ruby
 bench-ruby: build-ruby

@@ -5,7 +5,11 @@
 # build the medians over all rounds of the direct costs work.rb reports:
 # per sample on the application thread (handler + recording job), the
 # handler alone, the sampler thread per tick, ticks, samples and process
-# CPU. A build is a GEM_HOME the gem was installed into.
+# CPU. A build is a GEM_HOME the gem was installed into. The handler and
+# job times are estimates from the one in 16 of them the extension times
+# (capture.c); builds before that timed every one, and paid two extra
+# thread-CPU-clock reads per handler and per job that these figures do not
+# show (count system calls with perf stat to compare those).
 # Usage: ruby bench/ruby/ab.rb rounds size NAME=GEM_HOME...   (BENCH_HZ)
 require "json"
 require "open3"

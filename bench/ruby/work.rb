@@ -2,15 +2,21 @@
 
 # One benchmark run (a process of its own): a fixed CPU-bound workload on
 # two threads (fib, hash churn, sort), under no profiler ("base"), stackprof
-# ("stackprof", cpu mode) or pyroscope-native ("native"), both at HZ.
+# ("stackprof") or pyroscope-native ("native"), both at BENCH_HZ.
+# BENCH_SP_MODE: stackprof's mode (cpu: ITIMER_PROF, which the kernel's tick
+# caps at a few hundred signals a second; wall: ITIMER_REAL, any rate).
+# BENCH_BUDGET: our sampler_cpu_budget (unset: the default; 0: no limit).
 # Prints one JSON line: process CPU s (the profiler's threads included),
-# wall s, peak RSS kB, samples taken.
+# wall s, peak RSS kB, and RSS / PSS / private kB (smaps_rollup) read while
+# the profiler still runs, samples taken.
 require "json"
 require "tmpdir"
 
 mode = ARGV.fetch(0)
 rounds = Integer(ARGV.fetch(1, "40"))
 hz = Integer(ENV.fetch("BENCH_HZ", "100"))
+sp_mode = ENV.fetch("BENCH_SP_MODE", "cpu").to_sym
+budget = ENV["BENCH_BUDGET"]
 
 def fib(n) = n < 2 ? n : fib(n - 1) + fib(n - 2)
 
@@ -30,14 +36,24 @@ out = Dir.mktmpdir
 cpu0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
 wall0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 case mode
-when "stackprof" then StackProf.start(mode: :cpu, interval: 1_000_000 / hz)
+when "stackprof" then StackProf.start(mode: sp_mode, interval: 1_000_000 / hz)
 when "native"
-  Pyroscope::Native.start({"application_name" => "bench", "output_dir" => out,
-                           "upload_interval" => 10, "sample_rate" => hz}, {})
+  settings = {"application_name" => "bench", "output_dir" => out, "upload_interval" => 10,
+              "sample_rate" => hz}
+  settings["sampler_cpu_budget"] = Float(budget) if budget
+  Pyroscope::Native.start(settings, {})
 end
 
-threads = 2.times.map { |t| Thread.new { rounds.times { |i| chunk(i + t) } } }
-threads.each(&:join)
+# Two lanes: one on the main thread (the one stackprof samples: it starts
+# it), one on a second thread (only pyroscope-native samples it).
+lane = ->(t) { rounds.times { |i| chunk(i + t) } }
+second = Thread.new { lane.call(1) }
+lane.call(0)
+second.join
+
+# Memory while the profiler still holds what it collected (kB).
+roll = File.read("/proc/self/smaps_rollup")
+mem = %w[Rss Pss Private_Clean Private_Dirty].to_h { |k| [k, roll[/^#{k}:\s*(\d+)/, 1].to_i] }
 
 extra = {}
 samples = case mode
@@ -53,4 +69,5 @@ samples = case mode
 cpu = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - cpu0
 wall = Process.clock_gettime(Process::CLOCK_MONOTONIC) - wall0
 hwm = File.read("/proc/self/status")[/VmHWM:\s*(\d+)/, 1].to_i
-puts JSON.generate({mode: mode, cpu: cpu, wall: wall, hwm_kb: hwm, samples: samples}.merge(extra))
+puts JSON.generate({mode: mode, cpu: cpu, wall: wall, hwm_kb: hwm, rss_kb: mem["Rss"], pss_kb: mem["Pss"],
+                    private_kb: mem["Private_Clean"] + mem["Private_Dirty"], samples: samples}.merge(extra))

@@ -268,6 +268,7 @@ static atomic_int w_tid[NW];
 static atomic_long w_signals[NW];    /* handler ran with a capture */
 static atomic_long w_abandoned;
 static atomic_long w_consumed[NW];
+static _Atomic int64_t w_value_ns[NW]; /* CPU its recorded captures carry */
 static atomic_long label_mismatch;
 static atomic_int w_stop[NW];
 static atomic_int w_joined[NW];
@@ -345,6 +346,7 @@ static void consume(void *ud, pn_driver *d, const pn_capture_view *v)
     pn_sample s = {.frames = f, .depth = 2, .labels = v->labels, .tid = v->tid,
                    .values = vals, .time_ns = v->time_ns};
     pn_record(d, p, &s);
+    atomic_fetch_add(&w_value_ns[pl.idx], v->value_ns);
     atomic_fetch_add(&w_consumed[pl.idx], 1);
 }
 
@@ -1043,5 +1045,98 @@ static void test_rendezvous_adopt(void)
     pn_test_rm_dir(dir);
 }
 
-TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_label_churn), T(test_two_drivers),
+/* CPU in bursts between idle stretches: the ticks in which no thread but
+ * the sampler used CPU read no thread's clock, and nothing is lost by it
+ * (a thread's clock is cumulative: the next tick that reads it charges
+ * all of it). min_cpu_ns 5 ms (the timer wake-ups of the consumer and the
+ * worker stay below it), bursts of 8 ms and of 0.3 ms (below it: charged
+ * once enough of them added up), each followed by an idle stretch. */
+static int64_t idle_gate_used_ns;
+
+static void burn_thread_ns(int64_t ns)
+{
+    int64_t end = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+    volatile double x = 0;
+    while (pn_clock_ns(CLOCK_THREAD_CPUTIME_ID) < end)
+        for (int k = 0; k < 1000; k++)
+            x += 1;
+}
+
+static void *idle_gate_worker(void *arg)
+{
+    (void)arg;
+    pn_label kv = {"worker", w_names[W_SPIN0]};
+    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
+    atomic_store(&w_tid[W_SPIN0], pn_gettid());
+    tl_widx = W_SPIN0;
+    pn_driver *d = atomic_load(&g_rdv);
+    pn_error e;
+    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    sleep_ms(50); /* the first tick's reading comes first */
+    int64_t t0 = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < 5; i++) {
+        burn_thread_ns(8000000);
+        sleep_ms(40);
+    }
+    /* Most of the CPU: lost if small amounts were not added up. */
+    for (int i = 0; i < 200; i++) {
+        burn_thread_ns(300000);
+        sleep_ms(4);
+    }
+    idle_gate_used_ns = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+    sleep_ms(50); /* the last bursts' captures are answered */
+    tl_widx = -1;
+    pn_rendezvous_leave(d);
+    return NULL;
+}
+
+static void test_rendezvous_idle_gate(void)
+{
+    atomic_store(&w_consumed[W_SPIN0], 0);
+    atomic_store(&w_value_ns[W_SPIN0], 0);
+    atomic_store(&w_joined[W_SPIN0], 0);
+    atomic_store(&label_mismatch, 0);
+    struct sigaction old;
+    install_on_sigprof(&old);
+    char dir[64];
+    pn_test_tmpdir("idlegate", dir, sizeof dir);
+    pn_config c;
+    folder_config(&c, dir);
+    pn_error e;
+    pn_agent *a = pn_agent_start(&c, &e);
+    pn_config_free(&c);
+    pn_driver *d = a ? pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_RENDEZVOUS,
+                                                                .profile_type = "rdv",
+                                                                .capture_bytes = 256,
+                                                                .min_cpu_ns = 5000000}, &e)
+                     : NULL;
+    CHECK(d != NULL);
+    if (d) {
+        atomic_store(&g_rdv, d);
+        pthread_t worker, cons;
+        atomic_store(&consumer_stop, 0);
+        pthread_create(&cons, NULL, consumer_main, d);
+        pthread_create(&worker, NULL, idle_gate_worker, NULL);
+        pthread_join(worker, NULL);
+        atomic_store(&consumer_stop, 1);
+        pthread_join(cons, NULL);
+        atomic_store(&g_rdv, NULL);
+        CHECK_EQ_INT(atomic_load(&w_joined[W_SPIN0]), 1);
+        int64_t charged = atomic_load(&w_value_ns[W_SPIN0]);
+        printf("  used %.1f ms in bursts, charged %.1f ms in %ld captures\n",
+               idle_gate_used_ns / 1e6, charged / 1e6, atomic_load(&w_consumed[W_SPIN0]));
+        /* Wide margins: a loaded machine delays answers (a request
+         * nobody answered is charged to the next), never loses them. */
+        CHECK(atomic_load(&w_consumed[W_SPIN0]) >= 5);
+        CHECK(charged >= idle_gate_used_ns / 2);
+        CHECK(charged <= idle_gate_used_ns * 3 / 2);
+        CHECK_EQ_INT(atomic_load(&label_mismatch), 0);
+    }
+    pn_agent_stop(a);
+    sigaction(SIGPROF, &old, NULL);
+    release_worker_labels();
+    pn_test_rm_dir(dir);
+}
+
+TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_rendezvous_idle_gate), T(test_label_churn), T(test_two_drivers),
           T(test_walker_labels))

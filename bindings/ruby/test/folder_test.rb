@@ -53,6 +53,25 @@ class FolderTest < Minitest::Test
     assert_operator two["two"], :>=, 0.95 * two.values.sum, two.inspect
   end
 
+  # report_thread_name through Pyroscope.configure, and through its
+  # variable: the samples of a named thread's work carry its name; unset,
+  # none carries a thread_name label.
+  def test_report_thread_name
+    code = burn_source("named_lane_work") + <<~RUBY
+      Thread.new { Thread.current.name = "lane-b"; named_lane_work(0.3) }.join
+    RUBY
+    [[{}, "c.report_thread_name = true"], [{"PYROSCOPE_REPORT_THREAD_NAME" => "true"}, ""]].each do |env, setting|
+      profiles, = profile_child("names.rb", code, settings: setting, env: env)
+      names = value_by_label(profiles, "named_lane_work", "thread_name")
+      assert_operator names["lane-b"], :>=, 0.1e9, [env, setting, names].inspect
+      # The first capture may come before the job read the name.
+      assert_operator names["lane-b"], :>=, 0.9 * names.values.sum, [env, setting, names].inspect
+    end
+    profiles, = profile_child("names.rb", code)
+    names = value_by_label(profiles, "named_lane_work", "thread_name")
+    assert_equal [nil], names.keys, "thread_name without report_thread_name"
+  end
+
   # oncpu = false: a wall profile, where a sleeping thread is seen too.
   def test_wall_mode
     code = <<~RUBY

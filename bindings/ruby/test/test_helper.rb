@@ -75,7 +75,7 @@ module PyroscopeTest
   # the configured rate however loaded the machine; `settings`: more lines
   # of the configure block), and a stop. Returns [decoded profiles, the
   # child's stdout, the file names].
-  def profile_child(app, code, rate: 100, settings: "")
+  def profile_child(app, code, rate: 100, settings: "", env: {})
     Dir.mktmpdir do |dir|
       setup = <<~RUBY
         Pyroscope.configure do |c|
@@ -86,7 +86,7 @@ module PyroscopeTest
           #{settings}
         end
       RUBY
-      out, err, status = ruby_child("#{setup}#{code}\nPyroscope.stop\n")
+      out, err, status = ruby_child("#{setup}#{code}\nPyroscope.stop\n", env: env)
       assert status.success?, err
       # (the profiles' names: stop also writes flamegraph.html there)
       [folder_profiles(dir), out, Dir.children(dir).grep(/\.pb(\.gz)?\z/).sort]

@@ -308,6 +308,29 @@ static void take_back_unanswered(pn_driver *d, int64_t now)
     }
 }
 
+/* Whether no thread but the sampler used min_cpu_ns of CPU since the last
+ * tick that read the joined threads' clocks: one read of the process's
+ * clock instead of one per joined thread (each a system call), so an idle
+ * process costs a tick no more with many threads than with one. Nothing
+ * is lost by not reading: a thread's clock is cumulative, and the next
+ * tick that reads it charges all it used since. CPU mode only (a wall
+ * tick samples every thread anyway). */
+static int others_idle(pn_driver *d)
+{
+    int64_t proc = pn_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    pn_sampler_stats st;
+    pn_sampler_get_stats(d->sampler, &st);
+    /* The sampler's CPU up to its previous tick: its wake-up and this
+     * tick so far are left in, the same slack at both ends. */
+    int64_t own = (int64_t)st.sampler_cpu_ns;
+    if (d->scan_proc_cpu >= 0 && proc >= d->scan_proc_cpu && own >= d->scan_own_cpu &&
+        (proc - d->scan_proc_cpu) - (own - d->scan_own_cpu) < d->min_cpu_ns)
+        return 1;
+    d->scan_proc_cpu = proc;
+    d->scan_own_cpu = own;
+    return 0;
+}
+
 static void rendezvous_tick(void *ctx, pn_tick *t)
 {
     pn_driver *d = ctx;
@@ -315,9 +338,15 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     /* Hold what captures not yet consumed may point to, and no more: the
      * hold moves on as the consumer catches up. */
     pn_grace_hold(d->capture_reader, oldest_capture(d));
-    int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
     int oncpu = pn_tick_opts(t)->oncpu;
-    pid_t pid = getpid();
+    if (oncpu && !d->last_asked && others_idle(d))
+        return;
+    int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
+    /* getpid is a system call; the sampler thread's first tick asks (a
+     * forked child starts a new sampler thread, with its own). */
+    static __thread pid_t pid;
+    if (!pid)
+        pid = getpid();
     uint32_t asked = 0;
     for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
         pn_capture *c = &d->slots[i];
@@ -378,6 +407,7 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         count(&d->requested);
         asked++;
     }
+    d->last_asked = asked > 0;
     if (asked && d->o.notify)
         d->o.notify(d->o.ctx);
 }
@@ -449,6 +479,7 @@ static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interv
         return pn_fail(e, PN_EINVAL, "rendezvous driver: max_threads (%u) or capture_bytes "
                        "(%zu) too large", d->nslots, d->capture_bytes);
     d->min_cpu_ns = o->min_cpu_ns > 0 ? o->min_cpu_ns : interval / 10;
+    d->scan_proc_cpu = d->scan_own_cpu = -1;
     d->wait_ns = o->wait_ns > 0 ? o->wait_ns : (interval / 2 < 10000000 ? interval / 2 : 10000000);
     d->slots = calloc(d->nslots, sizeof *d->slots);
     /* Page-backed: a slot's buffer costs RAM once a capture wrote it. */
@@ -505,8 +536,12 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     pn_store_limits_default(&lim);
     lim.max_stacks = c->max_stacks;
     lim.max_depth = c->max_depth;
+    /* The rendezvous tick reads no other thread's memory, so it needs no
+     * fault guard (arming it costs two sigaction calls a tick, and its
+     * handler would sit in front of the runtime's SIGSEGV handler). */
+    int guard = o->kind == PN_DRIVER_RENDEZVOUS ? 0 : c->fault_guard;
     pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
-                          c->fault_guard, c->sampler_cpu_budget};
+                          guard, c->sampler_cpu_budget};
     int64_t interval = (int64_t)(1e9 / c->sample_rate);
     if (copy_types(d, o, c, e) != 0)
         goto fail;
@@ -578,6 +613,8 @@ void pn_driver_fork_child(pn_driver *d)
         atomic_store(&tl_capture->tid, pn_gettid());
     atomic_store(&d->watermark, 0);
     atomic_store(&d->recorded, 0);
+    d->scan_proc_cpu = d->scan_own_cpu = -1; /* the child's clocks start over */
+    d->last_asked = 0;
     if (d->sampler)
         pn_sampler_fork_child(d->sampler); /* fresh store, new thread */
     else

@@ -34,6 +34,13 @@ struct pn_driver {
     uint8_t *buffers;
     int signo;
     int64_t min_cpu_ns, wait_ns;
+    /* Rendezvous, sampler-thread-owned: the process's CPU clock, and the
+     * sampler thread's own as its stats had it, at the last tick that read
+     * the joined threads' clocks (-1: none since the start or a fork);
+     * whether the last tick signalled a thread (then the next one reads
+     * the threads' clocks without asking the process's first). */
+    int64_t scan_proc_cpu, scan_own_cpu;
+    int last_asked;
     /* Unique per rendezvous driver, never reused: a thread's slot pointer
      * from a driver already freed (the agent stopped while the thread
      * stayed joined) is recognised without reading freed memory. */

@@ -54,8 +54,8 @@ void capture_before_exec(void);         /* GVL: no SIGPROF survives exec */
 uint64_t capture_torn(void);            /* abandoned: a GC overlapped */
 uint64_t capture_gc(void);              /* samples taken during a GC step */
 uint64_t capture_altstack(void);        /* abandoned: on the alt stack */
-uint64_t capture_handler_ns(void);      /* time in handlers that captured */
-uint64_t capture_job_ns(void);          /* time in jobs recording */
+uint64_t capture_handler_ns(void);      /* time in handlers that captured (estimated from 1 in 16) */
+uint64_t capture_job_ns(void);          /* time in jobs recording (estimated from 1 in 16) */
 size_t capture_bytes_for(int max_depth);
 /* Postponed job entry (GVL): capture (fallback mode) then symbolize. */
 void capture_job(void *unused);

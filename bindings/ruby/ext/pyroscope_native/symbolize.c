@@ -5,9 +5,12 @@
  * Names come from rb_profile_frame_full_label/path, which allocate; a GC
  * they trigger cannot free or move the frames still waiting (thread_registry.c
  * pins them). A small cache maps a frame VALUE to its interned name and
- * file, for one period's symbols; the GC marks (and so pins) every frame
- * in it, so an address in the cache cannot be freed and reused by another
- * object while it is there (at most CACHE_SIZE frames are kept alive).
+ * file, and with the line it was last seen at to its frame id, for one
+ * period's symbols (a loop's frames come back at the same lines, so most
+ * frames of a capture cost one lookup here, none in the period's tables);
+ * the GC marks (and so pins) every frame in it, so an address in the cache
+ * cannot be freed and reused by another object while it is there (at most
+ * CACHE_SIZE frames are kept alive).
  *
  * Threads: GVL only (one consumer at a time, as the core requires). */
 #include "native.h"
@@ -22,7 +25,10 @@
 typedef struct {
     VALUE frame;
     uint32_t name_sid, file_sid;
+    uint32_t line;              /* LINE_NONE: id not computed yet */
+    pn_frame_id id;             /* of (name, file, line) */
 } cache_entry;
+#define LINE_NONE UINT32_MAX
 
 static cache_entry cache[CACHE_SIZE];
 static uint64_t cache_symgen;   /* pn_symbols generation it is valid for */
@@ -73,13 +79,18 @@ static uint32_t intern_value(pn_symbols *s, VALUE str)
     return pn_symbols_string(s, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
 }
 
-static pn_frame_id frame_id(pn_symbols *s, VALUE frame, int line)
+/* The cache is for one symbol table: a new period's starts it empty. */
+static void cache_check(pn_symbols *s)
 {
     uint64_t gen = pn_symbols_generation(s);
     if (gen != cache_symgen) {
         memset(cache, 0, sizeof cache);
         cache_symgen = gen;
     }
+}
+
+static pn_frame_id frame_id(pn_symbols *s, VALUE frame, int line)
+{
     cache_entry *c = &cache[((uintptr_t)frame >> 3) & (CACHE_SIZE - 1)];
     if (c->frame != frame) {
         uint32_t name = intern_value(s, rb_profile_frame_full_label(frame));
@@ -88,8 +99,14 @@ static pn_frame_id frame_id(pn_symbols *s, VALUE frame, int line)
         c->frame = frame;
         c->name_sid = name;
         c->file_sid = file;
+        c->line = LINE_NONE;
     }
-    return pn_symbols_frame(s, c->name_sid, c->file_sid, line > 0 ? (uint32_t)line : 0);
+    uint32_t l = line > 0 ? (uint32_t)line : 0;
+    if (c->line != l) {
+        c->id = pn_symbols_frame(s, c->name_sid, c->file_sid, l);
+        c->line = l;
+    }
+    return c->id;
 }
 
 static void unpin(rthread *r, const VALUE *frames)
@@ -116,6 +133,7 @@ static void on_capture(void *ud, pn_driver *d, const pn_capture_view *v)
     pn_period *p = h->depth > 0 || h->in_gc ? pn_record_period(d, v->time_ns) : NULL;
     if (p) {
         pn_symbols *s = pn_period_symbols(p);
+        cache_check(s);
         size_t n = 0;
         if (h->in_gc) {
             static const char gc[] = "(garbage collection)";
