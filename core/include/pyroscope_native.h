@@ -394,6 +394,10 @@ typedef struct {
     /* Optional, sampler thread: a tick signalled threads (their captures
      * arrive after it). */
     void (*notify)(void *ctx);
+    /* Optional, sampler thread, at a tick: a capture has waited longer
+     * than wait_ns for pn_rendezvous_drain. Must be async-signal-safe in
+     * spirit: no locks an application thread can hold. */
+    void (*stale)(void *ctx);
 
     /* batch */
     int64_t max_delay_ns;       /* a cut period waits this long for late

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -1138,5 +1139,124 @@ static void test_rendezvous_idle_gate(void)
     pn_test_rm_dir(dir);
 }
 
-TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_rendezvous_idle_gate), T(test_label_churn), T(test_two_drivers),
+/* Wall mode, a thread blocked for the whole run, and no consumer but the
+ * one the stale callback wakes (as the Ruby binding's drain thread on
+ * 3.3+, where a blocked thread runs its job only when it wakes): the tick
+ * that finds the capture not consumed yet passes its wall time on to the
+ * next capture, so the blocked thread's samples still add up to the time
+ * it was blocked (they were half of it when those ticks were dropped). */
+static sem_t stale_sem;
+static atomic_long stale_calls;
+
+static void on_stale(void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_add(&stale_calls, 1);
+    sem_post(&stale_sem);
+}
+
+static void *stale_consumer(void *arg)
+{
+    pn_driver *d = arg;
+    while (!atomic_load(&consumer_stop)) {
+        sem_wait(&stale_sem);
+        /* Late, as a drain thread waiting for the GVL is: the tick that
+         * woke it finds the capture still there. */
+        sleep_ms(3);
+        pn_rendezvous_drain(d, consume, NULL);
+    }
+    return NULL;
+}
+
+static atomic_int blocked_go;
+
+static void *blocked_worker(void *arg)
+{
+    (void)arg;
+    pn_label kv = {"worker", w_names[W_SPIN0]};
+    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
+    atomic_store(&w_tid[W_SPIN0], pn_gettid());
+    tl_widx = W_SPIN0;
+    pn_driver *d = atomic_load(&g_rdv);
+    pn_error e;
+    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    while (!atomic_load(&blocked_go))
+        sleep_ms(1);
+    /* Blocked for 600 ms: a signal interrupts the sleep, which goes on
+     * to the same deadline. */
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += 600000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+        ;
+    tl_widx = -1;
+    pn_rendezvous_leave(d);
+    return NULL;
+}
+
+static void test_rendezvous_wall_carry(void)
+{
+    atomic_store(&w_consumed[W_SPIN0], 0);
+    atomic_store(&w_value_ns[W_SPIN0], 0);
+    atomic_store(&w_joined[W_SPIN0], 0);
+    atomic_store(&label_mismatch, 0);
+    atomic_store(&blocked_go, 0);
+    atomic_store(&stale_calls, 0);
+    sem_init(&stale_sem, 0, 0);
+    struct sigaction old;
+    install_on_sigprof(&old);
+    char dir[64];
+    pn_test_tmpdir("wallcarry", dir, sizeof dir);
+    pn_config c;
+    folder_config(&c, dir);
+    pn_config_set(&c, "oncpu", "false", NULL);
+    pn_config_set(&c, "sampler_cpu_budget", "0", NULL);
+    pn_error e;
+    pn_agent *a = pn_agent_start(&c, &e);
+    pn_config_free(&c);
+    pn_driver *d = a ? pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_RENDEZVOUS,
+                                                                .profile_type = "rdv",
+                                                                .capture_bytes = 256,
+                                                                .stale = on_stale}, &e)
+                     : NULL;
+    CHECK(d != NULL);
+    if (d) {
+        atomic_store(&g_rdv, d);
+        pthread_t worker, cons;
+        atomic_store(&consumer_stop, 0);
+        pthread_create(&cons, NULL, stale_consumer, d);
+        pthread_create(&worker, NULL, blocked_worker, NULL);
+        while (!atomic_load(&w_joined[W_SPIN0]))
+            sleep_ms(1);
+        sleep_ms(30); /* the first tick's reading comes first */
+        int64_t t0 = mono_now();
+        atomic_store(&blocked_go, 1);
+        pthread_join(worker, NULL);
+        int64_t blocked_ns = mono_now() - t0;
+        atomic_store(&consumer_stop, 1);
+        sem_post(&stale_sem);
+        pthread_join(cons, NULL);
+        pn_rendezvous_drain(d, consume, NULL);
+        atomic_store(&g_rdv, NULL);
+        int64_t charged = atomic_load(&w_value_ns[W_SPIN0]);
+        long n = atomic_load(&w_consumed[W_SPIN0]);
+        printf("  blocked %.0f ms, charged %.0f ms in %ld captures, %ld stale calls\n",
+               blocked_ns / 1e6, charged / 1e6, n, atomic_load(&stale_calls));
+        CHECK(atomic_load(&stale_calls) >= 3);
+        CHECK(n >= 5);
+        /* Dropping the busy ticks gives at most half (plus a tick). */
+        CHECK(charged >= blocked_ns * 65 / 100);
+        CHECK(charged <= blocked_ns * 13 / 10 + 20000000);
+        CHECK_EQ_INT(atomic_load(&label_mismatch), 0);
+    }
+    pn_agent_stop(a);
+    sigaction(SIGPROF, &old, NULL);
+    release_worker_labels();
+    sem_destroy(&stale_sem);
+    pn_test_rm_dir(dir);
+}
+
+TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_rendezvous_idle_gate), T(test_rendezvous_wall_carry), T(test_label_churn), T(test_two_drivers),
           T(test_walker_labels))

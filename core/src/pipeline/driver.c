@@ -39,7 +39,8 @@ struct pn_capture {
     pn_driver *d;
     /* Sampler-thread-owned. */
     int64_t cpu_last;           /* -1: no reading yet */
-    int64_t carry;              /* CPU not yet charged to a sample */
+    int64_t carry;              /* CPU (oncpu) or wall time (wall) not yet
+                                 * charged to a sample */
     /* Written by the sampler before REQUESTED, read after CAPTURED. gen:
      * the grace generation at the request, older than any label set the
      * handler can load for it. */
@@ -62,6 +63,8 @@ static _Atomic uint64_t next_serial = 1;
 /* Serials of the rendezvous drivers alive now (an agent has at most 8
  * drivers, one agent at a time); 0: a free entry. */
 #define MAX_LIVE 8
+/* Wall ticks one sample may carry (see rendezvous_tick). */
+#define WALL_CARRY_TICKS 4
 static _Atomic uint64_t live_serials[MAX_LIVE];
 
 static int serial_live(uint64_t serial)
@@ -286,6 +289,20 @@ static uint64_t oldest_capture(const pn_driver *d)
     return oldest;
 }
 
+/* Whether a capture has waited for its consumer longer than wait_ns (on
+ * Ruby 3.3+ a thread blocked in a system call runs its job only when it
+ * wakes: the binding's stale callback records it from elsewhere). */
+static int capture_waits(const pn_driver *d, int64_t now)
+{
+    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
+        pn_capture *c = &d->slots[i];
+        if (atomic_load_explicit(&c->state, memory_order_relaxed) == SLOT_CAPTURED &&
+            now - c->time_ns >= d->wait_ns)
+            return 1;
+    }
+    return 0;
+}
+
 /* The rendezvous driver's tick, on its sampler thread: take back the
  * requests nobody answered within wait_ns, then pick the joined threads
  * that used CPU and signal them. It does not wait for the answers (the
@@ -338,6 +355,8 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     /* Hold what captures not yet consumed may point to, and no more: the
      * hold moves on as the consumer catches up. */
     pn_grace_hold(d->capture_reader, oldest_capture(d));
+    if (d->o.stale && capture_waits(d, pn_clock_ns(CLOCK_MONOTONIC)))
+        d->o.stale(d->o.ctx);
     int oncpu = pn_tick_opts(t)->oncpu;
     if (oncpu && !d->last_asked && others_idle(d))
         return;
@@ -375,10 +394,11 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
             c->carry = 0;
             continue;
         }
-        c->carry += cpu - c->cpu_last;
+        int64_t used_ns = cpu - c->cpu_last;
         c->cpu_last = cpu;
         int64_t value;
         if (oncpu) {
+            c->carry += used_ns;
             if (c->carry < d->min_cpu_ns) {
                 if (c->carry > 0)
                     count(&d->below_min_cpu);
@@ -386,7 +406,15 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
             }
             value = c->carry;
         } else {
-            value = pn_tick_wall_ns(t);
+            /* A tick that finds the last capture not consumed yet is owed
+             * to the next one (the thread has not run its job, so its
+             * stack has not changed), for a few ticks at most: a capture
+             * that waits long must not put minutes into one sample. */
+            int64_t wall = pn_tick_wall_ns(t);
+            c->carry += wall;
+            if (c->carry > WALL_CARRY_TICKS * wall)
+                c->carry = WALL_CARRY_TICKS * wall;
+            value = c->carry;
         }
         if (atomic_load(&c->state) != SLOT_FREE) {
             count(&d->busy);

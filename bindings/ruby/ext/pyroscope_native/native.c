@@ -194,6 +194,9 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     o.kind = PN_DRIVER_RENDEZVOUS;
     o.capture_bytes = capture_bytes_for(g_max_depth + 1);
     o.max_threads = 1024;
+#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
+    o.stale = drain_wake;
+#endif
     pn_config_free(&c);
     pn_driver *d = pn_agent_add_driver(a, &o, &e);
     if (!d) {
@@ -210,6 +213,7 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     if (threads_join_current(&e) != 0)
         pn_log(PN_LOG_WARN, "the starting thread is not profiled: %s", e.msg);
     threads_start();
+    drain_thread_start(0);
     last_start = rb_ary_new_from_args(2, rb_obj_dup(settings), rb_obj_dup(env));
     log_drain();
     return Qtrue;
@@ -293,6 +297,7 @@ static VALUE m_stop(VALUE self)
         return Qnil;
     pn_driver_stats ds;
     memset(&ds, 0, sizeof ds);
+    drain_thread_stop();
     pn_driver *d = retire_driver(&ds);
     stop_ctx s;
     memset(&s, 0, sizeof s);
@@ -384,6 +389,8 @@ static VALUE m_after_fork_child(VALUE self)
     (void)self;
     pn_fork_child(); /* no-op when pthread_atfork ran it */
     symbolize_reset();
+    if (g_agent)
+        drain_thread_start(1); /* the parent's is not here */
     log_drain();
     return Qnil;
 }
@@ -444,6 +451,7 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     rb_define_module_function(g_mNative, "_restart", m_restart, 0);
 
     threads_init(g_mNative);
+    drain_thread_init();
     labels_init(g_mNative);
     log_init(g_mNative);
     report_init(g_mNative);
