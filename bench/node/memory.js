@@ -11,7 +11,8 @@
 // A/B of two builds of ours in the same interleaved rounds. `native:cpu` /
 // `native:heap` (also with LABEL= and @DIR) start only that profiler instead
 // of start()'s both; `native:folder` writes to a temporary folder (outputDir)
-// instead of uploading, so libcurl is never loaded. Each round runs
+// instead of uploading, so libcurl is never loaded; `native:nolabels` runs
+// the requests without wrapWithLabels. Each round runs
 // every variant once in a fresh process, the order rotating between rounds;
 // the tables give medians over the rounds of each stage minus the same
 // round's `none` process at that stage:
@@ -144,7 +145,7 @@ async function child(argv) {
   };
   const request = (ep) => new Promise((resolve, reject) => {
     const fn = () => handle(ep).then(resolve, reject);
-    if (P) P.wrapWithLabels({ endpoint: ep }, fn); else fn();
+    if (P && only !== 'nolabels') P.wrapWithLabels({ endpoint: ep }, fn); else fn();
   });
   let next = 0;
   let until = Infinity;
@@ -201,8 +202,8 @@ function median(xs) {
 }
 
 function parseVariant(spec) {
-  const m = /^(?:([\w.-]+)=)?(none|native|anchor)(?::(cpu|heap|folder))?(?:@(.+))?$/.exec(spec);
-  if (!m) throw new Error(`--variants: '${spec}' is not none, native, anchor or LABEL=native[:cpu|:heap|:folder][@DIR]`);
+  const m = /^(?:([\w.-]+)=)?(none|native|anchor)(?::(cpu|heap|folder|nolabels))?(?:@(.+))?$/.exec(spec);
+  if (!m) throw new Error(`--variants: '${spec}' is not none, native, anchor or LABEL=native[:cpu|:heap|:folder|:nolabels][@DIR]`);
   return { label: m[1] || m[2], profiler: m[2], only: m[3] || 'both', root: path.resolve(m[4] || ROOT) };
 }
 
