@@ -9,19 +9,22 @@ const { tmpdir } = require('./api-helpers');
 
 const LIB = path.join(__dirname, '..', 'lib');
 
-// Runs `body` after require + init (folder output) + start in a fresh node; returns the
-// JSON it prints.
-function inFreshProcess(body) {
+// Runs `body` after require + init + start in a fresh node (folder output unless
+// `settings` say otherwise); returns the JSON it prints.
+function inFreshProcess(body, settings) {
   const dir = tmpdir('pn-memory-');
+  const opts = settings || { outputDir: dir };
   const script = `
     const Pyroscope = require(${JSON.stringify(LIB)});
-    Pyroscope.init({ appName: 'memory.test', outputDir: ${JSON.stringify(dir)} });
+    Pyroscope.init({ appName: 'memory.test', ...${JSON.stringify(opts)} });
     Pyroscope.start();
     const loaded = (f) => require.cache[require.resolve(${JSON.stringify(LIB)} + '/' + f)] !== undefined;
     const zlib = () => process.moduleLoadList.includes('NativeModule zlib');
+    const curl = () => /libcurl/.test(require('fs').readFileSync('/proc/self/maps', 'utf8'));
     ${body}
     Pyroscope.stop().then(() => console.log(JSON.stringify(out)));`;
-  return JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000 }));
+  return JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000,
+    stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
 describe('api memory: what a default start() loads', function () {
@@ -44,5 +47,21 @@ describe('api memory: what a default start() loads', function () {
       out.isFunction = typeof Pyroscope.fastifyMiddleware() === 'function';
       out.after = loaded('middleware.js');`);
     assert.deepStrictEqual(out, { before: false, isFunction: true, after: true });
+  });
+
+  // libcurl and the ~30 libraries it pulls in cost about 5.6 MiB of RSS (bench/node/memory.js):
+  // a folder output never loads them.
+  it('does not load libcurl when writing to a folder only', () => {
+    const out = inFreshProcess(`
+      const out = { started: curl() };
+      Pyroscope.stop().then(() => { out.stopped = curl(); });`);
+    assert.deepStrictEqual(out, { started: false, stopped: false });
+  });
+
+  it('loads libcurl when it uploads (the check above can see it)', () => {
+    // a closed loopback port: nothing is sent, the exporter is made all the same
+    const out = inFreshProcess('const out = { started: curl() };',
+      { serverAddress: 'http://127.0.0.1:9', stopTimeout: 1 });
+    assert.deepStrictEqual(out, { started: true });
   });
 });
