@@ -1,6 +1,7 @@
 'use strict';
-// Where the Node profilers' memory goes (issue 13): the same service workload
-// as workload.js, measured at stages, with /proc/self/smaps broken down by
+// Where the Node profilers' memory goes (issue 13): a service workload
+// like workload.js's (two labelled request loops, CPU before and after an
+// await), measured at stages, with /proc/self/smaps broken down by
 // mapping, V8's heap, and the process's threads.
 //
 //   node bench/node/memory.js [--rounds N] [--variants none,native,anchor]
@@ -118,19 +119,14 @@ function snapshot() {
 
 // ------------------------------------------------------------- child
 
-function burn(n, seed) {
-  let h = seed | 0;
-  for (let i = 0; i < n; i++) h = Math.imul(h ^ i, 0x9e3779b1) + (h >>> 13);
-  return h;
+// ~1 ms of CPU per call, which the optimiser cannot drop (xorshift32).
+function spin(n, x) {
+  for (let i = 0; i < n; i++) {
+    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+  }
+  return x;
 }
-function checkoutBeforeAwait(n) { return burn(n, 1); }
-function checkoutAfterAwait(n) { return burn(n, 2); }
-function cartBeforeAwait(n) { return burn(n, 3); }
-function cartAfterAwait(n) { return burn(n, 4); }
-const HANDLERS = {
-  '/checkout': [checkoutBeforeAwait, checkoutAfterAwait],
-  '/cart': [cartBeforeAwait, cartAfterAwait],
-};
+const SEED = { '/checkout': 7, '/cart': 11 };
 
 async function child(argv) {
   const [profiler, root, server, requestsS, flushS, only] = argv;
@@ -139,9 +135,9 @@ async function child(argv) {
   let P = null;
   let sink = 0;
   const handle = async (ep) => {
-    sink = (sink + HANDLERS[ep][0](200000)) | 0;
-    await new Promise((r) => setImmediate(r));
-    sink = (sink + HANDLERS[ep][1](200000)) | 0;
+    sink = (sink + spin(300000, SEED[ep])) | 0;
+    await new Promise((r) => setImmediate(r)); // as an I/O callback would
+    sink = (sink + spin(300000, sink | 1)) | 0;
   };
   const request = (ep) => new Promise((resolve, reject) => {
     const fn = () => handle(ep).then(resolve, reject);
