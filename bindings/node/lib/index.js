@@ -12,9 +12,11 @@
 
 const config = require('./config');
 const logger = require('./logger');
-const middleware = require('./middleware');
 const { SourceMapper, frameMapper } = require('./sourcemapper');
 const { PyroscopeSpanProcessor } = require('./otel'); // loads @opentelemetry/api when constructed
+// The pull endpoints (node:zlib, pprof-format) are loaded when first used: a default
+// start() does not need them.
+let middlewareModule;
 
 let nativeModule;
 let nativeError; // why it cannot load here (kept: loading is not retried)
@@ -60,7 +62,7 @@ const state = {
 
 // The pull endpoints use init()'s rate, heap options and frame naming (defaults before).
 let defaultMapFrame;
-middleware.useOptions(() => {
+function middlewareOptions() {
   const r = state.resolved;
   if (!r && !defaultMapFrame) defaultMapFrame = frameMapper({});
   return {
@@ -69,7 +71,23 @@ middleware.useOptions(() => {
     mapFrame: r ? state.mapFrame : defaultMapFrame,
     heapRunning: () => state.profilers.has('heap'),
   };
-});
+}
+
+function middleware() {
+  if (!middlewareModule) {
+    middlewareModule = require('./middleware');
+    middlewareModule.useOptions(middlewareOptions);
+  }
+  return middlewareModule;
+}
+
+function expressMiddleware(...args) {
+  return middleware().expressMiddleware(...args);
+}
+
+function fastifyMiddleware(...args) {
+  return middleware().fastifyMiddleware(...args);
+}
 
 function onNativeLog(level, message) {
   logger.log(level, message);
@@ -275,8 +293,8 @@ function isRunning() {
 
 const api = {
   SourceMapper,
-  expressMiddleware: middleware.expressMiddleware,
-  fastifyMiddleware: middleware.fastifyMiddleware,
+  expressMiddleware,
+  fastifyMiddleware,
   init,
   getWallLabels,
   setWallLabels,
