@@ -1052,6 +1052,50 @@ static void test_rendezvous_adopt(void)
  * all of it). min_cpu_ns 5 ms (the timer wake-ups of the consumer and the
  * worker stay below it), bursts of 8 ms and of 0.3 ms (below it: charged
  * once enough of them added up), each followed by an idle stretch. */
+/* The W_SPIN0 worker's start, on its own thread: its labels and tid, then
+ * it joins the current driver. */
+static pn_driver *spin0_join(void)
+{
+    pn_label kv = {"worker", w_names[W_SPIN0]};
+    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
+    atomic_store(&w_tid[W_SPIN0], pn_gettid());
+    tl_widx = W_SPIN0;
+    pn_driver *d = atomic_load(&g_rdv);
+    pn_error e;
+    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    return d;
+}
+
+/* A W_SPIN0 test's start: counters cleared, the test's SIGPROF handler in
+ * place (the old one in *old), an agent writing to a new folder (dir) with
+ * the settings given as name/value pairs, and a rendezvous driver made
+ * from o. *d is NULL if that failed. */
+static pn_agent *spin0_start(const char *name, char *dir, size_t dir_size,
+                             const char *const *settings, pn_driver_opts o,
+                             struct sigaction *old, pn_driver **d)
+{
+    atomic_store(&w_consumed[W_SPIN0], 0);
+    atomic_store(&w_value_ns[W_SPIN0], 0);
+    atomic_store(&w_joined[W_SPIN0], 0);
+    atomic_store(&label_mismatch, 0);
+    install_on_sigprof(old);
+    pn_test_tmpdir(name, dir, dir_size);
+    pn_config c;
+    folder_config(&c, dir);
+    for (int i = 0; settings && settings[i]; i += 2)
+        pn_config_set(&c, settings[i], settings[i + 1], NULL);
+    pn_error e;
+    pn_agent *a = pn_agent_start(&c, &e);
+    pn_config_free(&c);
+    o.kind = PN_DRIVER_RENDEZVOUS;
+    o.profile_type = "rdv";
+    o.capture_bytes = 256;
+    *d = a ? pn_agent_add_driver(a, &o, &e) : NULL;
+    if (!*d)
+        fprintf(stderr, "  %s\n", e.msg);
+    return a;
+}
+
 static int64_t idle_gate_used_ns;
 
 static void burn_thread_ns(int64_t ns)
@@ -1066,13 +1110,7 @@ static void burn_thread_ns(int64_t ns)
 static void *idle_gate_worker(void *arg)
 {
     (void)arg;
-    pn_label kv = {"worker", w_names[W_SPIN0]};
-    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
-    atomic_store(&w_tid[W_SPIN0], pn_gettid());
-    tl_widx = W_SPIN0;
-    pn_driver *d = atomic_load(&g_rdv);
-    pn_error e;
-    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    pn_driver *d = spin0_join();
     sleep_ms(50); /* the first tick's reading comes first */
     int64_t t0 = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (int i = 0; i < 5; i++) {
@@ -1093,24 +1131,11 @@ static void *idle_gate_worker(void *arg)
 
 static void test_rendezvous_idle_gate(void)
 {
-    atomic_store(&w_consumed[W_SPIN0], 0);
-    atomic_store(&w_value_ns[W_SPIN0], 0);
-    atomic_store(&w_joined[W_SPIN0], 0);
-    atomic_store(&label_mismatch, 0);
     struct sigaction old;
-    install_on_sigprof(&old);
     char dir[64];
-    pn_test_tmpdir("idlegate", dir, sizeof dir);
-    pn_config c;
-    folder_config(&c, dir);
-    pn_error e;
-    pn_agent *a = pn_agent_start(&c, &e);
-    pn_config_free(&c);
-    pn_driver *d = a ? pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_RENDEZVOUS,
-                                                                .profile_type = "rdv",
-                                                                .capture_bytes = 256,
-                                                                .min_cpu_ns = 5000000}, &e)
-                     : NULL;
+    pn_driver *d;
+    pn_agent *a = spin0_start("idlegate", dir, sizeof dir, NULL,
+                              (pn_driver_opts){.min_cpu_ns = 5000000}, &old, &d);
     CHECK(d != NULL);
     if (d) {
         atomic_store(&g_rdv, d);
@@ -1173,13 +1198,7 @@ static atomic_int blocked_go;
 static void *blocked_worker(void *arg)
 {
     (void)arg;
-    pn_label kv = {"worker", w_names[W_SPIN0]};
-    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
-    atomic_store(&w_tid[W_SPIN0], pn_gettid());
-    tl_widx = W_SPIN0;
-    pn_driver *d = atomic_load(&g_rdv);
-    pn_error e;
-    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    pn_driver *d = spin0_join();
     while (!atomic_load(&blocked_go))
         sleep_ms(1);
     /* Blocked for 600 ms: a signal interrupts the sleep, which goes on
@@ -1198,29 +1217,15 @@ static void *blocked_worker(void *arg)
 
 static void test_rendezvous_wall_carry(void)
 {
-    atomic_store(&w_consumed[W_SPIN0], 0);
-    atomic_store(&w_value_ns[W_SPIN0], 0);
-    atomic_store(&w_joined[W_SPIN0], 0);
-    atomic_store(&label_mismatch, 0);
     atomic_store(&blocked_go, 0);
     atomic_store(&stale_calls, 0);
     sem_init(&stale_sem, 0, 0);
     struct sigaction old;
-    install_on_sigprof(&old);
     char dir[64];
-    pn_test_tmpdir("wallcarry", dir, sizeof dir);
-    pn_config c;
-    folder_config(&c, dir);
-    pn_config_set(&c, "oncpu", "false", NULL);
-    pn_config_set(&c, "sampler_cpu_budget", "0", NULL);
-    pn_error e;
-    pn_agent *a = pn_agent_start(&c, &e);
-    pn_config_free(&c);
-    pn_driver *d = a ? pn_agent_add_driver(a, &(pn_driver_opts){.kind = PN_DRIVER_RENDEZVOUS,
-                                                                .profile_type = "rdv",
-                                                                .capture_bytes = 256,
-                                                                .stale = on_stale}, &e)
-                     : NULL;
+    pn_driver *d;
+    static const char *const wall[] = {"oncpu", "false", "sampler_cpu_budget", "0", NULL};
+    pn_agent *a = spin0_start("wallcarry", dir, sizeof dir, wall,
+                              (pn_driver_opts){.stale = on_stale}, &old, &d);
     CHECK(d != NULL);
     if (d) {
         atomic_store(&g_rdv, d);
