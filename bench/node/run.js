@@ -4,8 +4,10 @@
 //
 //   node bench/node/run.js [--quick] [--rounds N] [--variants none,native,anchor]
 //
-// (The variant native-wall is ours with oncpu: false, wall-clock time as
-// the anchor samples; not in the default set.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
+// (Not in the default set: native-wall is ours with oncpu: false, wall-clock
+// time as the anchor samples; v8floor only runs V8's CPU and heap sampling
+// profilers through node:inspector, one profile for the window, nothing
+// processed -- the floor any V8-profiler-based design pays.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
 // Every round runs the same service workload (workload.js) once per variant
 // -- no profiler, this project, the anchor -- in a fresh process each, the
 // order rotating from round to round (A B C, B C A, ...). Reported are the
@@ -41,7 +43,7 @@ const HERE = __dirname;
 const ROOT = path.resolve(HERE, '..', '..');
 const WORKLOAD = path.join(HERE, 'workload.js');
 const ANCHOR = '@pyroscope/nodejs';
-const LABEL = { none: 'no profiler', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
+const LABEL = { none: 'no profiler', v8floor: 'V8 profilers only', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
                 anchor: `${ANCHOR} 0.6.4` };
 const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT_S || 300) * 1e3;
 // Own-CPU rounds that spread wider than this (max - min, in points) get no
@@ -59,7 +61,7 @@ const { values: opts } = parseArgs({
 
 const VARIANTS = opts.variants.split(',');
 if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
-  throw new Error(`--variants: 'none' first, then any of native, native-wall, anchor ` +
+  throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, anchor ` +
                   `(got ${opts.variants})`);
 }
 const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 7));
@@ -197,6 +199,14 @@ function summarise(runs, uploads) {
     }
     const names = new Set(rs.flatMap((r) => Object.keys(r.thread_cpu_s)));
     for (const n of names) s.thread_cpu_s[n] = median(rs.map((r) => r.thread_cpu_s[n] || 0));
+    const medians = (key) => {
+      if (!rs.every((r) => r[key])) return null;
+      const m = {};
+      for (const k of Object.keys(rs[0][key])) m[k] = median(rs.map((r) => r[key][k]));
+      return m;
+    };
+    s.gc = medians('gc');
+    s.sampler_costs = medians('sampler_costs');
     if (v !== 'none') {
       const after = {};
       const before = {};
@@ -258,6 +268,19 @@ function report(summary, meta) {
     const t = Object.entries(summary[v].thread_cpu_s).filter(([, x]) => x > 0)
       .map(([n, x]) => `${n} ${x.toFixed(2)}`).join(', ');
     L.push(`  ${LABEL[v]}: ${t}`);
+  }
+  L.push('');
+  L.push('Garbage collections in the window (median count / ms, perf_hooks):');
+  for (const v of VARIANTS) {
+    const g = summary[v].gc;
+    if (g) L.push(`  ${LABEL[v]}: minor ${g.minor} / ${g.minor_ms.toFixed(1)}, major ${g.major} / ` +
+                  `${g.major_ms.toFixed(1)}, other ${g.other} / ${g.other_ms.toFixed(1)}`);
+  }
+  for (const v of VARIANTS) {
+    const c = summary[v].sampler_costs;
+    if (!c) continue;
+    L.push(`Profile restarts of ${LABEL[v]} (median over rounds, JS-thread ms): ` +
+           Object.entries(c).map(([k, x]) => `${k} ${+x.toFixed(1)}`).join(', '));
   }
   const n = summary.native;
   const a = summary.anchor;

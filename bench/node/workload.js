@@ -1,7 +1,7 @@
 'use strict';
 // The profiled side of the Node benchmark: one workload per process.
 //
-//   node workload.js --profiler none|native|native-wall|anchor --app NAME --server URL [options]
+//   node workload.js --profiler none|v8floor|native|native-wall|anchor --app NAME --server URL [options]
 //
 // run.js starts one of these per round and variant. The exchange is line
 // based, so the measured window holds neither Node's start-up nor the
@@ -20,7 +20,9 @@
 // only if the label follows the async context, not the thread.
 //
 // `native` is this project's package as a user installs it (the repository
-// root), `anchor` is @pyroscope/nodejs from bench/node/node_modules. Both
+// root), `anchor` is @pyroscope/nodejs from bench/node/node_modules, and
+// `v8floor` is only V8's own profilers through node:inspector (see
+// v8Floor below): what any design over V8's CPU profiler pays. Both
 // get the same settings through the API they share: init() with defaults
 // everywhere but the flush interval (so a round holds several periods),
 // then start().
@@ -97,14 +99,74 @@ function diffByName(a, b) {
 
 // ---------------------------------------------------------------- profilers
 
+// The floor of a V8-profiler-based design: the CPU profiler at 100 Hz and
+// the sampling heap profiler at 512 KiB (both profilers' defaults), one
+// profile for the whole window, nothing read or processed until stop().
+// Shaped like the packages' API so the workload drives it the same way.
+function v8Floor() {
+  const inspector = require('node:inspector');
+  let session = null;
+  const post = (method, params) => session.post(method, params || {}, (err) => {
+    if (err) throw new Error(`v8floor: ${method}: ${err.message}`);
+  });
+  return {
+    init() {},
+    start() {
+      session = new inspector.Session();
+      session.connect();
+      post('Profiler.enable');
+      post('Profiler.setSamplingInterval', { interval: 10000 });
+      post('Profiler.start');
+      post('HeapProfiler.enable');
+      post('HeapProfiler.startSampling', { samplingInterval: 524288 });
+    },
+    wrapWithLabels(_labels, fn) { fn(); },
+    async stop() {
+      post('Profiler.stop');
+      post('HeapProfiler.stopSampling');
+      session.disconnect();
+    },
+  };
+}
+
 function loadProfiler() {
   if (args.profiler === 'none') return null;
+  if (args.profiler === 'v8floor') return v8Floor();
   if (args.profiler === 'native' || args.profiler === 'native-wall') return require(ROOT);
   if (args.profiler === 'anchor') {
     const mod = require('@pyroscope/nodejs');
     return mod.default || mod;
   }
-  throw new Error(`--profiler: unknown '${args.profiler}' (none, native, native-wall, anchor)`);
+  throw new Error(`--profiler: unknown '${args.profiler}' (none, v8floor, native, native-wall, anchor)`);
+}
+
+// Ours: the JS-thread time of its profile restarts by step (sampler.js),
+// over the window (a delta from `since`).
+function samplerCosts(since) {
+  if (!args.profiler.startsWith('native')) return null;
+  const now = require(path.join(ROOT, 'bindings', 'node', 'lib', 'sampler.js')).costs();
+  if (!since) return now;
+  const out = {};
+  for (const k of Object.keys(now)) out[k] = +(now[k] - since[k]).toFixed(3);
+  return out;
+}
+
+// Garbage collections and their time by kind over the window, from
+// perf_hooks' gc entries: shows whether a profiler's garbage costs GC.
+const { PerformanceObserver, constants: perfConst } = require('node:perf_hooks');
+const gcSeen = { minor: 0, major: 0, other: 0, minor_ms: 0, major_ms: 0, other_ms: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    const k = e.detail && e.detail.kind === perfConst.NODE_PERFORMANCE_GC_MINOR ? 'minor'
+      : e.detail && e.detail.kind === perfConst.NODE_PERFORMANCE_GC_MAJOR ? 'major' : 'other';
+    gcSeen[k]++;
+    gcSeen[k + '_ms'] += e.duration;
+  }
+}).observe({ entryTypes: ['gc'] });
+function gcCounts(since) {
+  const out = {};
+  for (const k of Object.keys(gcSeen)) out[k] = +(gcSeen[k] - (since ? since[k] : 0)).toFixed(2);
+  return out;
 }
 
 // Loaded after the warm-up, so the memory the package costs before it
@@ -207,6 +269,8 @@ async function main() {
   await waitForLine('go');
 
   const threads0 = threadCpuByName();
+  const costs0 = samplerCosts(null);
+  const gc0 = gcCounts(null);
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   await serve(REQUESTS, ITERS, Pyroscope !== null);
@@ -223,6 +287,8 @@ async function main() {
     load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
     load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
     load_private_kib: loaded.private_kib - beforeLoad.private_kib,
+    sampler_costs: samplerCosts(costs0),
+    gc: gcCounts(gc0),
     sink,
   });
 
