@@ -13,6 +13,11 @@
 // order rotating from round to round (A B C, B C A, ...). Reported are the
 // medians over all rounds:
 //
+// The window starts after a warm-up of 200 requests with the profiler
+// running (its one-time costs -- compiling its hot paths, Node's async hooks
+// -- show in the warm-up row, not in the window: the window is the steady
+// cost of a service that has run a while).
+//
 //   own CPU     profiled CPU / unprofiled CPU of the same round - 1 (the whole
 //               process: main thread, V8's profiler thread, exporters)
 //   CPU ratio   median profiled CPU / median unprofiled CPU
@@ -180,6 +185,7 @@ function summarise(runs, uploads) {
     const cpuRatios = per((r, b) => r.cpu_s / b.cpu_s);
     const s = {
       cpu_s: rs.map((r) => r.cpu_s),
+      warm_cpu_s: rs.map((r) => (r.warm_after_start ? r.warm_after_start.cpu_s : null)),
       wall_s: rs.map((r) => r.wall_s),
       stop_s: rs.map((r) => r.stop_s),
       cpu_ratio_per_round: cpuRatios,
@@ -243,6 +249,10 @@ function report(summary, meta) {
   L.push('|---|' + VARIANTS.map(() => '---').join('|') + '|');
   const row = (name, f) => L.push(`| ${name} | ` + VARIANTS.map((v) => f(summary[v], v)).join(' | ') + ' |');
   row('CPU of the window (s)', (s) => median(s.cpu_s).toFixed(2));
+  row('CPU of the warm-up after start() (s)', (s) => {
+    const m = median(s.warm_cpu_s);
+    return m === null ? 'n/a' : m.toFixed(2);
+  });
   row('own CPU (per-round ratio - 1)', (s, v) => (v === 'none' ? '-' :
     `${pct(s.own_cpu_pct)} (${pct(s.own_cpu_pct_range[0])} .. ${pct(s.own_cpu_pct_range[1])})`));
   row('total CPU ratio', (s) => s.total_cpu_ratio.toFixed(3));

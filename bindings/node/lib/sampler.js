@@ -287,13 +287,13 @@ function heapSnapshot() {
 // HEAP_STALE_MS); a period in between records the last snapshot again, so
 // every period still has its heap profile, at most that old.
 let HEAP_BUDGET = 0.002;
-let HEAP_STALE_MS = 60000;
+let HEAP_STALE_MS = 300000;
 let heapLast = null; // { args, at, ms }: the last fresh snapshot (JS thread)
 
 // Tests set other bounds (budget, staleMs); no arguments: the defaults.
 function heapBudget(budget, staleMs) {
   HEAP_BUDGET = budget === undefined ? 0.002 : budget;
-  HEAP_STALE_MS = staleMs === undefined ? 60000 : staleMs;
+  HEAP_STALE_MS = staleMs === undefined ? 300000 : staleMs;
 }
 
 function heapFreshDue(last, now) {

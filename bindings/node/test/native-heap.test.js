@@ -26,9 +26,9 @@ describe('native: heap snapshot budget', function () {
     assert.strictEqual(sampler.heapFreshDue(last, 1000), false);
     assert.strictEqual(sampler.heapFreshDue(last, 5999), false);
     assert.strictEqual(sampler.heapFreshDue(last, 6000), true);
-    const slow = { at: 0, ms: 1000 }; // would be 500 s apart: capped at 60 s
-    assert.strictEqual(sampler.heapFreshDue(slow, 59999), false);
-    assert.strictEqual(sampler.heapFreshDue(slow, 60000), true);
+    const slow = { at: 0, ms: 2000 }; // would be 1000 s apart: capped at 300 s
+    assert.strictEqual(sampler.heapFreshDue(slow, 299999), false);
+    assert.strictEqual(sampler.heapFreshDue(slow, 300000), true);
   });
 
   it('periods between fresh snapshots still get the last one\'s in-use memory', async function () {
