@@ -13,10 +13,11 @@
 // order rotating from round to round (A B C, B C A, ...). Reported are the
 // medians over all rounds:
 //
-// The window starts after a warm-up of 200 requests with the profiler
-// running (its one-time costs -- compiling its hot paths, Node's async hooks
-// -- show in the warm-up row, not in the window: the window is the steady
-// cost of a service that has run a while).
+// The window starts after a warm-up with the profiler running, a flush
+// interval and a second long (--warm-ms N: N ms; 0: none, the window then
+// holds the one-time costs) (its one-time costs -- compiling its hot paths,
+// Node's async hooks -- show in the warm-up row, not in the window: the
+// window is the steady cost of a service that has run a while).
 //
 //   own CPU     profiled CPU / unprofiled CPU of the same round - 1 (the whole
 //               process: main thread, V8's profiler thread, exporters)
@@ -60,6 +61,7 @@ const { values: opts } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     variants: { type: 'string', default: 'none,native,anchor' },
+    'warm-ms': { type: 'string', default: '' }, // profiled warm-up; default flush + 1 s
     'out-dir': { type: 'string', default: path.join(ROOT, 'build', 'bench') },
   },
 });
@@ -101,6 +103,7 @@ function runOne(variant, app, serverUrl) {
   const args = [WORKLOAD, '--profiler', variant, '--app', app, '--server', serverUrl,
     '--requests', String(WORK.requests), '--iters', String(WORK.iters),
     '--flush-ms', String(WORK.flushMs)];
+  if (opts['warm-ms'] !== '') args.push('--warm-profiled-ms', opts['warm-ms']);
   const child = spawn(process.execPath, args, { cwd: HERE, env: cleanEnv(),
                                                 stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
@@ -243,13 +246,14 @@ function report(summary, meta) {
   L.push(`Node.js binding against ${ANCHOR} 0.6.4 (${meta.rounds} rounds, median; ` +
          `${meta.node}, ${meta.cpus} CPUs, load ${meta.loadavg})`);
   L.push(`workload: ${WORK.requests} requests x 2 handlers of ${WORK.iters} iterations, ` +
-         `2 concurrent, an await between the halves; flush every ${WORK.flushMs} ms`);
+         `2 concurrent, an await between the halves; flush every ${WORK.flushMs} ms; ` +
+         `profiled warm-up ${opts['warm-ms'] === '' ? WORK.flushMs + 1000 : Number(opts['warm-ms'])} ms`);
   L.push('');
   L.push('| | ' + VARIANTS.map((v) => LABEL[v]).join(' | ') + ' |');
   L.push('|---|' + VARIANTS.map(() => '---').join('|') + '|');
   const row = (name, f) => L.push(`| ${name} | ` + VARIANTS.map((v) => f(summary[v], v)).join(' | ') + ' |');
   row('CPU of the window (s)', (s) => median(s.cpu_s).toFixed(2));
-  row('CPU of the warm-up after start() (s)', (s) => {
+  row('CPU of the warm-up after start() (s, same wall time)', (s) => {
     const m = median(s.warm_cpu_s);
     return m === null ? 'n/a' : m.toFixed(2);
   });

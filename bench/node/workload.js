@@ -8,7 +8,8 @@
 // profiler's start:
 //
 //   child  -> BENCH {"event":"ready"}     warmed up, profiler running
-//   parent -> go
+//   parent -> go                          (the child warms up once more with
+//                                          the profiler on, then measures)
 //   child  -> BENCH {"event":"result"}    CPU, wall, memory of the window
 //   child  -> BENCH {"event":"final"}     after the profiler's stop() resolved
 //
@@ -40,7 +41,7 @@ const { values: args } = parseArgs({
     requests: { type: 'string', default: '400' },
     concurrency: { type: 'string', default: '2' },
     iters: { type: 'string', default: '200000' },
-    'warm-profiled': { type: 'string', default: '200' },
+    'warm-profiled-ms': { type: 'string', default: '' }, // default: flush-ms + 1000
   },
 });
 
@@ -266,19 +267,27 @@ async function main() {
   }
   const loaded = smapsRollupKiB();
   if (Pyroscope) Pyroscope.start();
+  // The handshake before the profiled warm-up: reading stdin brings new
+  // async resource types too (see below).
+  emit('ready', { pid: process.pid, node: process.version });
+  await waitForLine('go');
   // Warm up again with the profiler running, so the window measures its
   // steady cost as in a service that has run a while: the first requests
-  // after start() compile the profiler's own hot paths, and with
-  // AsyncLocalStorage, Node's async_hooks and promise hooks (~0.1 s of
-  // TurboFan on V8's threads, once per process).
+  // after start() compile the profiler's own hot paths and, with
+  // AsyncLocalStorage, Node's async_hooks and promise hooks; the first
+  // timer, restart and period each bring objects of a new shape to those
+  // paths, which deoptimises and compiles them again (~0.1 s of TurboFan
+  // on V8's threads in all, once per process). So this lasts a period and
+  // a second, in batches of 20 requests.
+  const warmMs = args['warm-profiled-ms'] !== '' ? Number(args['warm-profiled-ms'])
+    : Number(args['flush-ms']) + 1000;
   const cpuWarm0 = process.cpuUsage();
   const threadsWarm0 = threadCpuByName();
-  await serve(Number(args['warm-profiled']), ITERS, Pyroscope !== null);
+  const warmEnd = Date.now() + warmMs;
+  while (Date.now() < warmEnd) await serve(20, ITERS, Pyroscope !== null);
   const warmCpu = process.cpuUsage(cpuWarm0);
   const warm = { cpu_s: (warmCpu.user + warmCpu.system) / 1e6,
                  thread_cpu_s: diffByName(threadsWarm0, threadCpuByName()) };
-  emit('ready', { pid: process.pid, node: process.version });
-  await waitForLine('go');
 
   const threads0 = threadCpuByName();
   const costs0 = samplerCosts(null);
