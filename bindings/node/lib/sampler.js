@@ -7,7 +7,8 @@
 // finished profile is flattened and handed to the addon, which joins its
 // samples to the SIGPROF brackets and records them (join.c).
 // Heap: V8's sampling heap profiler; a snapshot of its live samples is
-// recorded once per store period (heap.c).
+// recorded once per store period (heap.c), taken fresh as often as the
+// full GC each one forces fits a budget (heapFreshDue).
 const path = require('path');
 const { pathToFileURL } = require('url');
 const addon = require('./addon');
