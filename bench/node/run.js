@@ -4,12 +4,20 @@
 //
 //   node bench/node/run.js [--quick] [--rounds N] [--variants none,native,anchor]
 //
-// (The variant native-wall is ours with oncpu: false, wall-clock time as
-// the anchor samples; not in the default set.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
+// (Not in the default set: native-wall is ours with oncpu: false, wall-clock
+// time as the anchor samples; v8floor only runs V8's CPU and heap sampling
+// profilers through node:inspector, one profile for the window, nothing
+// processed -- the floor any V8-profiler-based design pays.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
 // Every round runs the same service workload (workload.js) once per variant
 // -- no profiler, this project, the anchor -- in a fresh process each, the
 // order rotating from round to round (A B C, B C A, ...). Reported are the
 // medians over all rounds:
+//
+// The window starts after a warm-up with the profiler running, a flush
+// interval and a second long (--warm-ms N: N ms; 0: none, the window then
+// holds the one-time costs) (its one-time costs -- compiling its hot paths,
+// Node's async hooks -- show in the warm-up row, not in the window: the
+// window is the steady cost of a service that has run a while).
 //
 //   own CPU     profiled CPU / unprofiled CPU of the same round - 1 (the whole
 //               process: main thread, V8's profiler thread, exporters)
@@ -41,7 +49,7 @@ const HERE = __dirname;
 const ROOT = path.resolve(HERE, '..', '..');
 const WORKLOAD = path.join(HERE, 'workload.js');
 const ANCHOR = '@pyroscope/nodejs';
-const LABEL = { none: 'no profiler', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
+const LABEL = { none: 'no profiler', v8floor: 'V8 profilers only', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
                 anchor: `${ANCHOR} 0.6.4` };
 const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT_S || 300) * 1e3;
 // Own-CPU rounds that spread wider than this (max - min, in points) get no
@@ -53,13 +61,14 @@ const { values: opts } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     variants: { type: 'string', default: 'none,native,anchor' },
+    'warm-ms': { type: 'string', default: '' }, // profiled warm-up; default flush + 1 s
     'out-dir': { type: 'string', default: path.join(ROOT, 'build', 'bench') },
   },
 });
 
 const VARIANTS = opts.variants.split(',');
 if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
-  throw new Error(`--variants: 'none' first, then any of native, native-wall, anchor ` +
+  throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, anchor ` +
                   `(got ${opts.variants})`);
 }
 const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 7));
@@ -94,6 +103,7 @@ function runOne(variant, app, serverUrl) {
   const args = [WORKLOAD, '--profiler', variant, '--app', app, '--server', serverUrl,
     '--requests', String(WORK.requests), '--iters', String(WORK.iters),
     '--flush-ms', String(WORK.flushMs)];
+  if (opts['warm-ms'] !== '') args.push('--warm-profiled-ms', opts['warm-ms']);
   const child = spawn(process.execPath, args, { cwd: HERE, env: cleanEnv(),
                                                 stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
@@ -178,6 +188,7 @@ function summarise(runs, uploads) {
     const cpuRatios = per((r, b) => r.cpu_s / b.cpu_s);
     const s = {
       cpu_s: rs.map((r) => r.cpu_s),
+      warm_cpu_s: rs.map((r) => (r.warm_after_start ? r.warm_after_start.cpu_s : null)),
       wall_s: rs.map((r) => r.wall_s),
       stop_s: rs.map((r) => r.stop_s),
       cpu_ratio_per_round: cpuRatios,
@@ -197,6 +208,14 @@ function summarise(runs, uploads) {
     }
     const names = new Set(rs.flatMap((r) => Object.keys(r.thread_cpu_s)));
     for (const n of names) s.thread_cpu_s[n] = median(rs.map((r) => r.thread_cpu_s[n] || 0));
+    const medians = (key) => {
+      if (!rs.every((r) => r[key])) return null;
+      const m = {};
+      for (const k of Object.keys(rs[0][key])) m[k] = median(rs.map((r) => r[key][k]));
+      return m;
+    };
+    s.gc = medians('gc');
+    s.sampler_costs = medians('sampler_costs');
     if (v !== 'none') {
       const after = {};
       const before = {};
@@ -227,12 +246,17 @@ function report(summary, meta) {
   L.push(`Node.js binding against ${ANCHOR} 0.6.4 (${meta.rounds} rounds, median; ` +
          `${meta.node}, ${meta.cpus} CPUs, load ${meta.loadavg})`);
   L.push(`workload: ${WORK.requests} requests x 2 handlers of ${WORK.iters} iterations, ` +
-         `2 concurrent, an await between the halves; flush every ${WORK.flushMs} ms`);
+         `2 concurrent, an await between the halves; flush every ${WORK.flushMs} ms; ` +
+         `profiled warm-up ${opts['warm-ms'] === '' ? WORK.flushMs + 1000 : Number(opts['warm-ms'])} ms`);
   L.push('');
   L.push('| | ' + VARIANTS.map((v) => LABEL[v]).join(' | ') + ' |');
   L.push('|---|' + VARIANTS.map(() => '---').join('|') + '|');
   const row = (name, f) => L.push(`| ${name} | ` + VARIANTS.map((v) => f(summary[v], v)).join(' | ') + ' |');
   row('CPU of the window (s)', (s) => median(s.cpu_s).toFixed(2));
+  row('CPU of the warm-up after start() (s, same wall time)', (s) => {
+    const m = median(s.warm_cpu_s);
+    return m === null ? 'n/a' : m.toFixed(2);
+  });
   row('own CPU (per-round ratio - 1)', (s, v) => (v === 'none' ? '-' :
     `${pct(s.own_cpu_pct)} (${pct(s.own_cpu_pct_range[0])} .. ${pct(s.own_cpu_pct_range[1])})`));
   row('total CPU ratio', (s) => s.total_cpu_ratio.toFixed(3));
@@ -258,6 +282,19 @@ function report(summary, meta) {
     const t = Object.entries(summary[v].thread_cpu_s).filter(([, x]) => x > 0)
       .map(([n, x]) => `${n} ${x.toFixed(2)}`).join(', ');
     L.push(`  ${LABEL[v]}: ${t}`);
+  }
+  L.push('');
+  L.push('Garbage collections in the window (median count / ms, perf_hooks):');
+  for (const v of VARIANTS) {
+    const g = summary[v].gc;
+    if (g) L.push(`  ${LABEL[v]}: minor ${g.minor} / ${g.minor_ms.toFixed(1)}, major ${g.major} / ` +
+                  `${g.major_ms.toFixed(1)}, other ${g.other} / ${g.other_ms.toFixed(1)}`);
+  }
+  for (const v of VARIANTS) {
+    const c = summary[v].sampler_costs;
+    if (!c) continue;
+    L.push(`Profile restarts of ${LABEL[v]} (median over rounds, JS-thread ms): ` +
+           Object.entries(c).map(([k, x]) => `${k} ${+x.toFixed(1)}`).join(', '));
   }
   const n = summary.native;
   const a = summary.anchor;

@@ -1,14 +1,15 @@
 'use strict';
 // The profiled side of the Node benchmark: one workload per process.
 //
-//   node workload.js --profiler none|native|native-wall|anchor --app NAME --server URL [options]
+//   node workload.js --profiler none|v8floor|native|native-wall|anchor --app NAME --server URL [options]
 //
 // run.js starts one of these per round and variant. The exchange is line
 // based, so the measured window holds neither Node's start-up nor the
 // profiler's start:
 //
 //   child  -> BENCH {"event":"ready"}     warmed up, profiler running
-//   parent -> go
+//   parent -> go                          (the child warms up once more with
+//                                          the profiler on, then measures)
 //   child  -> BENCH {"event":"result"}    CPU, wall, memory of the window
 //   child  -> BENCH {"event":"final"}     after the profiler's stop() resolved
 //
@@ -20,7 +21,9 @@
 // only if the label follows the async context, not the thread.
 //
 // `native` is this project's package as a user installs it (the repository
-// root), `anchor` is @pyroscope/nodejs from bench/node/node_modules. Both
+// root), `anchor` is @pyroscope/nodejs from bench/node/node_modules, and
+// `v8floor` is only V8's own profilers through node:inspector (see
+// v8Floor below): what any design over V8's CPU profiler pays. Both
 // get the same settings through the API they share: init() with defaults
 // everywhere but the flush interval (so a round holds several periods),
 // then start().
@@ -38,6 +41,7 @@ const { values: args } = parseArgs({
     requests: { type: 'string', default: '400' },
     concurrency: { type: 'string', default: '2' },
     iters: { type: 'string', default: '200000' },
+    'warm-profiled-ms': { type: 'string', default: '' }, // default: flush-ms + 1000
   },
 });
 
@@ -97,14 +101,74 @@ function diffByName(a, b) {
 
 // ---------------------------------------------------------------- profilers
 
+// The floor of a V8-profiler-based design: the CPU profiler at 100 Hz and
+// the sampling heap profiler at 512 KiB (both profilers' defaults), one
+// profile for the whole window, nothing read or processed until stop().
+// Shaped like the packages' API so the workload drives it the same way.
+function v8Floor() {
+  const inspector = require('node:inspector');
+  let session = null;
+  const post = (method, params) => session.post(method, params || {}, (err) => {
+    if (err) throw new Error(`v8floor: ${method}: ${err.message}`);
+  });
+  return {
+    init() {},
+    start() {
+      session = new inspector.Session();
+      session.connect();
+      post('Profiler.enable');
+      post('Profiler.setSamplingInterval', { interval: 10000 });
+      post('Profiler.start');
+      post('HeapProfiler.enable');
+      post('HeapProfiler.startSampling', { samplingInterval: 524288 });
+    },
+    wrapWithLabels(_labels, fn) { fn(); },
+    async stop() {
+      post('Profiler.stop');
+      post('HeapProfiler.stopSampling');
+      session.disconnect();
+    },
+  };
+}
+
 function loadProfiler() {
   if (args.profiler === 'none') return null;
+  if (args.profiler === 'v8floor') return v8Floor();
   if (args.profiler === 'native' || args.profiler === 'native-wall') return require(ROOT);
   if (args.profiler === 'anchor') {
     const mod = require('@pyroscope/nodejs');
     return mod.default || mod;
   }
-  throw new Error(`--profiler: unknown '${args.profiler}' (none, native, native-wall, anchor)`);
+  throw new Error(`--profiler: unknown '${args.profiler}' (none, v8floor, native, native-wall, anchor)`);
+}
+
+// Ours: the JS-thread time of its profile restarts by step (sampler.js),
+// over the window (a delta from `since`).
+function samplerCosts(since) {
+  if (!args.profiler.startsWith('native')) return null;
+  const now = require(path.join(ROOT, 'bindings', 'node', 'lib', 'sampler.js')).costs();
+  if (!since) return now;
+  const out = {};
+  for (const k of Object.keys(now)) out[k] = +(now[k] - since[k]).toFixed(3);
+  return out;
+}
+
+// Garbage collections and their time by kind over the window, from
+// perf_hooks' gc entries: shows whether a profiler's garbage costs GC.
+const { PerformanceObserver, constants: perfConst } = require('node:perf_hooks');
+const gcSeen = { minor: 0, major: 0, other: 0, minor_ms: 0, major_ms: 0, other_ms: 0 };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    const k = e.detail && e.detail.kind === perfConst.NODE_PERFORMANCE_GC_MINOR ? 'minor'
+      : e.detail && e.detail.kind === perfConst.NODE_PERFORMANCE_GC_MAJOR ? 'major' : 'other';
+    gcSeen[k]++;
+    gcSeen[k + '_ms'] += e.duration;
+  }
+}).observe({ entryTypes: ['gc'] });
+function gcCounts(since) {
+  const out = {};
+  for (const k of Object.keys(gcSeen)) out[k] = +(gcSeen[k] - (since ? since[k] : 0)).toFixed(2);
+  return out;
 }
 
 // Loaded after the warm-up, so the memory the package costs before it
@@ -203,10 +267,31 @@ async function main() {
   }
   const loaded = smapsRollupKiB();
   if (Pyroscope) Pyroscope.start();
+  // The handshake before the profiled warm-up: reading stdin brings new
+  // async resource types too (see below).
   emit('ready', { pid: process.pid, node: process.version });
   await waitForLine('go');
+  // Warm up again with the profiler running, so the window measures its
+  // steady cost as in a service that has run a while: the first requests
+  // after start() compile the profiler's own hot paths and, with
+  // AsyncLocalStorage, Node's async_hooks and promise hooks; the first
+  // timer, restart and period each bring objects of a new shape to those
+  // paths, which deoptimises and compiles them again (~0.1 s of TurboFan
+  // on V8's threads in all, once per process). So this lasts a period and
+  // a second, in batches of 20 requests.
+  const warmMs = args['warm-profiled-ms'] !== '' ? Number(args['warm-profiled-ms'])
+    : Number(args['flush-ms']) + 1000;
+  const cpuWarm0 = process.cpuUsage();
+  const threadsWarm0 = threadCpuByName();
+  const warmEnd = Date.now() + warmMs;
+  while (Date.now() < warmEnd) await serve(20, ITERS, Pyroscope !== null);
+  const warmCpu = process.cpuUsage(cpuWarm0);
+  const warm = { cpu_s: (warmCpu.user + warmCpu.system) / 1e6,
+                 thread_cpu_s: diffByName(threadsWarm0, threadCpuByName()) };
 
   const threads0 = threadCpuByName();
+  const costs0 = samplerCosts(null);
+  const gc0 = gcCounts(null);
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   await serve(REQUESTS, ITERS, Pyroscope !== null);
@@ -223,6 +308,9 @@ async function main() {
     load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
     load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
     load_private_kib: loaded.private_kib - beforeLoad.private_kib,
+    warm_after_start: warm,
+    sampler_costs: samplerCosts(costs0),
+    gc: gcCounts(gc0),
     sink,
   });
 
