@@ -74,14 +74,26 @@ static _Atomic(pn_agent *) current;
 static pthread_mutex_t current_mu = PTHREAD_MUTEX_INITIALIZER;
 static pn_agent *forking;
 
+/* The binding moves a batch driver's watermark when it hands over its
+ * next batch (Node: the next V8 profile, up to a few seconds away). Polled
+ * with growing steps: every 1 ms, a wait of 2 s cost the flusher 2 000
+ * wake-ups a period (30 ms of CPU on this VM), now about 70. */
 static void wait_for_watermark(pn_driver *d, int64_t cut_mono, int64_t give_up)
 {
-    struct timespec step = {0, 1000000};
+    int64_t step_ns = 1000000;
     int64_t until = cut_mono + d->max_delay_ns;
     if (give_up < until)
         until = give_up;
-    while (atomic_load(&d->watermark) < cut_mono && pn_clock_ns(CLOCK_MONOTONIC) < until)
-        nanosleep(&step, NULL);
+    while (atomic_load(&d->watermark) < cut_mono) {
+        int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
+        if (now >= until)
+            break;
+        int64_t nap = step_ns < until - now ? step_ns : until - now;
+        struct timespec ts = {(time_t)(nap / 1000000000), (long)(nap % 1000000000)};
+        nanosleep(&ts, NULL);
+        if (step_ns < 32000000)
+            step_ns *= 2;
+    }
 }
 
 static void export_period(pn_agent *a, pn_driver *d, pn_period *p)
