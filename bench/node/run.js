@@ -2,7 +2,7 @@
 // Node benchmark of pyroscope-native against @pyroscope/nodejs 0.6.4 (the
 // anchor), side by side in one run.
 //
-//   node bench/node/run.js [--quick] [--rounds N] [--variants none,native,anchor]
+//   node bench/node/run.js [--quick] [--rounds N] [--variants none,v8floor,native,anchor]
 //
 // (Not in the default set: native-wall is ours with oncpu: false, wall-clock
 // time as the anchor samples; v8floor only runs V8's CPU and heap sampling
@@ -60,7 +60,7 @@ const { values: opts } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
-    variants: { type: 'string', default: 'none,native,anchor' },
+    variants: { type: 'string', default: 'none,v8floor,native,anchor' },
     'warm-ms': { type: 'string', default: '' }, // profiled warm-up; default flush + 1 s
     'out-dir': { type: 'string', default: path.join(ROOT, 'build', 'bench') },
   },
