@@ -21,6 +21,7 @@ const addon = require('./addon');
 const context = require('./context');
 const sampler = require('./sampler');
 const report = require('./report');
+const sender = require('./sender');
 
 const KINDS = ['cpu', 'wall', 'heap'];
 let exitHooked = false;
@@ -69,7 +70,16 @@ function hookExit() {
 
 let stopTimeout = 5; // seconds, of the agent started last
 
+// Uploads go through Node's http/https (sender.js) unless set to 'libcurl'
+// (tests, benchmarks): libcurl is then loaded at start, as in Python.
+let uploadClient = 'node';
+function setUploadClient(name) {
+  if (name !== 'node' && name !== 'libcurl') throw new TypeError("upload client: 'node' or 'libcurl'");
+  uploadClient = name;
+}
+
 function start(settings, env) {
+  addon.setSender(uploadClient === 'node' ? sender.send : null);
   addon.start(withRuntime(settings), env || {});
   stopTimeout = addon.config().stopTimeout;
   report.beginRun(addon);
@@ -148,6 +158,7 @@ module.exports = {
   settingNames,
   checkSettings,
   start,
+  setUploadClient,
   startProfiler,
   stopProfiler,
   stop,

@@ -51,6 +51,13 @@ pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t
 double agent_sample_rate(void);
 void agent_exports(napi_env env, napi_value exports);
 
+/* ---- uploads through Node's http (sender.c) */
+
+/* on: the JS thread is about to block (the exit handler) and can no longer
+ * send; requests go to libcurl. off: a new start. Main thread. */
+void sender_block(int on);
+void sender_exports(napi_env env, napi_value exports);
+
 /* ---- logging (log.c) */
 
 void log_exports(napi_env env, napi_value exports);

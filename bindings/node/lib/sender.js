@@ -1,0 +1,97 @@
+'use strict';
+// Uploads through Node's own http/https (the addon's sender.c hands each
+// request over from the core's exporter thread): libcurl and the libraries
+// it pulls in stay out of the process. send(request, done) with request =
+// {url, headers, user, password, caFile, body, timeoutMs, connectTimeoutMs};
+// done(status) for the server's answer, done(0, message) for a transport
+// error, done(-1) to let libcurl send it (a proxy is configured: libcurl
+// reads http_proxy & co. as before).
+const fs = require('fs');
+
+// Bytes of the reply kept for messages, and read at most (as on libcurl's path).
+const REPLY_KEEP = 300;
+const REPLY_MAX = 64 * 1024;
+const PROXY_VARS = ['http_proxy', 'https_proxy', 'all_proxy', 'HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY'];
+
+// One kept-alive connection per scheme, reused from one upload to the next
+// (Node unrefs idle sockets: they never keep the process alive).
+const agents = {};
+function agentFor(mod, scheme) {
+  if (!agents[scheme]) agents[scheme] = new mod.Agent({ keepAlive: true, maxSockets: 1 });
+  return agents[scheme];
+}
+
+function proxied() {
+  return PROXY_VARS.some((v) => process.env[v]);
+}
+
+function send(req, done) {
+  let finished = false;
+  let timer = null;
+  let connectTimer = null;
+  const finish = (status, error, reply) => {
+    if (finished) return;
+    finished = true;
+    if (timer) clearTimeout(timer);
+    if (connectTimer) clearTimeout(connectTimer);
+    done(status, error || '', reply || '');
+  };
+  if (proxied()) return finish(-1);
+  let url;
+  try {
+    url = new URL(req.url);
+  } catch (e) {
+    return finish(0, `bad address: ${e.message}`);
+  }
+  const scheme = url.protocol === 'https:' ? 'https' : 'http';
+  const mod = require(scheme);
+  const opts = { method: 'POST', headers: req.headers, agent: agentFor(mod, scheme) };
+  if (req.user) opts.auth = `${req.user}:${req.password || ''}`;
+  else if (req.password) opts.auth = `:${req.password}`;
+  if (req.caFile && scheme === 'https') {
+    try {
+      opts.ca = fs.readFileSync(req.caFile);
+    } catch (e) {
+      return finish(0, `cannot read the certificates in ${req.caFile}: ${e.message}`);
+    }
+  }
+  opts.headers = Object.assign({}, req.headers, { 'Content-Length': String(req.body.length) });
+  let r;
+  try {
+    r = mod.request(url, opts, (res) => {
+      const kept = [];
+      let keptLen = 0;
+      let total = 0;
+      res.on('data', (chunk) => {
+        total += chunk.length;
+        if (keptLen < REPLY_KEEP) {
+          kept.push(chunk.subarray(0, REPLY_KEEP - keptLen));
+          keptLen += Math.min(chunk.length, REPLY_KEEP - keptLen);
+        }
+        // a huge answer: the status decided, the rest is not worth waiting for
+        if (total > REPLY_MAX) {
+          finish(res.statusCode, '', Buffer.concat(kept).toString('latin1'));
+          res.destroy();
+        }
+      });
+      res.on('end', () => finish(res.statusCode, '', Buffer.concat(kept).toString('latin1')));
+      res.on('error', (e) => finish(0, e.message));
+      res.on('close', () => finish(0, 'the connection closed before the reply ended'));
+    });
+  } catch (e) {
+    return finish(0, e.message);
+  }
+  r.on('error', (e) => finish(0, e.code ? `${e.message} (${e.code})` : e.message));
+  timer = setTimeout(() => r.destroy(new Error(`no answer within ${req.timeoutMs} ms`)), req.timeoutMs);
+  timer.unref();
+  r.on('socket', (sock) => {
+    if (!sock.connecting) return;
+    connectTimer = setTimeout(
+      () => r.destroy(new Error(`could not connect within ${req.connectTimeoutMs} ms`)), req.connectTimeoutMs);
+    connectTimer.unref();
+    sock.once('connect', () => clearTimeout(connectTimer));
+  });
+  r.end(req.body);
+}
+
+module.exports = { send };

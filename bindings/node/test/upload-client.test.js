@@ -1,0 +1,199 @@
+'use strict';
+// Uploads through Node's own http (lib/sender.js, src/sender.c) instead of
+// libcurl: the same requests arrive (query, headers, decodable profile),
+// libcurl is never mapped in a normal run, failures are counted as before,
+// and the exit handler's last upload still arrives (libcurl then sends it).
+const assert = require('assert');
+const { spawn } = require('child_process');
+const http = require('http');
+const net = require('net');
+const path = require('path');
+const readline = require('readline');
+
+const { ingestServer, burn } = require('./api-helpers');
+const api = require('../lib');
+const native = require('../lib/native');
+
+const CHILD = path.join(__dirname, 'fixtures', 'upload-child.js');
+
+function runChild(mode, options) {
+  const env = Object.assign({}, process.env);
+  for (const k of Object.keys(env)) if (/^(PYROSCOPE_|OTEL_)|_proxy$/i.test(k)) delete env[k];
+  const child = spawn(process.execPath, [CHILD, mode, JSON.stringify(options)],
+                      { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const events = {};
+  let stderr = '';
+  child.stderr.on('data', (c) => { stderr = (stderr + c).slice(-8000); });
+  readline.createInterface({ input: child.stdout }).on('line', (line) => {
+    if (line.startsWith('UPLOAD ')) {
+      const ev = JSON.parse(line.slice(7));
+      events[ev.event] = ev;
+    }
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
+  return new Promise((resolve) => child.on('close', (code) => {
+    clearTimeout(timer);
+    resolve({ code, events, stderr });
+  }));
+}
+
+const OPTIONS = (url, app) => ({
+  appName: app, serverAddress: url, authToken: 'tok-1', tenantID: 'tenant-1',
+  tags: { env: 'test' }, flushIntervalMs: 600000,
+});
+
+// What a request carries besides its time range and body: equal on both paths.
+function shape(r) {
+  const h = r.headers;
+  return {
+    path: r.path,
+    query: Object.keys(r.query).sort().join(','),
+    name: r.query.name, sampleRate: r.query.sampleRate, spyName: r.query.spyName,
+    userAgent: h['user-agent'], authorization: h.authorization, tenant: h['x-scope-orgid'],
+    contentType: (h['content-type'] || '').replace(/boundary=.*/, 'boundary='),
+    filename: r.filename,
+  };
+}
+
+describe('uploads through node:http', function () {
+  this.timeout(90000);
+
+  it('sends what libcurl sends, decodable, and never maps libcurl', async () => {
+    const server = await ingestServer();
+    const runs = {};
+    try {
+      for (const mode of ['node', 'libcurl']) {
+        const before = server.requests.length;
+        const r = await runChild(mode, OPTIONS(server.url, `client.${mode}`));
+        assert.strictEqual(r.code, 0, r.stderr);
+        assert.ok(r.events.flushed, `no flush: ${r.stderr}`);
+        assert.strictEqual(r.events.flushed.flushed, true, `flush failed: ${r.stderr}`);
+        assert.ok(r.events.flushed.stats.uploadsOk >= 1, JSON.stringify(r.events.flushed.stats));
+        runs[mode] = { child: r, requests: server.requests.slice(before) };
+      }
+    } finally {
+      await server.close();
+    }
+    const viaNode = runs.node.requests, viaCurl = runs.libcurl.requests;
+    assert.ok(viaNode.length >= 2 && viaCurl.length >= 2, `${viaNode.length} / ${viaCurl.length} requests`);
+    for (const r of viaNode.concat(viaCurl)) assert.ok(r.pprof, `not decodable: ${r.error}`);
+    assert.ok(viaNode.some((r) => r.pprof.samples.length > 0), 'no samples uploaded');
+    const norm = (r, app) => Object.assign(shape(r), { name: r.query.name.replace(app, 'APP') });
+    assert.deepStrictEqual(norm(viaNode[0], 'client.node'), norm(viaCurl[0], 'client.libcurl'));
+    assert.strictEqual(viaNode[0].headers['user-agent'], 'pyroscope-native');
+    assert.match(viaNode[0].query.name, /^client\.node\{env=test\}$/);
+    // libcurl stays out of the process: at the flush and after stop()
+    assert.strictEqual(runs.node.child.events.flushed.curl, false);
+    assert.strictEqual(runs.node.child.events.stopped.curl, false);
+    // (and the check can fail: the libcurl run has it)
+    assert.strictEqual(runs.libcurl.child.events.flushed.curl, true);
+  });
+
+  it('the last period at process.exit() still arrives (libcurl sends it from the exit handler)', async () => {
+    const server = await ingestServer();
+    let r;
+    try {
+      r = await runChild('exit', OPTIONS(server.url, 'client.exit'));
+      await server.waitFor((reqs) => reqs.some((q) => q.pprof && q.pprof.samples.length > 0), 10000)
+        .catch(() => {});
+    } finally {
+      await server.close();
+    }
+    assert.strictEqual(r.code, 0, r.stderr);
+    assert.strictEqual(r.events.worked.curl, false, 'libcurl was mapped before the exit');
+    const reqs = server.requests.filter((q) => q.pprof && q.query.name.startsWith('client.exit'));
+    assert.ok(reqs.some((q) => q.pprof.samples.length > 0),
+              `the last period did not arrive: ${server.requests.length} requests\n${r.stderr}`);
+  });
+
+  describe('failures, counted as on the libcurl path', () => {
+    let logs;
+    beforeEach(() => {
+      logs = [];
+      const keep = (...a) => logs.push(a.join(' '));
+      api.setLogger({ debug() {}, info() {}, warn: keep, error: keep });
+    });
+    afterEach(async () => {
+      await api.stop();
+      api.setLogger(undefined);
+    });
+
+    // A server answering every request with `status` and `body`.
+    function answering(status, body) {
+      let hits = 0;
+      const server = http.createServer((req, res) => {
+        req.resume();
+        req.on('end', () => { hits++; res.writeHead(status).end(body); });
+      });
+      return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
+        url: `http://127.0.0.1:${server.address().port}`,
+        hits: () => hits,
+        close: () => new Promise((r) => {
+          server.close(r);
+          server.closeAllConnections();
+        }),
+      })));
+    }
+
+    async function uploadOnce(url) {
+      api.init({ appName: 'client.fail', serverAddress: url, flushIntervalMs: 600000 });
+      api.start();
+      burn(100);
+      const ok = await api.flush(30);
+      const stats = native.stats();
+      await api.stop();
+      return { ok, stats };
+    }
+
+    // Log lines reach the logger through the event loop, after the flush
+    // that caused them may have returned: wait for one (10 s at most).
+    async function waitLog(re) {
+      for (let i = 0; i < 200 && !logs.some((l) => re.test(l)); i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(logs.some((l) => re.test(l)), `no log line matches ${re}:\n${logs.join('\n')}`);
+    }
+
+    it('HTTP 500: retried, then failed, with the reply in the message', async () => {
+      const server = await answering(500, 'boom-500');
+      try {
+        const { ok, stats } = await uploadOnce(server.url);
+        assert.strictEqual(ok, false);
+        assert.ok(stats.retries >= 1, JSON.stringify(stats));
+        assert.ok(stats.uploadsFailed >= 1, JSON.stringify(stats));
+        assert.ok(server.hits() >= 2, `${server.hits()} requests`);
+      } finally {
+        await server.close();
+      }
+      await waitLog(/HTTP 500: boom-500/);
+    });
+
+    it('HTTP 400: failed without retries', async () => {
+      const server = await answering(400, 'bad-request-400');
+      try {
+        const { ok, stats } = await uploadOnce(server.url);
+        assert.strictEqual(ok, false);
+        assert.strictEqual(stats.retries, 0, JSON.stringify(stats));
+        assert.ok(stats.uploadsFailed >= 1, JSON.stringify(stats));
+      } finally {
+        await server.close();
+      }
+      await waitLog(/HTTP 400: bad-request-400/);
+    });
+
+    it('an unreachable server: retried, then failed, naming the error', async () => {
+      // a port that was just free: nothing listens on it
+      const port = await new Promise((resolve) => {
+        const s = net.createServer().listen(0, '127.0.0.1', () => {
+          const p = s.address().port;
+          s.close(() => resolve(p));
+        });
+      });
+      const { ok, stats } = await uploadOnce(`http://127.0.0.1:${port}`);
+      assert.strictEqual(ok, false);
+      assert.ok(stats.retries >= 1, JSON.stringify(stats));
+      assert.ok(stats.uploadsFailed >= 1, JSON.stringify(stats));
+      await waitLog(/ECONNREFUSED/);
+    });
+  });
+});
