@@ -30,7 +30,7 @@ void pn_http_sender_get(pn_http_sender_fn *fn, void **ud)
     pthread_mutex_unlock(&sender_mu);
 }
 
-/* 24 random hex digits: a boundary that the gzip'ed profile is as unlikely
+/* Random hex digits (16, as libcurl): a boundary that the gzip'ed profile is as unlikely
  * to contain as libcurl's own (it also uses random ones). */
 static void random_hex(char *out, size_t ndigits)
 {
@@ -54,7 +54,7 @@ int pn_http_multipart(const uint8_t *data, size_t len, const char *name, const c
 {
     char boundary[64];
     memcpy(boundary, "------------------------", 24);
-    random_hex(boundary + 24, 24);
+    random_hex(boundary + 24, 16);
     char head[512];
     int hn = snprintf(head, sizeof head,
                       "--%s\r\nContent-Disposition: form-data; name=\"%s\"; filename=\"%s\"\r\n"

@@ -1,0 +1,293 @@
+/* The HTTP exporter with a binding's sender (pn_http_set_sender): libcurl
+ * is not loaded while the sender sends; the sender gets the request libcurl
+ * would send (URL, header lines, the multipart body byte for byte but its
+ * boundary, timeouts, credentials); its answers map to the same results as
+ * libcurl's; when it declines, libcurl sends the same request to the test
+ * server on 127.0.0.1. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "http_server.h"
+#include "pyroscope_native.h"
+#include "export/exporter.h"
+
+static char app_cpu[] = "app", type_cpu[] = "cpu";
+
+/* What the recording sender saw last, and how it answers. Test thread
+ * only (the exporter's send runs on the caller's thread here). */
+static struct {
+    int calls;
+    char url[1024];
+    char headers[2048];         /* "Name: value\n" lines */
+    char user[64], password[64], ca[256];
+    uint8_t *body;
+    size_t body_len;
+    double timeout_s, connect_timeout_s;
+    const volatile int *abort;
+    int rc;                     /* PN_SENDER_* to return */
+    long status;
+    const char *text;           /* reply (ANSWERED) or error (FAILED) */
+} rec;
+
+static int recording_sender(void *ud, const pn_http_request *r, int64_t deadline_ns,
+                            const volatile int *abort, pn_http_response *out)
+{
+    (void)ud, (void)deadline_ns;
+    rec.calls++;
+    snprintf(rec.url, sizeof rec.url, "%s", r->url);
+    rec.headers[0] = '\0';
+    for (size_t i = 0; i < r->nheaders; i++) {
+        size_t n = strlen(rec.headers);
+        snprintf(rec.headers + n, sizeof rec.headers - n, "%s: %s\n", r->headers[i].key,
+                 r->headers[i].value);
+    }
+    snprintf(rec.user, sizeof rec.user, "%s", r->basic_auth_user ? r->basic_auth_user : "");
+    snprintf(rec.password, sizeof rec.password, "%s", r->basic_auth_password ? r->basic_auth_password : "");
+    snprintf(rec.ca, sizeof rec.ca, "%s", r->ca_file ? r->ca_file : "");
+    free(rec.body);
+    rec.body = malloc(r->body_len ? r->body_len : 1);
+    memcpy(rec.body, r->body, r->body_len);
+    rec.body_len = r->body_len;
+    rec.timeout_s = r->timeout_s;
+    rec.connect_timeout_s = r->connect_timeout_s;
+    rec.abort = abort;
+    out->status = rec.status;
+    if (rec.rc == PN_SENDER_ANSWERED)
+        snprintf(out->reply, sizeof out->reply, "%s", rec.text ? rec.text : "");
+    else if (rec.rc == PN_SENDER_FAILED)
+        snprintf(out->error, sizeof out->error, "%s", rec.text ? rec.text : "");
+    return rec.rc;
+}
+
+static void answer(int rc, long status, const char *text)
+{
+    rec.rc = rc;
+    rec.status = status;
+    rec.text = text;
+}
+
+static int curl_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int found = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "libcurl"))
+            found = 1;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static pn_upload upload_of(uint8_t *data, size_t len)
+{
+    pn_upload u = {.app_name = app_cpu, .profile_type = type_cpu, .from_s = 1700000000,
+                   .until_s = 1700000010, .sample_rate = 100, .data = data, .len = len};
+    return u;
+}
+
+/* "boundary=" value of a Content-Type, into out. */
+static int boundary_of(const char *ct, char *out, size_t n)
+{
+    const char *b = ct ? strstr(ct, "boundary=") : NULL;
+    if (!b)
+        return -1;
+    b += 9;
+    size_t len = strcspn(b, "\n; \"");
+    if (len == 0 || len >= n)
+        return -1;
+    memcpy(out, b, len);
+    out[len] = '\0';
+    return 0;
+}
+
+/* body with every `from` replaced by `to` (equal lengths), malloc'ed. */
+static uint8_t *swap_boundary(const uint8_t *body, size_t len, const char *from, const char *to)
+{
+    uint8_t *c = malloc(len ? len : 1);
+    memcpy(c, body, len);
+    size_t bl = strlen(from);
+    for (uint8_t *p = c; (p = memmem(p, len - (size_t)(p - c), from, bl)) != NULL; p += bl)
+        memcpy(p, to, bl);
+    return c;
+}
+
+/* The first one: nothing has loaded libcurl in this process yet. */
+static void test_same_request_without_libcurl(void)
+{
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    CHECK(!curl_mapped());
+    pn_http_set_sender(recording_sender, NULL);
+    pn_label tags[] = {{"env", "prod"}};
+    pn_label headers[] = {{"X-Extra", "v 1"}};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", .tags = tags,
+                      .ntags = 1, .spy_name = "nodespy", .basic_auth_user = "u",
+                      .basic_auth_password = "pw", .tenant_id = "t1", .headers = headers,
+                      .nheaders = 1, .timeout_s = 7};
+    pn_error e;
+    pn_error_clear(&e);
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (!x) {
+        fprintf(stderr, "  %s\n", e.msg);
+        test_server_stop(srv);
+        return;
+    }
+    CHECK(!curl_mapped());
+    uint8_t data[64];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 37 + 1);
+    memcpy(data + 8, "\r\n--\r\n", 6);
+    pn_upload u = upload_of(data, sizeof data);
+    answer(PN_SENDER_ANSWERED, 200, "ok");
+    volatile int abort_flag = 0;
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), &abort_flag, &e), PN_SEND_OK);
+    CHECK_EQ_INT(rec.calls, 1);
+    CHECK(rec.abort == &abort_flag);
+    CHECK(!curl_mapped());
+    char want[512];
+    snprintf(want, sizeof want,
+             "%s/ingest?name=app%%7Benv%%3Dprod%%7D&from=1700000000&until=1700000010&sampleRate=100"
+             "&spyName=nodespy", test_server_url(srv));
+    CHECK_STR(rec.url, want);
+    CHECK(strstr(rec.headers, "Content-Type: multipart/form-data; boundary=") != NULL);
+    CHECK(strstr(rec.headers, "User-Agent: pyroscope-native\n") != NULL);
+    CHECK(strstr(rec.headers, "X-Scope-OrgID: t1\n") != NULL);
+    CHECK(strstr(rec.headers, "X-Extra: v 1\n") != NULL);
+    CHECK(strstr(rec.headers, "Content-Encoding") == NULL);
+    CHECK_STR(rec.user, "u");
+    CHECK_STR(rec.password, "pw");
+    CHECK(rec.timeout_s == 7 && rec.connect_timeout_s == 5);
+    char ours[128] = "";
+    CHECK(boundary_of(strstr(rec.headers, "Content-Type:"), ours, sizeof ours) == 0);
+    CHECK(memmem(rec.body, rec.body_len, data, sizeof data) != NULL);
+
+    /* Declined: libcurl sends it, and it is the same request. */
+    answer(PN_SENDER_DECLINED, 0, NULL);
+    uint8_t *sender_body = rec.body;
+    size_t sender_len = rec.body_len;
+    rec.body = NULL;
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
+    CHECK_EQ_INT(rec.calls, 2);
+    CHECK(curl_mapped());
+    const test_request *r = test_server_request(srv, 0);
+    CHECK(r != NULL);
+    if (r) {
+        CHECK(strstr(want, r->target) != NULL && strlen(r->target) > 10);
+        CHECK_STR(test_request_header(r, "User-Agent"), "pyroscope-native");
+        CHECK_STR(test_request_header(r, "X-Extra"), "v 1");
+        CHECK_STR(test_request_header(r, "X-Scope-OrgID"), "t1");
+        char theirs[128] = "";
+        CHECK(boundary_of(test_request_header(r, "Content-Type"), theirs, sizeof theirs) == 0);
+        CHECK_EQ_INT(strlen(theirs), strlen(ours));
+        CHECK_EQ_INT(r->body_len, sender_len);
+        if (strlen(theirs) == strlen(ours) && *ours && r->body_len == sender_len) {
+            uint8_t *same = swap_boundary(r->body, r->body_len, theirs, ours);
+            CHECK(memcmp(same, sender_body, sender_len) == 0);
+            free(same);
+        }
+    }
+    free(sender_body);
+    x->destroy(x);
+    test_server_stop(srv);
+    pn_http_set_sender(NULL, NULL);
+}
+
+/* The sender's answers, mapped as libcurl's are. */
+static void test_answers(void)
+{
+    pn_http_set_sender(recording_sender, NULL);
+    pn_http_opts o = {.server_address = "http://127.0.0.1:9/", .app_name = "app"};
+    pn_error e;
+    pn_error_clear(&e);
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (!x)
+        return;
+    uint8_t data[4] = {1, 2, 3, 4};
+    pn_upload u = upload_of(data, sizeof data);
+    int calls = rec.calls;
+
+    answer(PN_SENDER_ANSWERED, 500, "oops\n  <b>down</b>");
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
+    CHECK(strstr(e.msg, "HTTP 500: oops <b>down</b>") != NULL);
+    answer(PN_SENDER_ANSWERED, 429, "");
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
+    CHECK(strstr(e.msg, "HTTP 429: (empty body)") != NULL);
+    answer(PN_SENDER_ANSWERED, 400, "bad");
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
+    CHECK(strstr(e.msg, "HTTP 400: bad") != NULL);
+    answer(PN_SENDER_ANSWERED, 302, "moved");
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
+    CHECK(strstr(e.msg, "redirects are not followed") != NULL);
+    answer(PN_SENDER_FAILED, 0, "connect ECONNREFUSED 127.0.0.1:9");
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
+    CHECK(strstr(e.msg, "upload to http://127.0.0.1:9 failed: connect ECONNREFUSED") != NULL);
+    answer(PN_SENDER_ANSWERED, 204, "");
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
+    CHECK_EQ_INT(rec.calls, calls + 6);
+    /* Aborted or past its deadline: the sender is not asked. */
+    volatile int stop = 1;
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), &stop, &e), PN_SEND_RETRY);
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(-1), NULL, &e), PN_SEND_RETRY);
+    CHECK_EQ_INT(rec.calls, calls + 6);
+    x->destroy(x);
+    pn_http_set_sender(NULL, NULL);
+}
+
+/* The OTLP exporter's transport: the payload is the body, as given. */
+static void test_raw_body(void)
+{
+    pn_http_set_sender(recording_sender, NULL);
+    pn_http_opts o = {.server_address = "https://otlp.example:4318/v1development/profiles",
+                      .app_name = "app", .raw_content_type = "application/x-protobuf",
+                      .ca_file = "/tmp/ca.pem"};
+    pn_error e;
+    pn_error_clear(&e);
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (!x)
+        return;
+    uint8_t data[5] = {0x1f, 0x8b, 0, 9, 7};
+    pn_upload u = upload_of(data, sizeof data);
+    answer(PN_SENDER_ANSWERED, 200, "");
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
+    CHECK_STR(rec.url, "https://otlp.example:4318/v1development/profiles");
+    CHECK(strstr(rec.headers, "Content-Type: application/x-protobuf\n") != NULL);
+    CHECK(strstr(rec.headers, "Content-Encoding: gzip\n") != NULL);
+    CHECK_STR(rec.ca, "/tmp/ca.pem");
+    CHECK(rec.body_len == sizeof data && memcmp(rec.body, data, sizeof data) == 0);
+    x->destroy(x);
+    pn_http_set_sender(NULL, NULL);
+}
+
+/* Bad addresses are still refused when the exporter is made. */
+static void test_bad_address(void)
+{
+    pn_http_set_sender(recording_sender, NULL);
+    const char *bad[] = {"ftp://h", "http://", "http://h/x?y=1", "http://h x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pn_http_opts o = {.server_address = bad[i], .app_name = "app"};
+        pn_error e;
+        pn_error_clear(&e);
+        pn_exporter *x = pn_http_exporter_new(&o, &e);
+        CHECK(x == NULL);
+        CHECK(strstr(e.msg, "server_address") != NULL);
+        if (x)
+            x->destroy(x);
+    }
+    pn_http_set_sender(NULL, NULL);
+}
+
+static void test_cleanup(void)
+{
+    free(rec.body);
+    rec.body = NULL;
+}
+
+TEST_MAIN(T(test_same_request_without_libcurl), T(test_answers), T(test_raw_body),
+          T(test_bad_address), T(test_cleanup))
