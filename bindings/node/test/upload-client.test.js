@@ -89,11 +89,11 @@ describe('uploads through node:http', function () {
     assert.strictEqual(runs.libcurl.child.events.flushed.curl, true);
   });
 
-  it('the last period at process.exit() still arrives (libcurl sends it from the exit handler)', async () => {
+  async function exitRun(mode, app) {
     const server = await ingestServer();
     let r;
     try {
-      r = await runChild('exit', OPTIONS(server.url, 'client.exit'));
+      r = await runChild(mode, OPTIONS(server.url, app));
       await server.waitFor((reqs) => reqs.some((q) => q.pprof && q.pprof.samples.length > 0), 10000)
         .catch(() => {});
     } finally {
@@ -101,9 +101,21 @@ describe('uploads through node:http', function () {
     }
     assert.strictEqual(r.code, 0, r.stderr);
     assert.strictEqual(r.events.worked.curl, false, 'libcurl was mapped before the exit');
-    const reqs = server.requests.filter((q) => q.pprof && q.query.name.startsWith('client.exit'));
+    assert.ok(r.events.exit, `no exit event\n${r.stderr}`);
+    const reqs = server.requests.filter((q) => q.pprof && q.query.name.startsWith(app));
     assert.ok(reqs.some((q) => q.pprof.samples.length > 0),
               `the last period did not arrive: ${server.requests.length} requests\n${r.stderr}`);
+    return r;
+  }
+
+  it('exit without stop(): the last period arrives through node:http (beforeExit)', async () => {
+    const r = await exitRun('return', 'client.return');
+    assert.strictEqual(r.events.exit.curl, false, 'libcurl was loaded for the last period');
+  });
+
+  it('process.exit() without stop(): the exit handler sends the last period through libcurl', async () => {
+    const r = await exitRun('exit', 'client.exit');
+    assert.strictEqual(r.events.exit.curl, true, 'libcurl did not send it: who did?');
   });
 
   describe('failures, counted as on the libcurl path', () => {
@@ -136,7 +148,7 @@ describe('uploads through node:http', function () {
     }
 
     async function uploadOnce(url) {
-      api.init({ appName: 'client.fail', serverAddress: url, flushIntervalMs: 600000 });
+      api.init({ appName: 'client.fail', serverAddress: url, flushIntervalMs: 600000, stopTimeout: 1 });
       api.start();
       burn(100);
       const ok = await api.flush(30);
