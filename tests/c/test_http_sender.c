@@ -212,23 +212,27 @@ static void test_answers(void)
     pn_upload u = upload_of(data, sizeof data);
     int calls = rec.calls;
 
-    answer(PN_SENDER_ANSWERED, 500, "oops\n  <b>down</b>");
-    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
-    CHECK(strstr(e.msg, "HTTP 500: oops <b>down</b>") != NULL);
-    answer(PN_SENDER_ANSWERED, 429, "");
-    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
-    CHECK(strstr(e.msg, "HTTP 429: (empty body)") != NULL);
-    answer(PN_SENDER_ANSWERED, 400, "bad");
-    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
-    CHECK(strstr(e.msg, "HTTP 400: bad") != NULL);
-    answer(PN_SENDER_ANSWERED, 302, "moved");
-    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_FAIL);
-    CHECK(strstr(e.msg, "redirects are not followed") != NULL);
-    answer(PN_SENDER_FAILED, 0, "connect ECONNREFUSED 127.0.0.1:9");
-    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_RETRY);
-    CHECK(strstr(e.msg, "upload to http://127.0.0.1:9 failed: connect ECONNREFUSED") != NULL);
-    answer(PN_SENDER_ANSWERED, 204, "");
-    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
+    static const struct {
+        int rc;
+        long status;
+        const char *text;
+        pn_send_result want;
+        const char *msg;        /* in the error message */
+    } cases[] = {
+        {PN_SENDER_ANSWERED, 500, "oops\n  <b>down</b>", PN_SEND_RETRY, "HTTP 500: oops <b>down</b>"},
+        {PN_SENDER_ANSWERED, 429, "", PN_SEND_RETRY, "HTTP 429: (empty body)"},
+        {PN_SENDER_ANSWERED, 400, "bad", PN_SEND_FAIL, "HTTP 400: bad"},
+        {PN_SENDER_ANSWERED, 302, "moved", PN_SEND_FAIL, "redirects are not followed"},
+        {PN_SENDER_FAILED, 0, "connect ECONNREFUSED 127.0.0.1:9", PN_SEND_RETRY,
+         "upload to http://127.0.0.1:9 failed: connect ECONNREFUSED"},
+        {PN_SENDER_ANSWERED, 204, "", PN_SEND_OK, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        answer(cases[i].rc, cases[i].status, cases[i].text);
+        pn_error_clear(&e);
+        CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), cases[i].want);
+        CHECK(strstr(e.msg, cases[i].msg) != NULL);
+    }
     CHECK_EQ_INT(rec.calls, calls + 6);
     /* Aborted or past its deadline: the sender is not asked. */
     volatile int stop = 1;
