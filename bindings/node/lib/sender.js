@@ -56,42 +56,57 @@ function send(req, done) {
     }
   }
   opts.headers = Object.assign({}, req.headers, { 'Content-Length': String(req.body.length) });
-  let r;
-  try {
-    r = mod.request(url, opts, (res) => {
-      const kept = [];
-      let keptLen = 0;
-      let total = 0;
-      res.on('data', (chunk) => {
-        total += chunk.length;
-        if (keptLen < REPLY_KEEP) {
-          kept.push(chunk.subarray(0, REPLY_KEEP - keptLen));
-          keptLen += Math.min(chunk.length, REPLY_KEEP - keptLen);
-        }
-        // a huge answer: the status decided, the rest is not worth waiting for
-        if (total > REPLY_MAX) {
-          finish(res.statusCode, '', Buffer.concat(kept).toString('latin1'));
-          res.destroy();
-        }
-      });
-      res.on('end', () => finish(res.statusCode, '', Buffer.concat(kept).toString('latin1')));
-      res.on('error', (e) => finish(0, e.message));
-      res.on('close', () => finish(0, 'the connection closed before the reply ended'));
-    });
-  } catch (e) {
-    return finish(0, e.message);
-  }
-  r.on('error', (e) => finish(0, e.code ? `${e.message} (${e.code})` : e.message));
-  timer = setTimeout(() => r.destroy(new Error(`no answer within ${req.timeoutMs} ms`)), req.timeoutMs);
+  let current = null; // the request of the latest attempt
+  timer = setTimeout(() => current && current.destroy(new Error(`no answer within ${req.timeoutMs} ms`)),
+                     req.timeoutMs);
   timer.unref();
-  r.on('socket', (sock) => {
-    if (!sock.connecting) return;
-    connectTimer = setTimeout(
-      () => r.destroy(new Error(`could not connect within ${req.connectTimeoutMs} ms`)), req.connectTimeoutMs);
-    connectTimer.unref();
-    sock.once('connect', () => clearTimeout(connectTimer));
+  // A kept-alive connection the server closed meanwhile fails at once with
+  // ECONNRESET: sent again once on a new one (libcurl does the same).
+  const attempt = (again) => {
+    let r;
+    try {
+      r = current = mod.request(url, opts, (res) => readReply(res, finish));
+    } catch (e) {
+      return finish(0, e.message);
+    }
+    r.on('error', (e) => {
+      if (!again && r.reusedSocket && e.code === 'ECONNRESET' && !finished) return attempt(true);
+      finish(0, e.code ? `${e.message} (${e.code})` : e.message);
+    });
+    r.on('socket', (sock) => {
+      if (!sock.connecting) return;
+      if (connectTimer) clearTimeout(connectTimer);
+      connectTimer = setTimeout(
+        () => r.destroy(new Error(`could not connect within ${req.connectTimeoutMs} ms`)), req.connectTimeoutMs);
+      connectTimer.unref();
+      sock.once('connect', () => clearTimeout(connectTimer));
+    });
+    r.end(req.body);
+  };
+  attempt(false);
+}
+
+// The status and the reply's first bytes, reading at most REPLY_MAX.
+function readReply(res, finish) {
+  const kept = [];
+  let keptLen = 0;
+  let total = 0;
+  const text = () => Buffer.concat(kept).toString('latin1');
+  res.on('data', (chunk) => {
+    total += chunk.length;
+    if (keptLen < REPLY_KEEP) {
+      kept.push(chunk.subarray(0, REPLY_KEEP - keptLen));
+      keptLen += Math.min(chunk.length, REPLY_KEEP - keptLen);
+    }
+    // a huge answer: the status decided, the rest is not worth waiting for
+    if (total > REPLY_MAX) {
+      finish(res.statusCode, '', text());
+      res.destroy();
+    }
   });
-  r.end(req.body);
+  res.on('end', () => finish(res.statusCode, '', text()));
+  res.on('error', (e) => finish(0, e.message));
+  res.on('close', () => finish(0, 'the connection closed before the reply ended'));
 }
 
 module.exports = { send };

@@ -8,7 +8,8 @@
  * when the JS thread cannot answer: it is blocked in the exit handler
  * (stopSync, waitStops: sender_block), Node is tearing the environment
  * down, or the request was not even picked up in the first half of the
- * time left before the send deadline (a busy event loop).
+ * time left before the send deadline, nor within the request's timeout
+ * (a blocked event loop).
  *
  * Threads: send_upload runs on the core's exporter thread; call_js, the
  * done callback and its finalizer on the main JS thread. A job is shared
@@ -42,6 +43,8 @@ static _Atomic(napi_threadsafe_function) tsfn;
 /* The JS thread cannot run callbacks (exit handler); guarded by mu. */
 static int blocked;
 #define WAIT_STEP_NS 50000000LL /* how often the abort flag is looked at */
+/* Past the request's timeout: the JS timer should have ended it by then. */
+#define WAIT_GRACE_NS 1000000000LL
 
 static void init_cv(void)
 {
@@ -116,8 +119,14 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
         free(j);
         return PN_SENDER_DECLINED;
     }
+    /* Not picked up within the request's timeout (and half the time
+     * left): the event loop is blocked; libcurl gets the rest. */
     int64_t start = now_ns();
     int64_t pickup_by = start + (deadline_ns - start) / 2;
+    int64_t timeout_ns = (int64_t)(req->timeout_s * 1e9);
+    if (timeout_ns > 0 && start + timeout_ns < pickup_by)
+        pickup_by = start + timeout_ns;
+    int64_t picked_at = 0;
     int rc;
     pthread_mutex_lock(&mu);
     for (;;) {
@@ -143,6 +152,14 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
         int64_t t = now_ns();
         if (j->state == QUEUED && t >= pickup_by) {
             rc = PN_SENDER_DECLINED;
+            break;
+        }
+        /* Taken, but the loop blocked before its own timer could end it. */
+        if (j->state == PICKED && !picked_at)
+            picked_at = t;
+        if (picked_at && timeout_ns > 0 && t >= picked_at + timeout_ns + WAIT_GRACE_NS) {
+            snprintf(out->error, sizeof out->error, "no answer within %g s", req->timeout_s);
+            rc = PN_SENDER_FAILED;
             break;
         }
         if (t >= deadline_ns) {
@@ -285,17 +302,11 @@ static void cleanup(void *arg)
 static napi_value m_set_sender(napi_env env, napi_callback_info info)
 {
     napi_value argv[1];
-    size_t argc = js_args(env, info, argv, 1);
-    napi_valuetype t = napi_undefined;
-    if (argc >= 1)
-        napi_typeof(env, argv[0], &t);
-    if (t != napi_function && t != napi_null && t != napi_undefined) {
-        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE",
-                              "setSender: expects a function(request, done) or null");
+    int is_fn = js_fn_arg(env, info, &argv[0], "setSender: expects a function(request, done) or null");
+    if (is_fn < 0)
         return NULL;
-    }
     pthread_once(&cv_once, init_cv);
-    if (t != napi_function) {
+    if (!is_fn) {
         pn_http_set_sender(NULL, NULL);
         return js_undefined(env);
     }
