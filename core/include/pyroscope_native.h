@@ -618,6 +618,9 @@ typedef struct {
     /* PEM file the server's certificate is checked against (ca_file, or
      * $SSL_CERT_FILE); NULL: the sender's default trust. */
     const char *ca_file;
+    /* A directory of hashed certificates ($SSL_CERT_DIR), also trusted;
+     * NULL: none. A sender that cannot use one should decline. */
+    const char *ca_dir;
 } pn_http_request;
 
 #define PN_HTTP_REPLY_KEEP 300

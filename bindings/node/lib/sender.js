@@ -2,10 +2,11 @@
 // Uploads through Node's own http/https (the addon's sender.c hands each
 // request over from the core's exporter thread): libcurl and the libraries
 // it pulls in stay out of the process. send(request, done) with request =
-// {url, headers, user, password, caFile, body, timeoutMs, connectTimeoutMs};
-// done(status) for the server's answer, done(0, message) for a transport
-// error, done(-1) to let libcurl send it (a proxy is configured: libcurl
-// reads http_proxy & co. as before).
+// {url, headers, user, password, caFile, caDir, body, timeoutMs,
+// connectTimeoutMs}; done(status) for the server's answer, done(0, message)
+// for a transport error, done(-1) to let libcurl send it: when a proxy is
+// configured (libcurl reads http_proxy & co. as before) or certificates are
+// trusted from a directory (SSL_CERT_DIR), which Node's TLS cannot take.
 const fs = require('fs');
 
 // Bytes of the reply kept for messages, and read at most (as on libcurl's path).
@@ -36,7 +37,7 @@ function send(req, done) {
     if (connectTimer) clearTimeout(connectTimer);
     done(status, error || '', reply || '');
   };
-  if (proxied()) return finish(-1);
+  if (proxied() || (req.caDir && /^https:/i.test(req.url))) return finish(-1);
   let url;
   try {
     url = new URL(req.url);

@@ -243,6 +243,7 @@ static napi_value request_object(napi_env env, const pn_http_request *r)
     set_str(env, o, "user", r->basic_auth_user);
     set_str(env, o, "password", r->basic_auth_password);
     set_str(env, o, "caFile", r->ca_file);
+    set_str(env, o, "caDir", r->ca_dir);
     void *dst;
     if (napi_create_buffer_copy(env, r->body_len, r->body, &dst, &body) != napi_ok)
         return NULL;

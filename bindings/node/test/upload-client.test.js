@@ -16,9 +16,10 @@ const native = require('../lib/native');
 
 const CHILD = path.join(__dirname, 'fixtures', 'upload-child.js');
 
-function runChild(mode, options) {
+function runChild(mode, options, extraEnv = {}) {
   const env = Object.assign({}, process.env);
   for (const k of Object.keys(env)) if (/^(PYROSCOPE_|OTEL_)|_proxy$/i.test(k)) delete env[k];
+  Object.assign(env, extraEnv);
   const child = spawn(process.execPath, [CHILD, mode, JSON.stringify(options)],
                       { env, stdio: ['ignore', 'pipe', 'pipe'] });
   const events = {};
@@ -116,6 +117,23 @@ describe('uploads through node:http', function () {
   it('process.exit() without stop(): the exit handler sends the last period through libcurl', async () => {
     const r = await exitRun('exit', 'client.exit');
     assert.strictEqual(r.events.exit.curl, true, 'libcurl did not send it: who did?');
+  });
+
+  it('with http_proxy set, libcurl sends through the proxy as before', async () => {
+    const proxy = await ingestServer(); // takes the proxied request (absolute-form target)
+    let r;
+    try {
+      r = await runChild('node', OPTIONS('http://pyroscope.invalid:4040', 'client.proxy'),
+                         { http_proxy: proxy.url });
+    } finally {
+      await proxy.close();
+    }
+    assert.strictEqual(r.code, 0, r.stderr);
+    assert.strictEqual(r.events.flushed.flushed, true, r.stderr);
+    assert.strictEqual(r.events.flushed.curl, true);
+    const reqs = proxy.requests.filter((q) => q.pprof && q.query.name.startsWith('client.proxy'));
+    assert.ok(reqs.length >= 1, `${proxy.requests.length} requests at the proxy`);
+    assert.strictEqual(reqs[0].path, '/ingest');
   });
 
   describe('failures, counted as on the libcurl path', () => {

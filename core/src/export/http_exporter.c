@@ -700,6 +700,7 @@ static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const c
         .connect_timeout_s = h->o.connect_timeout_s > 0 ? h->o.connect_timeout_s
                                                         : DEFAULT_CONNECT_TIMEOUT_S,
         .ca_file = h->ca_file,
+        .ca_dir = h->ca_dir,
     };
     pn_http_response out;
     memset(&out, 0, sizeof out);
