@@ -12,6 +12,8 @@
 //     mapFrame({name, file, line, column}) -> {name, file, line} | null.
 //   flush(timeoutSeconds) -> Promise<boolean>, stop() -> Promise<stats | null>,
 //   running(), stats(), setLogHandler(fn(level, message) | null)
+//   setUploadClient('node' | 'libcurl'): how the next start() uploads (Node's
+//     http through sender.js, the default; or libcurl, for tests and benchmarks)
 //   writeReport(paths, opts) -> Promise<{profiles, output, text}> (see report.js);
 //   with outputDir, stop() and exit write flamegraph.html of the run's profiles.
 //   labels.run(labels, fn, ...args), labels.get(), labels.set(labels),

@@ -64,7 +64,9 @@ typedef struct {
 
 /* Every upload goes through libcurl, which is loaded (dlopen) here, on the
  * first call: when it cannot be loaded this fails, naming the library and
- * the package that provides it. Proxies come from libcurl's own reading of
+ * the package that provides it. When a binding set a sender
+ * (pn_http_set_sender) before, the uploads go to it instead and libcurl is
+ * loaded only when the sender first declines one. Proxies come from libcurl's own reading of
  * http_proxy, https_proxy, all_proxy and no_proxy. Redirects are not
  * followed (a 3xx answer fails the upload). The connection is kept open
  * between uploads. */
