@@ -113,6 +113,20 @@ static uint8_t *swap_boundary(const uint8_t *body, size_t len, const char *from,
     return c;
 }
 
+/* An HTTP exporter that sends through recording_sender (NULL, with the
+ * reason printed, when it cannot be made). */
+static pn_exporter *sender_exporter(const pn_http_opts *o)
+{
+    pn_http_set_sender(recording_sender, NULL);
+    pn_error e;
+    pn_error_clear(&e);
+    pn_exporter *x = pn_http_exporter_new(o, &e);
+    CHECK(x != NULL);
+    if (!x)
+        fprintf(stderr, "  %s\n", e.msg);
+    return x;
+}
+
 /* The first one: nothing has loaded libcurl in this process yet. */
 static void test_same_request_without_libcurl(void)
 {
@@ -121,7 +135,6 @@ static void test_same_request_without_libcurl(void)
     if (!srv)
         return;
     CHECK(!curl_mapped());
-    pn_http_set_sender(recording_sender, NULL);
     pn_label tags[] = {{"env", "prod"}};
     pn_label headers[] = {{"X-Extra", "v 1"}};
     pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", .tags = tags,
@@ -130,10 +143,8 @@ static void test_same_request_without_libcurl(void)
                       .nheaders = 1, .timeout_s = 7};
     pn_error e;
     pn_error_clear(&e);
-    pn_exporter *x = pn_http_exporter_new(&o, &e);
-    CHECK(x != NULL);
+    pn_exporter *x = sender_exporter(&o);
     if (!x) {
-        fprintf(stderr, "  %s\n", e.msg);
         test_server_stop(srv);
         return;
     }
@@ -200,14 +211,11 @@ static void test_same_request_without_libcurl(void)
 /* The sender's answers, mapped as libcurl's are. */
 static void test_answers(void)
 {
-    pn_http_set_sender(recording_sender, NULL);
     pn_http_opts o = {.server_address = "http://127.0.0.1:9/", .app_name = "app"};
-    pn_error e;
-    pn_error_clear(&e);
-    pn_exporter *x = pn_http_exporter_new(&o, &e);
-    CHECK(x != NULL);
+    pn_exporter *x = sender_exporter(&o);
     if (!x)
         return;
+    pn_error e;
     uint8_t data[4] = {1, 2, 3, 4};
     pn_upload u = upload_of(data, sizeof data);
     int calls = rec.calls;
@@ -246,16 +254,14 @@ static void test_answers(void)
 /* The OTLP exporter's transport: the payload is the body, as given. */
 static void test_raw_body(void)
 {
-    pn_http_set_sender(recording_sender, NULL);
     pn_http_opts o = {.server_address = "https://otlp.example:4318/v1development/profiles",
                       .app_name = "app", .raw_content_type = "application/x-protobuf",
                       .ca_file = "/tmp/ca.pem"};
-    pn_error e;
-    pn_error_clear(&e);
-    pn_exporter *x = pn_http_exporter_new(&o, &e);
-    CHECK(x != NULL);
+    pn_exporter *x = sender_exporter(&o);
     if (!x)
         return;
+    pn_error e;
+    pn_error_clear(&e);
     uint8_t data[5] = {0x1f, 0x8b, 0, 9, 7};
     pn_upload u = upload_of(data, sizeof data);
     answer(PN_SENDER_ANSWERED, 200, "");
