@@ -627,6 +627,8 @@ typedef struct {
 typedef struct {
     long status;                /* the HTTP status when the server answered */
     char error[256];            /* a transport error: why no status came */
+    int permanent;              /* with error: retrying will not help (a
+                                 * certificate refused), not retried */
     char reply[PN_HTTP_REPLY_KEEP + 1]; /* the reply body's first bytes */
 } pn_http_response;
 

@@ -52,7 +52,8 @@ static int recording_sender(void *ud, const pn_http_request *r, int64_t deadline
     rec.timeout_s = r->timeout_s;
     rec.connect_timeout_s = r->connect_timeout_s;
     rec.abort = abort;
-    out->status = rec.status;
+    out->status = rec.status > 0 ? rec.status : 0;
+    out->permanent = rec.status < 0;   /* tests' shorthand */
     if (rec.rc == PN_SENDER_ANSWERED)
         snprintf(out->reply, sizeof out->reply, "%s", rec.text ? rec.text : "");
     else if (rec.rc == PN_SENDER_FAILED)
@@ -234,6 +235,8 @@ static void test_answers(void)
         {PN_SENDER_FAILED, 0, "connect ECONNREFUSED 127.0.0.1:9", PN_SEND_RETRY,
          "upload to http://127.0.0.1:9 failed: connect ECONNREFUSED"},
         {PN_SENDER_ANSWERED, 204, "", PN_SEND_OK, ""},
+        /* permanent: a refused certificate */
+        {PN_SENDER_FAILED, -1, "self-signed certificate", PN_SEND_FAIL, "failed: self-signed certificate"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         answer(cases[i].rc, cases[i].status, cases[i].text);
@@ -241,12 +244,12 @@ static void test_answers(void)
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), cases[i].want);
         CHECK(strstr(e.msg, cases[i].msg) != NULL);
     }
-    CHECK_EQ_INT(rec.calls, calls + 6);
+    CHECK_EQ_INT(rec.calls, calls + 7);
     /* Aborted or past its deadline: the sender is not asked. */
     volatile int stop = 1;
     CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), &stop, &e), PN_SEND_RETRY);
     CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(-1), NULL, &e), PN_SEND_RETRY);
-    CHECK_EQ_INT(rec.calls, calls + 6);
+    CHECK_EQ_INT(rec.calls, calls + 7);
     x->destroy(x);
     pn_http_set_sender(NULL, NULL);
 }

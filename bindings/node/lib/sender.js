@@ -12,6 +12,8 @@ const fs = require('fs');
 // Bytes of the reply kept for messages, and read at most (as on libcurl's path).
 const REPLY_KEEP = 300;
 const REPLY_MAX = 64 * 1024;
+// TLS verification failures (OpenSSL's X509 codes as Node names them).
+const CERT_ERRORS = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER|ALTNAME/;
 const PROXY_VARS = ['http_proxy', 'https_proxy', 'all_proxy', 'HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY'];
 
 // One kept-alive connection per scheme, reused from one upload to the next
@@ -30,12 +32,12 @@ function send(req, done) {
   let finished = false;
   let timer = null;
   let connectTimer = null;
-  const finish = (status, error, reply) => {
+  const finish = (status, error, reply, permanent) => {
     if (finished) return;
     finished = true;
     if (timer) clearTimeout(timer);
     if (connectTimer) clearTimeout(connectTimer);
-    done(status, error || '', reply || '');
+    done(status, error || '', reply || '', !!permanent);
   };
   if (proxied() || (req.caDir && /^https:/i.test(req.url))) return finish(-1);
   let url;
@@ -72,7 +74,10 @@ function send(req, done) {
     }
     r.on('error', (e) => {
       if (!again && r.reusedSocket && e.code === 'ECONNRESET' && !finished) return attempt(true);
-      finish(0, e.code ? `${e.message} (${e.code})` : e.message);
+      // a refused certificate stays refused: not retried (as on libcurl's path)
+      const cert = CERT_ERRORS.test(e.code || '');
+      finish(0, (e.code ? `${e.message} (${e.code})` : e.message) +
+        (cert ? ' (the certificates trusted come from SSL_CERT_FILE when set, else Node\'s own)' : ''), '', cert);
     });
     r.on('socket', (sock) => {
       if (!sock.connecting) return;

@@ -30,6 +30,7 @@ typedef struct {
     int state;
     const pn_http_request *req; /* the exporter's, valid while QUEUED */
     long status;                /* ANSWERED: > 0 a status, 0 a transport error */
+    int permanent;              /* that error will not go away by retrying */
     char error[256];
     char reply[PN_HTTP_REPLY_KEEP + 1];
 } job;
@@ -75,12 +76,14 @@ static void unref(job *j)
 }
 
 /* JS side's verdict; ignored once the exporter thread left. */
-static void settle(job *j, int state, long status, const char *error, const char *reply)
+static void settle(job *j, int state, long status, const char *error, const char *reply,
+                   int permanent)
 {
     pthread_mutex_lock(&mu);
     if (j->state == QUEUED || j->state == PICKED) {
         j->state = state;
         j->status = status;
+        j->permanent = permanent;
         snprintf(j->error, sizeof j->error, "%s", error ? error : "");
         snprintf(j->reply, sizeof j->reply, "%s", reply ? reply : "");
         pthread_cond_broadcast(&cv);
@@ -134,6 +137,7 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
             out->status = j->status;
             memcpy(out->error, j->error, sizeof out->error);
             memcpy(out->reply, j->reply, sizeof out->reply);
+            out->permanent = j->permanent;
             rc = j->status > 0 ? PN_SENDER_ANSWERED : PN_SENDER_FAILED;
             break;
         }
@@ -198,13 +202,14 @@ static void set_str(napi_env env, napi_value o, const char *key, const char *s)
     napi_set_named_property(env, o, key, v);
 }
 
-/* done(status, error, reply): status > 0 the server's answer, 0 a transport
- * error (error says why), -1 declined (libcurl sends it). */
+/* done(status, error, reply, permanent): status > 0 the server's answer, 0
+ * a transport error (error says why; permanent: not worth retrying), -1
+ * declined (libcurl sends it). */
 static napi_value m_done(napi_env env, napi_callback_info info)
 {
-    napi_value argv[3];
+    napi_value argv[4];
     void *data = NULL;
-    size_t argc = 3;
+    size_t argc = 4;
     napi_get_cb_info(env, info, &argc, argv, NULL, &data);
     double status = 0;
     if (argc < 1 || js_double(env, argv[0], &status) != 0)
@@ -215,11 +220,14 @@ static napi_value m_done(napi_env env, napi_callback_info info)
         napi_get_value_string_utf8(env, argv[1], err, sizeof err, &n);
     if (argc >= 3)
         napi_get_value_string_utf8(env, argv[2], reply, sizeof reply, &n);
+    bool permanent = false;
+    if (argc >= 4)
+        napi_get_value_bool(env, argv[3], &permanent);
     if (status < 0)
-        settle(data, DECLINED, 0, NULL, NULL);
+        settle(data, DECLINED, 0, NULL, NULL, 0);
     else
         settle(data, ANSWERED, (long)status, err[0] || status > 0 ? err : "the request failed",
-               reply);
+               reply, permanent);
     return js_undefined(env);
 }
 
@@ -260,7 +268,7 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
     (void)context;
     job *j = data;
     if (!env || !js_cb) {   /* Node is tearing down: no JS any more */
-        settle(j, DECLINED, 0, NULL, NULL);
+        settle(j, DECLINED, 0, NULL, NULL, 0);
         unref(j);
         return;
     }
@@ -276,7 +284,7 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
     }
     pthread_mutex_unlock(&mu);
     if (!done) {            /* taken back by the exporter, or no memory */
-        settle(j, DECLINED, 0, NULL, NULL);
+        settle(j, DECLINED, 0, NULL, NULL, 0);
         unref(j);
         return;
     }
@@ -286,7 +294,7 @@ static void call_js(napi_env env, napi_value js_cb, void *context, void *data)
     if (napi_call_function(env, global, js_cb, 2, args, &ret) != napi_ok) {
         napi_value exc;
         napi_get_and_clear_last_exception(env, &exc);
-        settle(j, ANSWERED, 0, "the JS sender threw", NULL);
+        settle(j, ANSWERED, 0, "the JS sender threw", NULL, 0);
     }
 }
 

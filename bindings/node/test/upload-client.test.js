@@ -4,13 +4,15 @@
 // libcurl is never mapped in a normal run, failures are counted as before,
 // and the exit handler's last upload still arrives (libcurl then sends it).
 const assert = require('assert');
-const { spawn } = require('child_process');
+const { spawn, execFileSync } = require('child_process');
+const fs = require('fs');
+const https = require('https');
 const http = require('http');
 const net = require('net');
 const path = require('path');
 const readline = require('readline');
 
-const { ingestServer, burn } = require('./api-helpers');
+const { ingestServer, burn, tmpdir } = require('./api-helpers');
 const api = require('../lib');
 const native = require('../lib/native');
 
@@ -18,7 +20,7 @@ const CHILD = path.join(__dirname, 'fixtures', 'upload-child.js');
 
 function runChild(mode, options, extraEnv = {}) {
   const env = Object.assign({}, process.env);
-  for (const k of Object.keys(env)) if (/^(PYROSCOPE_|OTEL_)|_proxy$/i.test(k)) delete env[k];
+  for (const k of Object.keys(env)) if (/^(PYROSCOPE_|OTEL_|SSL_CERT_)|_proxy$/i.test(k)) delete env[k];
   Object.assign(env, extraEnv);
   const child = spawn(process.execPath, [CHILD, mode, JSON.stringify(options)],
                       { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -134,6 +136,52 @@ describe('uploads through node:http', function () {
     const reqs = proxy.requests.filter((q) => q.pprof && q.query.name.startsWith('client.proxy'));
     assert.ok(reqs.length >= 1, `${proxy.requests.length} requests at the proxy`);
     assert.strictEqual(reqs[0].path, '/ingest');
+  });
+
+  // A self-signed certificate for 127.0.0.1 (openssl CLI), and an https
+  // server that answers 200 and counts the multipart uploads it got.
+  async function tlsServer() {
+    const dir = tmpdir('pn-tls-');
+    const key = path.join(dir, 'key.pem'), cert = path.join(dir, 'cert.pem');
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert,
+      '-days', '2', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    let uploads = 0;
+    const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (/^multipart\/form-data/.test(req.headers['content-type'] || '')) uploads++;
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    return {
+      url: `https://127.0.0.1:${server.address().port}`, cert, uploads: () => uploads,
+      close: () => new Promise((r) => { server.close(r); server.closeAllConnections(); }),
+    };
+  }
+
+  it('https: trusts SSL_CERT_FILE as libcurl did, refuses an unknown certificate; SSL_CERT_DIR: libcurl', async () => {
+    const server = await tlsServer();
+    let trusted, untrusted, withDir;
+    try {
+      trusted = await runChild('node', OPTIONS(server.url, 'client.tls'), { SSL_CERT_FILE: server.cert });
+      untrusted = await runChild('node', Object.assign(OPTIONS(server.url, 'client.tls2'), { stopTimeout: 1 }));
+      // Node's TLS cannot take a directory of certificates: libcurl sends it
+      withDir = await runChild('node', OPTIONS(server.url, 'client.tls3'),
+                               { SSL_CERT_FILE: server.cert, SSL_CERT_DIR: path.dirname(server.cert) });
+    } finally {
+      await server.close();
+    }
+    for (const r of [trusted, untrusted, withDir]) assert.strictEqual(r.code, 0, r.stderr);
+    assert.strictEqual(trusted.events.flushed.flushed, true, trusted.stderr);
+    assert.strictEqual(trusted.events.flushed.curl, false);
+    assert.strictEqual(untrusted.events.flushed.flushed, false, 'an unknown certificate was accepted');
+    assert.match(untrusted.stderr, /self-signed|certificate/i);
+    assert.strictEqual(untrusted.events.flushed.curl, false);
+    assert.strictEqual(untrusted.events.flushed.stats.retries, 0, 'a refused certificate was retried');
+    assert.strictEqual(withDir.events.flushed.flushed, true, withDir.stderr);
+    assert.strictEqual(withDir.events.flushed.curl, true);
+    assert.ok(server.uploads() >= 4, `${server.uploads()} uploads arrived over TLS`);
   });
 
   describe('failures, counted as on the libcurl path', () => {

@@ -718,7 +718,7 @@ static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const c
     }
     pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display,
             out.error[0] ? out.error : "the binding's sender gave no reason");
-    return PN_SEND_RETRY;
+    return out.permanent ? PN_SEND_FAIL : PN_SEND_RETRY;
 }
 
 static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t deadline_ns,
