@@ -24,6 +24,14 @@ function agentFor(mod, scheme) {
   return agents[scheme];
 }
 
+// The trusted certificates of a file, read once: the same bytes each time
+// also keep the agent's connection key the same, so it is reused.
+const caCache = new Map();
+function certificates(file) {
+  if (!caCache.has(file)) caCache.set(file, fs.readFileSync(file));
+  return caCache.get(file);
+}
+
 function proxied() {
   return PROXY_VARS.some((v) => process.env[v]);
 }
@@ -53,7 +61,7 @@ function send(req, done) {
   else if (req.password) opts.auth = `:${req.password}`;
   if (req.caFile && scheme === 'https') {
     try {
-      opts.ca = fs.readFileSync(req.caFile);
+      opts.ca = certificates(req.caFile);
     } catch (e) {
       return finish(0, `cannot read the certificates in ${req.caFile}: ${e.message}`);
     }
