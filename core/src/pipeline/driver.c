@@ -83,9 +83,11 @@ static _Atomic uint64_t next_serial = 1;
 #define MAX_LIVE 8
 /* Wall ticks one sample may carry (see rendezvous_tick). */
 #define WALL_CARRY_TICKS 4
-/* Thread timers: ticks between two scans for threads gone without leaving
- * (a clock read each, the only per-thread work left to the sampler). */
-#define GONE_SCAN_TICKS 16
+/* Thread timers: the sampler thread's rate (at most). Its tick only keeps
+ * the grace hold, calls the stale callback and scans for gone threads (a
+ * clock read each): none needs the sample rate, and its wake-up was half
+ * of what a tick cost. */
+#define TIMER_TICK_HZ 10
 static _Atomic uint64_t live_serials[MAX_LIVE];
 
 static int serial_live(uint64_t serial)
@@ -491,10 +493,7 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     if (d->o.stale && capture_waits(d, pn_clock_ns(CLOCK_MONOTONIC)))
         d->o.stale(d->o.ctx);
     if (d->timers) {
-        if (++d->gone_scan >= GONE_SCAN_TICKS) {
-            d->gone_scan = 0;
-            scan_gone(d);
-        }
+        scan_gone(d);
         return;
     }
     int oncpu = pn_tick_opts(t)->oncpu;
@@ -715,6 +714,9 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
                           guard, c->sampler_cpu_budget};
     int64_t interval = (int64_t)(1e9 / c->sample_rate);
+    if (o->kind == PN_DRIVER_RENDEZVOUS && o->thread_timers && c->oncpu &&
+        so.hz > TIMER_TICK_HZ)
+        so.hz = TIMER_TICK_HZ;
     if (copy_types(d, o, c, e) != 0)
         goto fail;
     lim.nvalues = d->nvalues;
