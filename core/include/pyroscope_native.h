@@ -409,7 +409,9 @@ typedef struct {
      * timer on its own CPU clock (interval 1/sample_rate) that signals it
      * while it runs, instead of the sampler thread reading every joined
      * thread's clock and signalling the ones that ran. The handler must
-     * call pn_capture_begin_timer. Wall mode ignores it. */
+     * call pn_capture_begin_timer. Ignored in wall mode and above 250 Hz
+     * (the kernel checks CPU timers at its tick: fewer samples than
+     * asked for). */
     int thread_timers;
 
     /* batch */

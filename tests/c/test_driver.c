@@ -1052,19 +1052,21 @@ static void test_rendezvous_adopt(void)
  * all of it). min_cpu_ns 5 ms (the timer wake-ups of the consumer and the
  * worker stay below it), bursts of 8 ms and of 0.3 ms (below it: charged
  * once enough of them added up), each followed by an idle stretch. */
-/* The W_SPIN0 worker's start, on its own thread: its labels and tid, then
- * it joins the current driver. */
-static pn_driver *spin0_join(void)
+/* Worker idx's start, on its own thread: its labels and tid, then it
+ * joins the current driver. */
+static pn_driver *worker_join(int idx)
 {
-    pn_label kv = {"worker", w_names[W_SPIN0]};
-    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
-    atomic_store(&w_tid[W_SPIN0], pn_gettid());
-    tl_widx = W_SPIN0;
+    pn_label kv = {"worker", w_names[idx]};
+    atomic_store(&w_labels[idx], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
+    atomic_store(&w_tid[idx], pn_gettid());
+    tl_widx = idx;
     pn_driver *d = atomic_load(&g_rdv);
     pn_error e;
-    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    atomic_store(&w_joined[idx], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
     return d;
 }
+
+static pn_driver *spin0_join(void) { return worker_join(W_SPIN0); }
 
 /* A W_SPIN0 test's start: counters cleared, the test's SIGPROF handler in
  * place (the old one in *old), an agent writing to a new folder (dir) with
@@ -1302,13 +1304,7 @@ static void on_timer_sig(int sig, siginfo_t *si, void *uc)
 static void *tt_idle(void *arg)
 {
     (void)arg;
-    pn_label kv = {"worker", w_names[W_SLEEP]};
-    atomic_store(&w_labels[W_SLEEP], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
-    atomic_store(&w_tid[W_SLEEP], pn_gettid());
-    tl_widx = W_SLEEP;
-    pn_driver *d = atomic_load(&g_rdv);
-    pn_error e;
-    atomic_store(&w_joined[W_SLEEP], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    pn_driver *d = worker_join(W_SLEEP);
     pthread_mutex_lock(&sleep_mu);
     while (!atomic_load(&w_stop[W_SLEEP]))
         pthread_cond_wait(&sleep_cv, &sleep_mu);
@@ -1398,6 +1394,37 @@ static void test_rendezvous_thread_timers(void)
         CHECK_EQ_INT(atomic_load(&tt_other_sigs), 0);   /* the sampler signalled nobody */
         CHECK_EQ_INT(atomic_load(&tt_after_leave), 0);  /* leave deleted the timer */
         CHECK_EQ_INT(atomic_load(&label_mismatch), 0);
+    }
+    pn_agent_stop(a);
+    sigaction(SIGPROF, &old, NULL);
+    release_worker_labels();
+    pn_test_rm_dir(dir);
+    /* Above the kernel tick's rate the sampler thread signals as before
+     * (a timer would give fewer samples than asked for). */
+    static const char *const fast[] = {"sample_rate", "1000", NULL};
+    a = spin0_start("timers_fast", dir, sizeof dir, fast, (pn_driver_opts){.thread_timers = 1},
+                    &old, &d);
+    sigaction(SIGPROF, &sa, NULL);
+    atomic_store(&tt_other_sigs, 0);
+    atomic_store(&tt_timer_sigs[W_SPIN0], 0);
+    CHECK(d != NULL);
+    if (d) {
+        atomic_store(&g_rdv, d);
+        atomic_store(&consumer_stop, 0);
+        pthread_t cons;
+        pthread_create(&cons, NULL, consumer_main, d);
+        pn_driver *joined = spin0_join();
+        int64_t end = mono_now() + 10000000000LL;
+        while (atomic_load(&w_consumed[W_SPIN0]) < 5 && mono_now() < end)
+            burn_thread_ns(1000000);
+        pn_rendezvous_leave(joined);
+        tl_widx = -1;
+        atomic_store(&consumer_stop, 1);
+        pthread_join(cons, NULL);
+        atomic_store(&g_rdv, NULL);
+        CHECK(atomic_load(&w_consumed[W_SPIN0]) >= 5);
+        CHECK(atomic_load(&tt_other_sigs) >= 5);
+        CHECK_EQ_INT(atomic_load(&tt_timer_sigs[W_SPIN0]), 0);
     }
     pn_agent_stop(a);
     sigaction(SIGPROF, &old, NULL);

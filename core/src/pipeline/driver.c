@@ -88,6 +88,12 @@ static _Atomic uint64_t next_serial = 1;
  * clock read each): none needs the sample rate, and its wake-up was half
  * of what a tick cost. */
 #define TIMER_TICK_HZ 10
+/* Thread timers: the highest sample rate they are used at. The kernel
+ * checks CPU timers at its scheduler tick (250 Hz on Debian's kernels):
+ * above that one signal stands for several intervals (si_overrun), so the
+ * CPU is right but the samples are fewer than the rate asked for. Higher
+ * rates keep the sampler thread's signals. */
+#define TIMER_MAX_HZ 250
 static _Atomic uint64_t live_serials[MAX_LIVE];
 
 static int serial_live(uint64_t serial)
@@ -634,8 +640,15 @@ void pn_driver_period_rate(pn_driver *d, const pn_period *p, uint32_t *sample_ra
     *sample_rate = r < 1 ? 1 : (uint32_t)r;
 }
 
-static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interval, int oncpu,
-                           pn_error *e)
+/* Whether a rendezvous driver made from o and c uses thread timers. */
+static int thread_timers(const pn_driver_opts *o, const pn_config *c)
+{
+    return o->kind == PN_DRIVER_RENDEZVOUS && o->thread_timers && c->oncpu &&
+           c->sample_rate <= TIMER_MAX_HZ;
+}
+
+static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interval,
+                           const pn_config *c, pn_error *e)
 {
     d->signo = o->signo ? o->signo : SIGPROF;
     if (d->signo <= 0 || d->signo >= NSIG || d->signo == SIGSEGV || d->signo == SIGBUS ||
@@ -648,7 +661,7 @@ static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interv
                        "(%zu) too large", d->nslots, d->capture_bytes);
     d->min_cpu_ns = o->min_cpu_ns > 0 ? o->min_cpu_ns : interval / 10;
     d->scan_proc_cpu = d->scan_own_cpu = -1;
-    d->timers = o->thread_timers && oncpu;
+    d->timers = thread_timers(o, c);
     d->timer_interval = interval;
     d->wait_ns = o->wait_ns > 0 ? o->wait_ns : (interval / 2 < 10000000 ? interval / 2 : 10000000);
     d->slots = calloc(d->nslots, sizeof *d->slots);
@@ -714,8 +727,7 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
                           guard, c->sampler_cpu_budget};
     int64_t interval = (int64_t)(1e9 / c->sample_rate);
-    if (o->kind == PN_DRIVER_RENDEZVOUS && o->thread_timers && c->oncpu &&
-        so.hz > TIMER_TICK_HZ)
+    if (thread_timers(o, c) && so.hz > TIMER_TICK_HZ)
         so.hz = TIMER_TICK_HZ;
     if (copy_types(d, o, c, e) != 0)
         goto fail;
@@ -726,7 +738,7 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
         !(d->sampler = pn_sampler_new(d->store, &so, o->walker, o->ctx, e)))
         goto fail;
     if (o->kind == PN_DRIVER_RENDEZVOUS &&
-        (init_rendezvous(d, o, interval, c->oncpu, e) != 0 ||
+        (init_rendezvous(d, o, interval, c, e) != 0 ||
          !(d->sampler = pn_sampler_new(d->store, &so, rendezvous_tick, d, e))))
         goto fail;
     return d;
