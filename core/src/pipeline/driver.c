@@ -63,6 +63,10 @@ struct pn_capture {
      * capture (added to by the thread's handler, taken by its next one). */
     timer_t timer;
     _Atomic int timer_on;
+    /* 1 until the timer's first signal, which comes after min_cpu_ns, not
+     * a whole interval: a thread that lives less than an interval is
+     * still sampled (set by timer_start, cleared by the first handler). */
+    _Atomic int timer_first;
     _Atomic int64_t timer_carry;
     /* Written by the handler before CAPTURED. */
     const pn_labelset *labels;
@@ -193,8 +197,9 @@ static int timer_start(pn_driver *d, pn_capture *c, pid_t tid, pn_error *e)
         return pn_fail(e, PN_EIO, "cannot create the CPU timer of thread %d: %s", (int)tid,
                        strerror(errno));
     c->timer = t;
+    atomic_store(&c->timer_first, 1);
     atomic_store(&c->timer_on, 1);
-    struct itimerspec its = {pn_timespec(d->timer_interval), pn_timespec(d->timer_interval)};
+    struct itimerspec its = {pn_timespec(d->timer_interval), pn_timespec(d->min_cpu_ns)};
     if (timer_settime(t, 0, &its, NULL) != 0) {
         int err = errno;
         timer_stop(c);
@@ -328,9 +333,12 @@ pn_capture *pn_capture_begin_timer(pn_driver *d, const siginfo_t *si)
         count(&d->discarded);
         return NULL;
     }
-    /* The intervals this signal stands for: the kernel checks CPU timers
-     * at its scheduler tick, so above that rate one signal is several. */
-    int64_t value = (1 + (int64_t)(si->si_overrun > 0 ? si->si_overrun : 0)) * d->timer_interval;
+    /* The CPU this signal stands for, from the timer's schedule (no clock
+     * read): its first expiry, or one interval, plus the intervals it
+     * overran (the kernel checks CPU timers at its scheduler tick, so
+     * above that rate one signal is several). */
+    int64_t first = atomic_exchange(&c->timer_first, 0) ? d->min_cpu_ns : d->timer_interval;
+    int64_t value = first + (int64_t)(si->si_overrun > 0 ? si->si_overrun : 0) * d->timer_interval;
     int want = SLOT_FREE;
     if (!atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
         atomic_fetch_add(&c->timer_carry, value);
