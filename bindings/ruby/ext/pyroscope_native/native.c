@@ -194,6 +194,9 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     o.kind = PN_DRIVER_RENDEZVOUS;
     o.capture_bytes = capture_bytes_for(g_max_depth + 1);
     o.max_threads = 1024;
+    /* oncpu: the kernel signals each thread as it uses CPU (the core
+     * ignores this in wall mode). */
+    o.thread_timers = 1;
 #ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
     o.stale = drain_wake;
 #endif
