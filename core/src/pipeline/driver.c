@@ -401,31 +401,25 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
 }
 
 /* The oldest generation a capture not yet consumed may hold label sets of
- * (the generation now when there is none). */
-static uint64_t oldest_capture(const pn_driver *d)
+ * (the generation now when there is none), and in *waits whether a
+ * captured one has waited for its consumer longer than wait_ns (on Ruby
+ * 3.3+ a thread blocked in a system call runs its job only when it wakes:
+ * the binding's stale callback records it from elsewhere). One scan. */
+static uint64_t oldest_capture(const pn_driver *d, int64_t now, int *waits)
 {
     uint64_t oldest = pn_grace_now();
-    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
-        const pn_capture *c = &d->slots[i];
-        int st = atomic_load(&((pn_capture *)c)->state);
-        if (st != SLOT_FREE && c->gen < oldest)
-            oldest = c->gen;
-    }
-    return oldest;
-}
-
-/* Whether a capture has waited for its consumer longer than wait_ns (on
- * Ruby 3.3+ a thread blocked in a system call runs its job only when it
- * wakes: the binding's stale callback records it from elsewhere). */
-static int capture_waits(const pn_driver *d, int64_t now)
-{
+    *waits = 0;
     for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
         pn_capture *c = &d->slots[i];
-        if (atomic_load_explicit(&c->state, memory_order_relaxed) == SLOT_CAPTURED &&
-            now - c->time_ns >= d->wait_ns)
-            return 1;
+        int st = atomic_load(&c->state);
+        if (st == SLOT_FREE)
+            continue;
+        if (c->gen < oldest)
+            oldest = c->gen;
+        if (st == SLOT_CAPTURED && now - c->time_ns >= d->wait_ns)
+            *waits = 1;
     }
-    return 0;
+    return oldest;
 }
 
 /* The rendezvous driver's tick, on its sampler thread: take back the
@@ -503,8 +497,10 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     take_back_unanswered(d, pn_clock_ns(CLOCK_MONOTONIC));
     /* Hold what captures not yet consumed may point to, and no more: the
      * hold moves on as the consumer catches up. */
-    pn_grace_hold(d->capture_reader, oldest_capture(d));
-    if (d->o.stale && capture_waits(d, pn_clock_ns(CLOCK_MONOTONIC)))
+    int waits;
+    pn_grace_hold(d->capture_reader,
+                  oldest_capture(d, pn_clock_ns(CLOCK_MONOTONIC), &waits));
+    if (waits && d->o.stale)
         d->o.stale(d->o.ctx);
     if (d->timers) {
         scan_gone(d);

@@ -37,9 +37,10 @@ void drain_wake(void *unused)
     (void)unused;
     int fd = atomic_load(&efd);
     uint64_t one = 1;
-    if (fd >= 0 && write(fd, &one, sizeof one) < 0) {
-        /* closed meanwhile by a fork child's new start: nobody to wake */
-    }
+    /* A failed write (closed meanwhile by a fork child's new start) has
+     * nobody to wake. */
+    if (fd >= 0)
+        (void)!write(fd, &one, sizeof one);
 }
 
 static void *wait_nogvl(void *arg)
@@ -50,9 +51,6 @@ static void *wait_nogvl(void *arg)
         ;
     return NULL;
 }
-
-/* Ruby interrupts (Thread#kill, VM exit) wake the read. */
-static void wait_ubf(void *unused) { drain_wake(unused); }
 
 static VALUE drain_main(void *arg)
 {
@@ -65,7 +63,8 @@ static VALUE drain_main(void *arg)
         int fd = atomic_load(&efd);
         if (fd < 0 || atomic_load(&generation) != mine)
             break;
-        rb_thread_call_without_gvl(wait_nogvl, (void *)(intptr_t)fd, wait_ubf, NULL);
+        /* drain_wake is the ubf too: Thread#kill and VM exit wake the read */
+        rb_thread_call_without_gvl(wait_nogvl, (void *)(intptr_t)fd, drain_wake, NULL);
         if (atomic_load(&generation) != mine)
             break;
         capture_job(NULL);
