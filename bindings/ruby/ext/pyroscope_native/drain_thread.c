@@ -1,4 +1,4 @@
-/* Ruby 3.3+: the captures of blocked threads are recorded while they stay
+/* The captures of blocked threads are recorded while they stay
  * blocked.
  *
  * From 3.3 on, the job a handler triggers runs on the thread the signal
@@ -16,8 +16,6 @@
  * the drain thread reads it. A drain thread runs until the generation it
  * was started for is over (stop, a later start). */
 #include "native.h"
-
-#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
 
 #include <errno.h>
 #include <string.h>
@@ -101,11 +99,3 @@ void drain_thread_stop(void)
 
 void drain_thread_init(void) { rb_gc_register_address(&drain_thread); }
 
-#else
-
-void drain_wake(void *unused) { (void)unused; }
-void drain_thread_start(int new_fd) { (void)new_fd; }
-void drain_thread_stop(void) {}
-void drain_thread_init(void) {}
-
-#endif

@@ -197,9 +197,7 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     /* oncpu: the kernel signals each thread as it uses CPU (the core
      * ignores this in wall mode). */
     o.thread_timers = 1;
-#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
     o.stale = drain_wake;
-#endif
     pn_config_free(&c);
     pn_driver *d = pn_agent_add_driver(a, &o, &e);
     if (!d) {
