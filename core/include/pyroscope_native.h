@@ -16,6 +16,7 @@
 #ifndef PYROSCOPE_NATIVE_H
 #define PYROSCOPE_NATIVE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -343,6 +344,12 @@ pn_capture *pn_capture_begin(pn_driver *d);
 void *pn_capture_buffer(pn_capture *c, size_t *size);
 void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels);
 void pn_capture_abandon(pn_capture *c);
+/* pn_capture_begin for a handler installed with SA_SIGINFO, on a driver
+ * with thread_timers: a signal from the thread's own CPU timer (si_code
+ * SI_TIMER) claims the thread's free slot itself, for (1 + si_overrun)
+ * intervals of CPU; one that finds the slot not consumed yet adds that to
+ * the next capture (counted as busy). Any other signal: pn_capture_begin. */
+pn_capture *pn_capture_begin_timer(pn_driver *d, const siginfo_t *si);
 
 /* A committed capture, for the consumer. */
 typedef struct {
@@ -398,6 +405,14 @@ typedef struct {
      * than wait_ns for pn_rendezvous_drain. Must be async-signal-safe in
      * spirit: no locks an application thread can hold. */
     void (*stale)(void *ctx);
+    /* Nonzero, and the config's oncpu on: each joined thread gets a POSIX
+     * timer on its own CPU clock (interval 1/sample_rate) that signals it
+     * while it runs, instead of the sampler thread reading every joined
+     * thread's clock and signalling the ones that ran. The handler must
+     * call pn_capture_begin_timer. Ignored in wall mode and above 250 Hz
+     * (the kernel checks CPU timers at its tick: fewer samples than
+     * asked for). */
+    int thread_timers;
 
     /* batch */
     int64_t max_delay_ns;       /* a cut period waits this long for late

@@ -1052,19 +1052,21 @@ static void test_rendezvous_adopt(void)
  * all of it). min_cpu_ns 5 ms (the timer wake-ups of the consumer and the
  * worker stay below it), bursts of 8 ms and of 0.3 ms (below it: charged
  * once enough of them added up), each followed by an idle stretch. */
-/* The W_SPIN0 worker's start, on its own thread: its labels and tid, then
- * it joins the current driver. */
-static pn_driver *spin0_join(void)
+/* Worker idx's start, on its own thread: its labels and tid, then it
+ * joins the current driver. */
+static pn_driver *worker_join(int idx)
 {
-    pn_label kv = {"worker", w_names[W_SPIN0]};
-    atomic_store(&w_labels[W_SPIN0], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
-    atomic_store(&w_tid[W_SPIN0], pn_gettid());
-    tl_widx = W_SPIN0;
+    pn_label kv = {"worker", w_names[idx]};
+    atomic_store(&w_labels[idx], pn_labelset_merge(pn_labelset_empty(), &kv, 1, NULL));
+    atomic_store(&w_tid[idx], pn_gettid());
+    tl_widx = idx;
     pn_driver *d = atomic_load(&g_rdv);
     pn_error e;
-    atomic_store(&w_joined[W_SPIN0], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
+    atomic_store(&w_joined[idx], pn_rendezvous_join(d, &e) == 0 ? 1 : -1);
     return d;
 }
+
+static pn_driver *spin0_join(void) { return worker_join(W_SPIN0); }
 
 /* A W_SPIN0 test's start: counters cleared, the test's SIGPROF handler in
  * place (the old one in *old), an agent writing to a new folder (dir) with
@@ -1263,5 +1265,172 @@ static void test_rendezvous_wall_carry(void)
     pn_test_rm_dir(dir);
 }
 
-TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_rendezvous_idle_gate), T(test_rendezvous_wall_carry), T(test_label_churn), T(test_two_drivers),
+/* Thread timers (oncpu): each joined thread's own CPU timer signals it,
+ * the sampler signals nobody. A burner runs 250 ms of CPU with no
+ * consumer (its first capture waits, the signals after it find the slot
+ * busy and carry their CPU on), then 250 ms with one (the carry arrives
+ * with the next capture), then leaves and burns on (its timer is gone: no
+ * signal). An idle thread joined all along is never signalled. */
+static atomic_long tt_timer_sigs[NW]; /* SI_TIMER signals, per worker */
+static atomic_long tt_other_sigs;     /* any other SIGPROF (tgkill) */
+static atomic_long tt_after_leave;    /* signals after the burner left */
+static atomic_int tt_phase;           /* 1: burnt without consumer; 2: consumer on */
+static int64_t tt_burnt_ns;
+static __thread int tl_left;
+
+static void on_timer_sig(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    int saved = errno;
+    int idx = tl_widx;
+    if (tl_left)
+        atomic_fetch_add(&tt_after_leave, 1);
+    if (si->si_code != SI_TIMER)
+        atomic_fetch_add(&tt_other_sigs, 1);
+    else if (idx >= 0)
+        atomic_fetch_add(&tt_timer_sigs[idx], 1);
+    pn_driver *d = atomic_load(&g_rdv);
+    pn_capture *c = d && idx >= 0 ? pn_capture_begin_timer(d, si) : NULL;
+    if (c) {
+        size_t size;
+        payload *pl = pn_capture_buffer(c, &size);
+        pl->idx = idx;
+        pl->counter = (uint32_t)atomic_fetch_add(&w_signals[idx], 1);
+        pn_capture_commit(c, sizeof *pl, atomic_load(&w_labels[idx]));
+    }
+    errno = saved;
+}
+
+static void *tt_idle(void *arg)
+{
+    (void)arg;
+    pn_driver *d = worker_join(W_SLEEP);
+    pthread_mutex_lock(&sleep_mu);
+    while (!atomic_load(&w_stop[W_SLEEP]))
+        pthread_cond_wait(&sleep_cv, &sleep_mu);
+    pthread_mutex_unlock(&sleep_mu);
+    pn_rendezvous_leave(d);
+    tl_widx = -1;
+    return NULL;
+}
+
+static void *tt_burner(void *arg)
+{
+    (void)arg;
+    pn_driver *d = spin0_join();
+    int64_t t0 = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    burn_thread_ns(250000000);
+    atomic_store(&tt_phase, 1);
+    while (atomic_load(&tt_phase) != 2)
+        sleep_ms(1);
+    burn_thread_ns(250000000);
+    tt_burnt_ns = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+    /* The last capture is consumed (a deadline, not a timed assertion). */
+    int64_t end = mono_now() + 10000000000LL;
+    while (atomic_load(&w_signals[W_SPIN0]) > atomic_load(&w_consumed[W_SPIN0]) &&
+           mono_now() < end)
+        sleep_ms(1);
+    pn_rendezvous_leave(d);
+    tl_left = 1;
+    burn_thread_ns(100000000);
+    tl_widx = -1;
+    return NULL;
+}
+
+static void test_rendezvous_thread_timers(void)
+{
+    struct sigaction old;
+    char dir[64];
+    pn_driver *d;
+    static const char *const settings[] = {"sample_rate", "100", NULL};
+    pn_agent *a = spin0_start("timers", dir, sizeof dir, settings,
+                              (pn_driver_opts){.thread_timers = 1}, &old, &d);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_timer_sig;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPROF, &sa, NULL);
+    CHECK(d != NULL);
+    if (d) {
+        atomic_store(&g_rdv, d);
+        atomic_store(&w_stop[W_SLEEP], 0);
+        atomic_store(&w_signals[W_SPIN0], 0);
+        pthread_t idle, burner, cons;
+        pthread_create(&idle, NULL, tt_idle, NULL);
+        pthread_create(&burner, NULL, tt_burner, NULL);
+        while (atomic_load(&tt_phase) != 1)
+            sleep_ms(1);
+        pn_driver_stats ds;
+        pn_driver_get_stats(d, &ds);
+        uint64_t busy1 = ds.busy;
+        atomic_store(&consumer_stop, 0);
+        pthread_create(&cons, NULL, consumer_main, d);
+        atomic_store(&tt_phase, 2);
+        pthread_join(burner, NULL);
+        pthread_mutex_lock(&sleep_mu);
+        atomic_store(&w_stop[W_SLEEP], 1);
+        pthread_cond_broadcast(&sleep_cv);
+        pthread_mutex_unlock(&sleep_mu);
+        pthread_join(idle, NULL);
+        atomic_store(&consumer_stop, 1);
+        pthread_join(cons, NULL);
+        atomic_store(&g_rdv, NULL);
+        pn_driver_get_stats(d, &ds);
+        int64_t charged = atomic_load(&w_value_ns[W_SPIN0]);
+        printf("  burnt %.0f ms, charged %.0f ms in %ld captures; %ld timer signals, "
+               "busy %llu (%llu before the consumer), idle thread's signals %ld\n",
+               tt_burnt_ns / 1e6, charged / 1e6, atomic_load(&w_consumed[W_SPIN0]),
+               atomic_load(&tt_timer_sigs[W_SPIN0]), (unsigned long long)ds.busy,
+               (unsigned long long)busy1, atomic_load(&tt_timer_sigs[W_SLEEP]));
+        CHECK_EQ_INT(atomic_load(&w_joined[W_SPIN0]), 1);
+        CHECK_EQ_INT(atomic_load(&w_joined[W_SLEEP]), 1);
+        CHECK(atomic_load(&w_consumed[W_SPIN0]) >= 5);
+        CHECK(busy1 >= 3); /* phase 1: the slot stayed taken */
+        /* Phase 1's CPU is lost unless the busy carry reached phase 2. */
+        CHECK(charged >= tt_burnt_ns * 6 / 10);
+        CHECK(charged <= tt_burnt_ns * 14 / 10);
+        CHECK_EQ_INT(atomic_load(&tt_timer_sigs[W_SLEEP]), 0);
+        CHECK_EQ_INT(atomic_load(&tt_other_sigs), 0);   /* the sampler signalled nobody */
+        CHECK_EQ_INT(atomic_load(&tt_after_leave), 0);  /* leave deleted the timer */
+        CHECK_EQ_INT(atomic_load(&label_mismatch), 0);
+    }
+    pn_agent_stop(a);
+    sigaction(SIGPROF, &old, NULL);
+    release_worker_labels();
+    pn_test_rm_dir(dir);
+    /* Above the kernel tick's rate the sampler thread signals as before
+     * (a timer would give fewer samples than asked for). */
+    static const char *const fast[] = {"sample_rate", "1000", NULL};
+    a = spin0_start("timers_fast", dir, sizeof dir, fast, (pn_driver_opts){.thread_timers = 1},
+                    &old, &d);
+    sigaction(SIGPROF, &sa, NULL);
+    atomic_store(&tt_other_sigs, 0);
+    atomic_store(&tt_timer_sigs[W_SPIN0], 0);
+    CHECK(d != NULL);
+    if (d) {
+        atomic_store(&g_rdv, d);
+        atomic_store(&consumer_stop, 0);
+        pthread_t cons;
+        pthread_create(&cons, NULL, consumer_main, d);
+        pn_driver *joined = spin0_join();
+        int64_t end = mono_now() + 10000000000LL;
+        while (atomic_load(&w_consumed[W_SPIN0]) < 5 && mono_now() < end)
+            burn_thread_ns(1000000);
+        pn_rendezvous_leave(joined);
+        tl_widx = -1;
+        atomic_store(&consumer_stop, 1);
+        pthread_join(cons, NULL);
+        atomic_store(&g_rdv, NULL);
+        CHECK(atomic_load(&w_consumed[W_SPIN0]) >= 5);
+        CHECK(atomic_load(&tt_other_sigs) >= 5);
+        CHECK_EQ_INT(atomic_load(&tt_timer_sigs[W_SPIN0]), 0);
+    }
+    pn_agent_stop(a);
+    sigaction(SIGPROF, &old, NULL);
+    release_worker_labels();
+    pn_test_rm_dir(dir);
+}
+
+TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_rendezvous_idle_gate), T(test_rendezvous_wall_carry), T(test_rendezvous_thread_timers), T(test_label_churn), T(test_two_drivers),
           T(test_walker_labels))

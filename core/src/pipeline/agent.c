@@ -546,6 +546,10 @@ void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out)
         out->sampler.syscall_ticks += ss.syscall_ticks;
         out->sampler.sampler_cpu_ns += ss.sampler_cpu_ns;
         out->sampler.budget_throttled_ticks += ss.budget_throttled_ticks;
+        /* A driver whose threads' own timers sample them: the
+         * configured rate, whatever its sampler thread's. */
+        if (a->drivers[i]->timers)
+            ss.effective_rate_hz = a->drivers[i]->sample_rate;
         /* Several samplers: the slowest one's. */
         if (out->sampler.effective_rate_hz == 0 ||
             ss.effective_rate_hz < out->sampler.effective_rate_hz)

@@ -10,6 +10,12 @@
  * FREE), so a handler that runs later finds nothing to do. Every change is
  * one atomic operation; nothing here locks, and the handler side only
  * loads and stores.
+ *
+ * Thread timers (oncpu with opts.thread_timers): each joined thread has a
+ * POSIX timer on its own CPU clock that signals it while it runs, so no
+ * thread reads clocks or signals for it. Its handler claims its slot
+ * itself (FREE -> CAPTURING); the rest is as above. The sampler only
+ * keeps the grace hold, the stale callback and the scan for gone threads.
  */
 #include <errno.h>
 #include <math.h>
@@ -25,6 +31,11 @@
 #include "pipeline/driver.h"
 #include "sampling/sampler.h"
 #include "support/clock.h"
+#include "support/threads.h"
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
 
 enum { SLOT_FREE = 0, SLOT_REQUESTED, SLOT_CAPTURING, SLOT_CAPTURED, SLOT_CONSUMING };
 
@@ -46,6 +57,17 @@ struct pn_capture {
      * handler can load for it. */
     int64_t time_ns, value_ns;
     uint64_t gen;
+    /* Thread timers: the timer (valid while timer_on; made by whoever
+     * joins the thread, deleted by whoever finds it leaving or gone), and
+     * CPU of timer signals that found the slot busy, owed to the next
+     * capture (added to by the thread's handler, taken by its next one). */
+    timer_t timer;
+    _Atomic int timer_on;
+    /* 1 until the timer's first signal, which comes after min_cpu_ns, not
+     * a whole interval: a thread that lives less than an interval is
+     * still sampled (set by timer_start, cleared by the first handler). */
+    _Atomic int timer_first;
+    _Atomic int64_t timer_carry;
     /* Written by the handler before CAPTURED. */
     const pn_labelset *labels;
     size_t len;
@@ -65,6 +87,17 @@ static _Atomic uint64_t next_serial = 1;
 #define MAX_LIVE 8
 /* Wall ticks one sample may carry (see rendezvous_tick). */
 #define WALL_CARRY_TICKS 4
+/* Thread timers: the sampler thread's rate (at most). Its tick only keeps
+ * the grace hold, calls the stale callback and scans for gone threads (a
+ * clock read each): none needs the sample rate, and its wake-up was half
+ * of what a tick cost. */
+#define TIMER_TICK_HZ 10
+/* Thread timers: the highest sample rate they are used at. The kernel
+ * checks CPU timers at its scheduler tick (250 Hz on Debian's kernels):
+ * above that one signal stands for several intervals (si_overrun), so the
+ * CPU is right but the samples are fewer than the rate asked for. Higher
+ * rates keep the sampler thread's signals. */
+#define TIMER_MAX_HZ 250
 static _Atomic uint64_t live_serials[MAX_LIVE];
 
 static int serial_live(uint64_t serial)
@@ -140,6 +173,49 @@ void pn_driver_watermark(pn_driver *d, int64_t time_ns)
 
 /* ----------------------------------------------------------- rendezvous */
 
+/* Thread timers: delete c's timer, if it has one. Any thread. */
+static void timer_stop(pn_capture *c)
+{
+    if (atomic_exchange(&c->timer_on, 0))
+        timer_delete(c->timer);
+}
+
+/* Thread timers: start the CPU timer of thread tid, which joined slot c.
+ * Any thread of the process (timers are the process's). */
+static int timer_start(pn_driver *d, pn_capture *c, pid_t tid, pn_error *e)
+{
+    if (!d->timers)
+        return 0;
+    timer_stop(c); /* one a racing scan for gone threads left behind */
+    struct sigevent ev;
+    memset(&ev, 0, sizeof ev);
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = d->signo;
+    ev.sigev_notify_thread_id = tid;
+    timer_t t;
+    if (timer_create(pn_thread_cpu_clock(tid), &ev, &t) != 0)
+        return pn_fail(e, PN_EIO, "cannot create the CPU timer of thread %d: %s", (int)tid,
+                       strerror(errno));
+    c->timer = t;
+    atomic_store(&c->timer_first, 1);
+    atomic_store(&c->timer_on, 1);
+    struct itimerspec its = {pn_timespec(d->timer_interval), pn_timespec(d->min_cpu_ns)};
+    if (timer_settime(t, 0, &its, NULL) != 0) {
+        int err = errno;
+        timer_stop(c);
+        return pn_fail(e, PN_EIO, "cannot start the CPU timer of thread %d: %s", (int)tid,
+                       strerror(err));
+    }
+    return 0;
+}
+
+/* Give slot c back: its thread left or is gone. */
+static void release(pn_capture *c)
+{
+    atomic_store(&c->adopted, 0);
+    atomic_store(&c->tid, 0);
+}
+
 static void leave_at_exit(void *arg)
 {
     pn_capture *c = arg;
@@ -182,8 +258,15 @@ int pn_rendezvous_join(pn_driver *d, pn_error *e)
         return pn_fail(e, PN_ESTATE, "this thread joined another rendezvous driver");
     pthread_once(&leave_once, make_leave_key);
     pn_capture *c = own_capture(d);
-    if (!c && claim(d, pn_gettid(), 1, &c, e) != 0)
-        return -1;
+    if (!c) {
+        pid_t tid = pn_gettid();
+        if (claim(d, tid, 1, &c, e) != 0)
+            return -1;
+        if (timer_start(d, c, tid, e) != 0) {
+            release(c);
+            return -1;
+        }
+    }
     tl_capture = c;
     tl_serial = d->serial;
     pthread_setspecific(leave_key, c);
@@ -198,7 +281,13 @@ int pn_rendezvous_join_tid(pn_driver *d, pid_t tid, pn_error *e)
         if (atomic_load(&d->slots[i].tid) == tid)
             return 0;
     pn_capture *c;
-    return claim(d, tid, 0, &c, e);
+    if (claim(d, tid, 0, &c, e) != 0)
+        return -1;
+    if (timer_start(d, c, tid, e) != 0) {
+        release(c);
+        return -1;
+    }
+    return 0;
 }
 
 void pn_rendezvous_leave(pn_driver *d)
@@ -206,6 +295,9 @@ void pn_rendezvous_leave(pn_driver *d)
     pn_capture *c = own_capture(d);
     if (!c)
         return;
+    /* First, so that no timer signal claims the slot while we leave (its
+     * pending one goes with it). */
+    timer_stop(c);
     /* A consumer reading our capture finishes first (it only records). */
     struct timespec step = {0, 50 * 1000};
     while (atomic_load(&c->state) == SLOT_CONSUMING)
@@ -217,8 +309,7 @@ void pn_rendezvous_leave(pn_driver *d)
         count(&d->discarded);
     tl_capture = NULL;
     pthread_setspecific(leave_key, NULL);
-    atomic_store(&c->adopted, 0);
-    atomic_store(&c->tid, 0);
+    release(c);
 }
 
 pn_capture *pn_capture_begin(pn_driver *d)
@@ -230,6 +321,36 @@ pn_capture *pn_capture_begin(pn_driver *d)
             count(&d->discarded);
         return NULL;
     }
+    return c;
+}
+
+pn_capture *pn_capture_begin_timer(pn_driver *d, const siginfo_t *si)
+{
+    if (!d || !d->timers || !si || si->si_code != SI_TIMER)
+        return pn_capture_begin(d);
+    pn_capture *c = own_capture(d);
+    if (!c) {
+        count(&d->discarded);
+        return NULL;
+    }
+    /* The CPU this signal stands for, from the timer's schedule (no clock
+     * read): its first expiry, or one interval, plus the intervals it
+     * overran (the kernel checks CPU timers at its scheduler tick, so
+     * above that rate one signal is several). */
+    int64_t first = atomic_exchange(&c->timer_first, 0) ? d->min_cpu_ns : d->timer_interval;
+    int64_t value = first + (int64_t)(si->si_overrun > 0 ? si->si_overrun : 0) * d->timer_interval;
+    int want = SLOT_FREE;
+    if (!atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
+        atomic_fetch_add(&c->timer_carry, value);
+        count(&d->busy);
+        return NULL;
+    }
+    /* A hold the sampler computes from here on sees the slot taken, and
+     * one computed before read an older generation than this. */
+    c->gen = pn_grace_now();
+    c->time_ns = pn_clock_ns(CLOCK_MONOTONIC);
+    c->value_ns = value + atomic_exchange(&c->timer_carry, 0);
+    count(&d->requested);
     return c;
 }
 
@@ -249,6 +370,10 @@ void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
 void pn_capture_abandon(pn_capture *c)
 {
     count(&c->d->discarded);
+    /* The thread's timer will not ask again for this CPU: owe it to the
+     * next capture. */
+    if (c->d->timers)
+        atomic_fetch_add(&c->timer_carry, c->value_ns);
     atomic_store(&c->state, SLOT_FREE);
 }
 
@@ -276,31 +401,25 @@ size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud)
 }
 
 /* The oldest generation a capture not yet consumed may hold label sets of
- * (the generation now when there is none). */
-static uint64_t oldest_capture(const pn_driver *d)
+ * (the generation now when there is none), and in *waits whether a
+ * captured one has waited for its consumer longer than wait_ns (on Ruby
+ * 3.3+ a thread blocked in a system call runs its job only when it wakes:
+ * the binding's stale callback records it from elsewhere). One scan. */
+static uint64_t oldest_capture(const pn_driver *d, int64_t now, int *waits)
 {
     uint64_t oldest = pn_grace_now();
-    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
-        const pn_capture *c = &d->slots[i];
-        int st = atomic_load(&((pn_capture *)c)->state);
-        if (st != SLOT_FREE && c->gen < oldest)
-            oldest = c->gen;
-    }
-    return oldest;
-}
-
-/* Whether a capture has waited for its consumer longer than wait_ns (on
- * Ruby 3.3+ a thread blocked in a system call runs its job only when it
- * wakes: the binding's stale callback records it from elsewhere). */
-static int capture_waits(const pn_driver *d, int64_t now)
-{
+    *waits = 0;
     for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
         pn_capture *c = &d->slots[i];
-        if (atomic_load_explicit(&c->state, memory_order_relaxed) == SLOT_CAPTURED &&
-            now - c->time_ns >= d->wait_ns)
-            return 1;
+        int st = atomic_load(&c->state);
+        if (st == SLOT_FREE)
+            continue;
+        if (c->gen < oldest)
+            oldest = c->gen;
+        if (st == SLOT_CAPTURED && now - c->time_ns >= d->wait_ns)
+            *waits = 1;
     }
-    return 0;
+    return oldest;
 }
 
 /* The rendezvous driver's tick, on its sampler thread: take back the
@@ -348,15 +467,45 @@ static int others_idle(pn_driver *d)
     return 0;
 }
 
+/* Forget slot c of thread tid, found gone without leaving (joined on its
+ * behalf, or it adopted its slot in a handler, where no exit hook can be
+ * set): free it once nothing is in flight. */
+static void forget_gone(pn_driver *d, pn_capture *c, pid_t tid)
+{
+    count(&d->exited);
+    timer_stop(c);
+    if (atomic_load(&c->state) == SLOT_FREE) {
+        atomic_store(&c->adopted, 0);
+        atomic_compare_exchange_strong(&c->tid, &tid, 0);
+    }
+}
+
+/* Thread timers: the scan for threads gone without leaving. */
+static void scan_gone(pn_driver *d)
+{
+    for (uint32_t i = 0, used = atomic_load(&d->slots_used); i < used; i++) {
+        pn_capture *c = &d->slots[i];
+        pid_t tid = atomic_load(&c->tid);
+        if (tid != 0 && pn_thread_cpu_ns(tid) < 0)
+            forget_gone(d, c, tid);
+    }
+}
+
 static void rendezvous_tick(void *ctx, pn_tick *t)
 {
     pn_driver *d = ctx;
     take_back_unanswered(d, pn_clock_ns(CLOCK_MONOTONIC));
     /* Hold what captures not yet consumed may point to, and no more: the
      * hold moves on as the consumer catches up. */
-    pn_grace_hold(d->capture_reader, oldest_capture(d));
-    if (d->o.stale && capture_waits(d, pn_clock_ns(CLOCK_MONOTONIC)))
+    int waits;
+    pn_grace_hold(d->capture_reader,
+                  oldest_capture(d, pn_clock_ns(CLOCK_MONOTONIC), &waits));
+    if (waits && d->o.stale)
         d->o.stale(d->o.ctx);
+    if (d->timers) {
+        scan_gone(d);
+        return;
+    }
     int oncpu = pn_tick_opts(t)->oncpu;
     if (oncpu && !d->last_asked && others_idle(d))
         return;
@@ -377,14 +526,7 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
         }
         int64_t cpu = pn_thread_cpu_ns(tid);
         if (cpu < 0) {
-            /* Gone without leaving (joined on its behalf, or it adopted
-             * its slot in a handler, where no exit hook can be set): free
-             * the slot once nothing is in flight. */
-            count(&d->exited);
-            if (atomic_load(&c->state) == SLOT_FREE) {
-                atomic_store(&c->adopted, 0);
-                atomic_compare_exchange_strong(&c->tid, &tid, 0);
-            }
+            forget_gone(d, c, tid);
             continue;
         }
         if (c->cpu_last < 0 || cpu < c->cpu_last) {
@@ -438,6 +580,13 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
     d->last_asked = asked > 0;
     if (asked && d->o.notify)
         d->o.notify(d->o.ctx);
+}
+
+/* Thread timers: stop them all (the driver stops or ends). */
+static void timers_stop(pn_driver *d)
+{
+    for (uint32_t i = 0; d->slots && i < d->nslots; i++)
+        timer_stop(&d->slots[i]);
 }
 
 /* --------------------------------------------------------------- driver */
@@ -495,7 +644,15 @@ void pn_driver_period_rate(pn_driver *d, const pn_period *p, uint32_t *sample_ra
     *sample_rate = r < 1 ? 1 : (uint32_t)r;
 }
 
-static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interval, pn_error *e)
+/* Whether a rendezvous driver made from o and c uses thread timers. */
+static int thread_timers(const pn_driver_opts *o, const pn_config *c)
+{
+    return o->kind == PN_DRIVER_RENDEZVOUS && o->thread_timers && c->oncpu &&
+           c->sample_rate <= TIMER_MAX_HZ;
+}
+
+static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interval,
+                           const pn_config *c, pn_error *e)
 {
     d->signo = o->signo ? o->signo : SIGPROF;
     if (d->signo <= 0 || d->signo >= NSIG || d->signo == SIGSEGV || d->signo == SIGBUS ||
@@ -508,6 +665,8 @@ static int init_rendezvous(pn_driver *d, const pn_driver_opts *o, int64_t interv
                        "(%zu) too large", d->nslots, d->capture_bytes);
     d->min_cpu_ns = o->min_cpu_ns > 0 ? o->min_cpu_ns : interval / 10;
     d->scan_proc_cpu = d->scan_own_cpu = -1;
+    d->timers = thread_timers(o, c);
+    d->timer_interval = interval;
     d->wait_ns = o->wait_ns > 0 ? o->wait_ns : (interval / 2 < 10000000 ? interval / 2 : 10000000);
     d->slots = calloc(d->nslots, sizeof *d->slots);
     /* Page-backed: a slot's buffer costs RAM once a capture wrote it. */
@@ -538,6 +697,7 @@ void pn_driver_free(pn_driver *d)
         uint64_t mine = d->serial;
         atomic_compare_exchange_strong(&live_serials[i], &mine, 0);
     }
+    timers_stop(d);
     pn_sampler_free(d->sampler);
     pn_store_free(d->store);
     pn_grace_reader_free(d->capture_reader);
@@ -571,6 +731,8 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     pn_sampler_opts so = {c->sample_rate, c->oncpu, c->report_thread_id, c->report_thread_name,
                           guard, c->sampler_cpu_budget};
     int64_t interval = (int64_t)(1e9 / c->sample_rate);
+    if (thread_timers(o, c) && so.hz > TIMER_TICK_HZ)
+        so.hz = TIMER_TICK_HZ;
     if (copy_types(d, o, c, e) != 0)
         goto fail;
     lim.nvalues = d->nvalues;
@@ -580,7 +742,7 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
         !(d->sampler = pn_sampler_new(d->store, &so, o->walker, o->ctx, e)))
         goto fail;
     if (o->kind == PN_DRIVER_RENDEZVOUS &&
-        (init_rendezvous(d, o, interval, e) != 0 ||
+        (init_rendezvous(d, o, interval, c, e) != 0 ||
          !(d->sampler = pn_sampler_new(d->store, &so, rendezvous_tick, d, e))))
         goto fail;
     return d;
@@ -597,6 +759,7 @@ int pn_driver_start(pn_driver *d, pn_error *e)
 void pn_driver_stop(pn_driver *d)
 {
     pn_sampler_stop(d->sampler);
+    timers_stop(d);
     /* Nothing of ours signals its threads any more: release their slots'
      * hold on label sets. */
     if (d->capture_reader)
@@ -636,9 +799,17 @@ void pn_driver_fork_child(pn_driver *d)
         atomic_store(&c->state, SLOT_FREE);
         c->cpu_last = -1;
         c->carry = 0;
+        /* A child inherits no timer: the ids are not ours to delete. */
+        atomic_store(&c->timer_on, 0);
+        atomic_store(&c->timer_carry, 0);
     }
-    if (own_capture(d))
-        atomic_store(&tl_capture->tid, pn_gettid());
+    if (own_capture(d)) {
+        pid_t tid = pn_gettid();
+        atomic_store(&tl_capture->tid, tid);
+        /* The forking thread's timer, remade; without it the child's
+         * thread is not sampled (nothing else to do in a fork path). */
+        timer_start(d, tl_capture, tid, NULL);
+    }
     atomic_store(&d->watermark, 0);
     atomic_store(&d->recorded, 0);
     d->scan_proc_cpu = d->scan_own_cpu = -1; /* the child's clocks start over */

@@ -34,6 +34,9 @@ struct pn_driver {
     uint8_t *buffers;
     int signo;
     int64_t min_cpu_ns, wait_ns;
+    /* Thread timers (opts.thread_timers in oncpu mode): their interval. */
+    int timers;
+    int64_t timer_interval;
     /* Rendezvous, sampler-thread-owned: the process's CPU clock, and the
      * sampler thread's own as its stats had it, at the last tick that read
      * the joined threads' clocks (-1: none since the start or a fork);

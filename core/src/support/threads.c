@@ -15,7 +15,7 @@ pid_t pn_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 /* The kernel's clock id for "CPU time of thread tid" (what glibc's
  * pthread_getcpuclockid builds): usable for any thread of ours, including
  * ones we hold no pthread_t for, such as an interpreter's threads. */
-static clockid_t thread_cpu_clock(pid_t tid)
+clockid_t pn_thread_cpu_clock(pid_t tid)
 {
     enum { CPUCLOCK_SCHED = 2, CPUCLOCK_PERTHREAD = 4 };
     return (clockid_t)(((unsigned)~tid << 3) | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED);
@@ -24,7 +24,7 @@ static clockid_t thread_cpu_clock(pid_t tid)
 int64_t pn_thread_cpu_ns(pid_t tid)
 {
     struct timespec ts;
-    if (tid <= 0 || clock_gettime(thread_cpu_clock(tid), &ts) != 0)
+    if (tid <= 0 || clock_gettime(pn_thread_cpu_clock(tid), &ts) != 0)
         return -1;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }

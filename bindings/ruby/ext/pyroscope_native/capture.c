@@ -11,6 +11,10 @@
  * rb_postponed_job_register_one (3.1/3.2, legal from a Ruby thread's
  * handler) or rb_postponed_job_trigger (3.3+).
  *
+ * In oncpu mode each joined thread's own CPU timer sends the signal
+ * (thread_timers): the siginfo goes to pn_capture_begin_timer, which
+ * tells a timer's signal from the sampler's.
+ *
  * Fallback (YJIT before 3.3, M:N threads): the handler only registers the
  * job, and the job captures on the thread that runs it (the GVL holder),
  * as stackprof does there: safepoint-biased, but safe. */
@@ -162,7 +166,7 @@ static int fill(pn_capture *c, rthread *r)
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
-    (void)sig, (void)si, (void)uc;
+    (void)sig, (void)uc;
     int saved = errno;
     handler_enter();
     pn_driver *d = atomic_load(&g_driver);
@@ -175,14 +179,14 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
         /* Claim the request now (the sampler stops waiting for it); the
          * job fills it at the next safepoint. */
         if (!tl_claimed || tl_claimed_epoch != atomic_load(&epoch)) {
-            tl_claimed = pn_capture_begin(d);
+            tl_claimed = pn_capture_begin_timer(d, si);
             tl_claimed_epoch = atomic_load(&epoch);
         }
         if (tl_claimed)
             schedule_job();
         goto out;
     }
-    pn_capture *c = pn_capture_begin(d);
+    pn_capture *c = pn_capture_begin_timer(d, si);
     if (!c)
         goto out;
     int64_t t0 = tl_handlers++ % MEASURE_EVERY == 0 ? cpu_ns() : -1;

@@ -1,4 +1,4 @@
-/* Ruby 3.3+: the captures of blocked threads are recorded while they stay
+/* The captures of blocked threads are recorded while they stay
  * blocked.
  *
  * From 3.3 on, the job a handler triggers runs on the thread the signal
@@ -16,8 +16,6 @@
  * the drain thread reads it. A drain thread runs until the generation it
  * was started for is over (stop, a later start). */
 #include "native.h"
-
-#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
 
 #include <errno.h>
 #include <string.h>
@@ -37,9 +35,10 @@ void drain_wake(void *unused)
     (void)unused;
     int fd = atomic_load(&efd);
     uint64_t one = 1;
-    if (fd >= 0 && write(fd, &one, sizeof one) < 0) {
-        /* closed meanwhile by a fork child's new start: nobody to wake */
-    }
+    /* A failed write (closed meanwhile by a fork child's new start) has
+     * nobody to wake. */
+    if (fd >= 0)
+        (void)!write(fd, &one, sizeof one);
 }
 
 static void *wait_nogvl(void *arg)
@@ -50,9 +49,6 @@ static void *wait_nogvl(void *arg)
         ;
     return NULL;
 }
-
-/* Ruby interrupts (Thread#kill, VM exit) wake the read. */
-static void wait_ubf(void *unused) { drain_wake(unused); }
 
 static VALUE drain_main(void *arg)
 {
@@ -65,7 +61,8 @@ static VALUE drain_main(void *arg)
         int fd = atomic_load(&efd);
         if (fd < 0 || atomic_load(&generation) != mine)
             break;
-        rb_thread_call_without_gvl(wait_nogvl, (void *)(intptr_t)fd, wait_ubf, NULL);
+        /* drain_wake is the ubf too: Thread#kill and VM exit wake the read */
+        rb_thread_call_without_gvl(wait_nogvl, (void *)(intptr_t)fd, drain_wake, NULL);
         if (atomic_load(&generation) != mine)
             break;
         capture_job(NULL);
@@ -102,11 +99,3 @@ void drain_thread_stop(void)
 
 void drain_thread_init(void) { rb_gc_register_address(&drain_thread); }
 
-#else
-
-void drain_wake(void *unused) { (void)unused; }
-void drain_thread_start(int new_fd) { (void)new_fd; }
-void drain_thread_stop(void) {}
-void drain_thread_init(void) {}
-
-#endif

@@ -194,9 +194,10 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     o.kind = PN_DRIVER_RENDEZVOUS;
     o.capture_bytes = capture_bytes_for(g_max_depth + 1);
     o.max_threads = 1024;
-#ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
+    /* oncpu: the kernel signals each thread as it uses CPU (the core
+     * ignores this in wall mode). */
+    o.thread_timers = 1;
     o.stale = drain_wake;
-#endif
     pn_config_free(&c);
     pn_driver *d = pn_agent_add_driver(a, &o, &e);
     if (!d) {

@@ -98,8 +98,8 @@ uint64_t threads_joined_count(void);
  * GC step runs on this thread (a capture then is not safe). Handler-safe. */
 uint64_t gc_guard_cycle(void);
 
-/* drain_thread.c: Ruby 3.3+ records the captures of blocked threads from
- * a thread of ours (no-ops before 3.3, where the signal wakes them). */
+/* drain_thread.c: records the captures of blocked threads from
+ * a thread of ours (every Ruby version). */
 void drain_wake(void *unused);          /* the driver's stale callback */
 void drain_thread_start(int new_fd);    /* GVL; new_fd: in a fork child */
 void drain_thread_stop(void);           /* GVL */
