@@ -1,16 +1,19 @@
 /* The HTTP exporter with a binding's sender (pn_http_set_sender): libcurl
- * is not loaded while the sender sends; the sender gets the request libcurl
- * would send (URL, header lines, the multipart body byte for byte but its
- * boundary, timeouts, credentials); its answers map to the same results as
- * libcurl's; when it declines, libcurl sends the same request to the test
- * server on 127.0.0.1. */
+ * is not loaded while the sender sends; the sender gets the ingest upload
+ * as the raw gzip'ed pprof body with format=pprof in the query (libcurl's
+ * URL otherwise), libcurl's header lines, credentials and timeouts; its
+ * answers map to the same results as libcurl's; when it declines, libcurl
+ * sends the multipart request (no format=pprof) to the test server on
+ * 127.0.0.1. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "http_server.h"
+#include "queue_helper.h"
 #include "pyroscope_native.h"
 #include "export/exporter.h"
+#include "aggregation/profile.h"
 
 static char app_cpu[] = "app", type_cpu[] = "cpu";
 
@@ -56,7 +59,7 @@ static int recording_sender(void *ud, const pn_http_request *r, int64_t deadline
     out->permanent = rec.status < 0;   /* tests' shorthand */
     if (rec.rc == PN_SENDER_ANSWERED)
         snprintf(out->reply, sizeof out->reply, "%s", rec.text ? rec.text : "");
-    else if (rec.rc == PN_SENDER_FAILED)
+    else if (rec.rc == PN_SENDER_FAILED || rec.rc == PN_SENDER_UNCONFIRMED)
         snprintf(out->error, sizeof out->error, "%s", rec.text ? rec.text : "");
     return rec.rc;
 }
@@ -86,32 +89,6 @@ static pn_upload upload_of(uint8_t *data, size_t len)
     pn_upload u = {.app_name = app_cpu, .profile_type = type_cpu, .from_s = 1700000000,
                    .until_s = 1700000010, .sample_rate = 100, .data = data, .len = len};
     return u;
-}
-
-/* "boundary=" value of a Content-Type, into out. */
-static int boundary_of(const char *ct, char *out, size_t n)
-{
-    const char *b = ct ? strstr(ct, "boundary=") : NULL;
-    if (!b)
-        return -1;
-    b += 9;
-    size_t len = strcspn(b, "\n; \"");
-    if (len == 0 || len >= n)
-        return -1;
-    memcpy(out, b, len);
-    out[len] = '\0';
-    return 0;
-}
-
-/* body with every `from` replaced by `to` (equal lengths), malloc'ed. */
-static uint8_t *swap_boundary(const uint8_t *body, size_t len, const char *from, const char *to)
-{
-    uint8_t *c = malloc(len ? len : 1);
-    memcpy(c, body, len);
-    size_t bl = strlen(from);
-    for (uint8_t *p = c; (p = memmem(p, len - (size_t)(p - c), from, bl)) != NULL; p += bl)
-        memcpy(p, to, bl);
-    return c;
 }
 
 /* An HTTP exporter that sends through recording_sender (NULL, with the
@@ -161,12 +138,16 @@ static void test_same_request_without_libcurl(void)
     CHECK_EQ_INT(rec.calls, 1);
     CHECK(rec.abort == &abort_flag);
     CHECK(!curl_mapped());
+    /* The sender's shape: the profile is the body, format=pprof says so. */
     char want[512];
     snprintf(want, sizeof want,
              "%s/ingest?name=app%%7Benv%%3Dprod%%7D&from=1700000000&until=1700000010&sampleRate=100"
              "&spyName=nodespy", test_server_url(srv));
-    CHECK_STR(rec.url, want);
-    CHECK(strstr(rec.headers, "Content-Type: multipart/form-data; boundary=") != NULL);
+    char want_sender[600];
+    snprintf(want_sender, sizeof want_sender, "%s&format=pprof", want);
+    CHECK_STR(rec.url, want_sender);
+    CHECK(strstr(rec.headers, "Content-Type: application/octet-stream\n") != NULL);
+    CHECK(strstr(rec.headers, "multipart") == NULL);
     CHECK(strstr(rec.headers, "User-Agent: pyroscope-native\n") != NULL);
     CHECK(strstr(rec.headers, "X-Scope-OrgID: t1\n") != NULL);
     CHECK(strstr(rec.headers, "X-Extra: v 1\n") != NULL);
@@ -174,36 +155,28 @@ static void test_same_request_without_libcurl(void)
     CHECK_STR(rec.user, "u");
     CHECK_STR(rec.password, "pw");
     CHECK(rec.timeout_s == 7 && rec.connect_timeout_s == 5);
-    char ours[128] = "";
-    CHECK(boundary_of(strstr(rec.headers, "Content-Type:"), ours, sizeof ours) == 0);
-    CHECK(memmem(rec.body, rec.body_len, data, sizeof data) != NULL);
+    CHECK(rec.body_len == sizeof data && memcmp(rec.body, data, sizeof data) == 0);
 
-    /* Declined: libcurl sends it, and it is the same request. */
+    /* Declined: libcurl sends it as before: multipart, no format=pprof. */
     answer(PN_SENDER_DECLINED, 0, NULL);
-    uint8_t *sender_body = rec.body;
-    size_t sender_len = rec.body_len;
-    rec.body = NULL;
     CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
     CHECK_EQ_INT(rec.calls, 2);
     CHECK(curl_mapped());
     const test_request *r = test_server_request(srv, 0);
     CHECK(r != NULL);
     if (r) {
-        CHECK(strstr(want, r->target) != NULL && strlen(r->target) > 10);
+        const char *path = strstr(want, "/ingest?");
+        CHECK_STR(r->target, path ? path : "");
+        CHECK(strstr(r->target, "format=") == NULL);
         CHECK_STR(test_request_header(r, "User-Agent"), "pyroscope-native");
         CHECK_STR(test_request_header(r, "X-Extra"), "v 1");
         CHECK_STR(test_request_header(r, "X-Scope-OrgID"), "t1");
-        char theirs[128] = "";
-        CHECK(boundary_of(test_request_header(r, "Content-Type"), theirs, sizeof theirs) == 0);
-        CHECK_EQ_INT(strlen(theirs), strlen(ours));
-        CHECK_EQ_INT(r->body_len, sender_len);
-        if (strlen(theirs) == strlen(ours) && *ours && r->body_len == sender_len) {
-            uint8_t *same = swap_boundary(r->body, r->body_len, theirs, ours);
-            CHECK(memcmp(same, sender_body, sender_len) == 0);
-            free(same);
-        }
+        const char *ct = test_request_header(r, "Content-Type");
+        CHECK(ct && strncmp(ct, "multipart/form-data; boundary=", 30) == 0);
+        CHECK(memmem(r->body, r->body_len, "name=\"profile\"; filename=\"profile.pprof\"", 40) != NULL);
+        CHECK(memmem(r->body, r->body_len, data, sizeof data) != NULL);
+        CHECK(r->body_len > sizeof data + 100);
     }
-    free(sender_body);
     x->destroy(x);
     test_server_stop(srv);
     pn_http_set_sender(NULL, NULL);
@@ -237,6 +210,9 @@ static void test_answers(void)
         {PN_SENDER_ANSWERED, 204, "", PN_SEND_OK, ""},
         /* permanent: a refused certificate */
         {PN_SENDER_FAILED, -1, "self-signed certificate", PN_SEND_FAIL, "failed: self-signed certificate"},
+        /* sent whole, the process exits before the answer: not resent */
+        {PN_SENDER_UNCONFIRMED, 0, "sent; the process exits", PN_SEND_UNCONFIRMED,
+         "upload to http://127.0.0.1:9: sent; the process exits"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         answer(cases[i].rc, cases[i].status, cases[i].text);
@@ -244,13 +220,49 @@ static void test_answers(void)
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), cases[i].want);
         CHECK(strstr(e.msg, cases[i].msg) != NULL);
     }
-    CHECK_EQ_INT(rec.calls, calls + 7);
+    CHECK_EQ_INT(rec.calls, calls + 8);
     /* Aborted or past its deadline: the sender is not asked. */
     volatile int stop = 1;
     CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), &stop, &e), PN_SEND_RETRY);
     CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(-1), NULL, &e), PN_SEND_RETRY);
-    CHECK_EQ_INT(rec.calls, calls + 7);
+    CHECK_EQ_INT(rec.calls, calls + 8);
     x->destroy(x);
+    pn_http_set_sender(NULL, NULL);
+}
+
+/* Sent whole, its answer never read (the process exits): the queue does
+ * not send it again and counts it apart, neither ok nor failed. */
+static void test_unconfirmed_counted_not_resent(void)
+{
+    pn_http_opts o = {.server_address = "http://127.0.0.1:9/", .app_name = "app"};
+    pn_exporter *x = sender_exporter(&o);
+    if (!x)
+        return;
+    pn_error e;
+    pn_error_clear(&e);
+    pn_queue_opts qo = {.backoff_initial_s = 0.01, .backoff_max_s = 0.05};
+    pn_queue *q = pn_queue_new(&qo, &x, 1, &e);
+    CHECK(q != NULL);
+    if (!q) {
+        x->destroy(x);
+        pn_http_set_sender(NULL, NULL);
+        return;
+    }
+    answer(PN_SENDER_UNCONFIRMED, 0, "sent; the process exits before the answer");
+    int calls = rec.calls;
+    pn_queue_push(q, qh_profile("app", "cpu", 1700000000, 1700000010, 2));
+    CHECK_EQ_INT(pn_queue_flush(q, 10), 0);
+    pn_queue_stats st;
+    pn_queue_get_stats(q, &st);
+    CHECK_EQ_INT(rec.calls, calls + 1);
+    CHECK_EQ_INT(st.uploads_unconfirmed, 1);
+    CHECK_EQ_INT(st.uploads_ok, 0);
+    CHECK_EQ_INT(st.uploads_failed, 0);
+    CHECK_EQ_INT(st.uploads_dropped, 0);
+    CHECK_EQ_INT(st.retries, 0);
+    CHECK_EQ_INT(st.exporters[0].sent, 0);
+    CHECK_EQ_INT(st.exporters[0].failed, 0);
+    pn_queue_stop(q, 1);
     pn_http_set_sender(NULL, NULL);
 }
 
@@ -269,7 +281,7 @@ static void test_raw_body(void)
     pn_upload u = upload_of(data, sizeof data);
     answer(PN_SENDER_ANSWERED, 200, "");
     CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(5), NULL, &e), PN_SEND_OK);
-    CHECK_STR(rec.url, "https://otlp.example:4318/v1development/profiles");
+    CHECK_STR(rec.url, "https://otlp.example:4318/v1development/profiles"); /* no format=pprof */
     CHECK(strstr(rec.headers, "Content-Type: application/x-protobuf\n") != NULL);
     CHECK(strstr(rec.headers, "Content-Encoding: gzip\n") != NULL);
     CHECK_STR(rec.ca, "/tmp/ca.pem");
@@ -302,5 +314,6 @@ static void test_cleanup(void)
     rec.body = NULL;
 }
 
-TEST_MAIN(T(test_same_request_without_libcurl), T(test_answers), T(test_raw_body),
+TEST_MAIN(T(test_same_request_without_libcurl), T(test_answers),
+          T(test_unconfirmed_counted_not_resent), T(test_raw_body),
           T(test_bad_address), T(test_cleanup))

@@ -1,12 +1,17 @@
 'use strict';
 // Uploads through Node's own http/https (the addon's sender.c hands each
 // request over from the core's exporter thread): libcurl and the libraries
-// it pulls in stay out of the process. send(request, done) with request =
+// it pulls in stay out of the process. The core builds the request whole
+// (an ingest upload is the gzip'ed pprof as the body, with format=pprof in
+// the query); this only transports it. send(request, done) with request =
 // {url, headers, user, password, caFile, caDir, body, timeoutMs,
 // connectTimeoutMs}; done(status) for the server's answer, done(0, message)
 // for a transport error, done(-1) to let libcurl send it: when a proxy is
 // configured (libcurl reads http_proxy & co. as before) or certificates are
 // trusted from a directory (SSL_CERT_DIR), which Node's TLS cannot take.
+// exiting() settles the requests in flight before the exit handler blocks
+// the JS thread: done(-2) (not sent again) for one that went out whole,
+// done(-1) (libcurl sends it) for one that did not.
 const fs = require('fs');
 
 // Bytes of the reply kept for messages, and read at most (as on libcurl's path).
@@ -32,6 +37,9 @@ function certificates(file) {
   return caCache.get(file);
 }
 
+// The requests sent and not yet answered: {request(), finish}.
+const inFlight = new Set();
+
 function proxied() {
   return PROXY_VARS.some((v) => process.env[v]);
 }
@@ -40,9 +48,12 @@ function send(req, done) {
   let finished = false;
   let timer = null;
   let connectTimer = null;
+  let current = null; // the request of the latest attempt
+  const entry = { request: () => current, finish: null };
   const finish = (status, error, reply, permanent) => {
     if (finished) return;
     finished = true;
+    inFlight.delete(entry);
     if (timer) clearTimeout(timer);
     if (connectTimer) clearTimeout(connectTimer);
     done(status, error || '', reply || '', !!permanent);
@@ -67,7 +78,8 @@ function send(req, done) {
     }
   }
   opts.headers = Object.assign({}, req.headers, { 'Content-Length': String(req.body.length) });
-  let current = null; // the request of the latest attempt
+  entry.finish = finish;
+  inFlight.add(entry);
   timer = setTimeout(() => current && current.destroy(new Error(`no answer within ${req.timeoutMs} ms`)),
                      req.timeoutMs);
   timer.unref();
@@ -100,6 +112,23 @@ function send(req, done) {
   attempt(false);
 }
 
+// The process exits (the exit handler is about to block the JS thread):
+// no answer will be read any more. A request whose body went out whole to
+// the kernel (writableFinished) is not sent again: the server most likely
+// ingests it, and a copy would count twice. One that did not (still
+// connecting, or partly written: the server cannot ingest a cut body) is
+// sent by libcurl instead. Synchronous; main thread.
+function exiting() {
+  for (const entry of [...inFlight]) {
+    const r = entry.request();
+    if (r && r.socket && r.writableFinished) {
+      entry.finish(-2, 'sent whole, but the process exits before the answer');
+    } else {
+      entry.finish(-1);
+    }
+  }
+}
+
 // The status and the reply's first bytes, reading at most REPLY_MAX.
 function readReply(res, finish) {
   const kept = [];
@@ -123,4 +152,4 @@ function readReply(res, finish) {
   res.on('close', () => finish(0, 'the connection closed before the reply ended'));
 }
 
-module.exports = { send };
+module.exports = { send, exiting };

@@ -334,6 +334,7 @@ static napi_value stats_object(napi_env env, const pn_agent_stats *st)
     set_num(env, o, "uploadsOk", (double)st->queue.uploads_ok);
     set_num(env, o, "uploadsFailed", (double)st->queue.uploads_failed);
     set_num(env, o, "uploadsDropped", (double)st->queue.uploads_dropped);
+    set_num(env, o, "uploadsUnconfirmed", (double)st->queue.uploads_unconfirmed);
     set_num(env, o, "retries", (double)st->queue.retries);
     set_num(env, o, "bytesSent", (double)st->queue.bytes_sent);
     return o;

@@ -8,8 +8,14 @@
  * when the JS thread cannot answer: it is blocked in the exit handler
  * (stopSync, waitStops: sender_block), Node is tearing the environment
  * down, or the request was not even picked up in the first half of the
- * time left before the send deadline, nor within the request's timeout
- * (a blocked event loop).
+ * time left before the send deadline, nor within the pickup time (the
+ * request's timeout unless setSender was given one: a blocked event loop).
+ *
+ * At process exit, before the JS thread blocks, sender.js settles each
+ * request it still has: one whose body did not go out whole is declined
+ * (libcurl sends it; the server cannot have ingested a cut request), one
+ * that went out whole is UNCONFIRMED: not sent again, so the server never
+ * gets a profile twice, and counted as uploads_unconfirmed.
  *
  * Threads: send_upload runs on the core's exporter thread; call_js, the
  * done callback and its finalizer on the main JS thread. A job is shared
@@ -23,7 +29,7 @@
 
 #include "addon.h"
 
-enum { QUEUED, PICKED, ANSWERED, DECLINED, CANCELLED };
+enum { QUEUED, PICKED, ANSWERED, DECLINED, UNCONFIRMED, CANCELLED };
 
 typedef struct {
     int refs;                   /* exporter thread + JS side */
@@ -43,6 +49,13 @@ static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static _Atomic(napi_threadsafe_function) tsfn;
 /* The JS thread cannot run callbacks (exit handler); guarded by mu. */
 static int blocked;
+/* How long a request may wait for the JS thread to take it (ns; 0: the
+ * request's timeout). Set by setSender on the main thread, read by the
+ * exporter thread. */
+static _Atomic int64_t pickup_ns;
+/* Requests node's http ended (an answer or an error), and those handed
+ * back to libcurl. Exporter thread writes, any thread reads. */
+static _Atomic uint64_t n_sent, n_declined;
 #define WAIT_STEP_NS 50000000LL /* how often the abort flag is looked at */
 /* Past the request's timeout: the JS timer should have ended it by then. */
 #define WAIT_GRACE_NS 1000000000LL
@@ -127,8 +140,11 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
     int64_t start = now_ns();
     int64_t pickup_by = start + (deadline_ns - start) / 2;
     int64_t timeout_ns = (int64_t)(req->timeout_s * 1e9);
-    if (timeout_ns > 0 && start + timeout_ns < pickup_by)
-        pickup_by = start + timeout_ns;
+    int64_t pickup = atomic_load(&pickup_ns);
+    if (pickup <= 0)
+        pickup = timeout_ns;
+    if (pickup > 0 && start + pickup < pickup_by)
+        pickup_by = start + pickup;
     int64_t picked_at = 0;
     int rc;
     pthread_mutex_lock(&mu);
@@ -141,9 +157,14 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
             rc = j->status > 0 ? PN_SENDER_ANSWERED : PN_SENDER_FAILED;
             break;
         }
+        if (j->state == UNCONFIRMED) {
+            memcpy(out->error, j->error, sizeof out->error);
+            rc = PN_SENDER_UNCONFIRMED;
+            break;
+        }
         /* Blocked: the JS thread will not run the request (or read its
-         * answer) any more. One it already began may have reached the
-         * server: libcurl sends it again (a duplicate beats a loss). */
+         * answer) any more. sender.js settled the ones it began (above)
+         * before blocking; any other did not go out: libcurl sends it. */
         if (j->state == DECLINED || blocked) {
             rc = PN_SENDER_DECLINED;
             break;
@@ -184,6 +205,7 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
     pthread_mutex_unlock(&mu);
     if (last)
         free(j);
+    atomic_fetch_add(rc == PN_SENDER_DECLINED ? &n_declined : &n_sent, 1);
     if (rc == PN_SENDER_DECLINED)
         pn_log(PN_LOG_DEBUG, "upload: the JS thread %s; libcurl sends it",
                was_queued ? "did not take the request in time" : "cannot finish the request");
@@ -204,7 +226,8 @@ static void set_str(napi_env env, napi_value o, const char *key, const char *s)
 
 /* done(status, error, reply, permanent): status > 0 the server's answer, 0
  * a transport error (error says why; permanent: not worth retrying), -1
- * declined (libcurl sends it). */
+ * declined (libcurl sends it), -2 sent whole but the answer will not be
+ * read (the process exits; error says so): not sent again. */
 static napi_value m_done(napi_env env, napi_callback_info info)
 {
     napi_value argv[4];
@@ -223,7 +246,9 @@ static napi_value m_done(napi_env env, napi_callback_info info)
     bool permanent = false;
     if (argc >= 4)
         napi_get_value_bool(env, argv[3], &permanent);
-    if (status < 0)
+    if (status == -2)
+        settle(data, UNCONFIRMED, 0, err, NULL, 0);
+    else if (status < 0)
         settle(data, DECLINED, 0, NULL, NULL, 0);
     else
         settle(data, ANSWERED, (long)status, err[0] || status > 0 ? err : "the request failed",
@@ -306,14 +331,20 @@ static void cleanup(void *arg)
     sender_block(1);
 }
 
-/* setSender(fn(request, done) | null): uploads go through fn from the
- * next start() on; null: through libcurl. */
+/* setSender(fn(request, done) | null, pickupMs?): uploads go through fn
+ * from the next start() on; null: through libcurl. pickupMs: how long a
+ * request waits for the JS thread before libcurl sends it (default: the
+ * request's timeout; tests shorten it). */
 static napi_value m_set_sender(napi_env env, napi_callback_info info)
 {
-    napi_value argv[1];
+    napi_value argv[2];
     int is_fn = js_fn_arg(env, info, &argv[0], "setSender: expects a function(request, done) or null");
     if (is_fn < 0)
         return NULL;
+    double pickup_ms = 0;
+    if (js_args(env, info, argv, 2) >= 2 && js_double(env, argv[1], &pickup_ms) != 0)
+        pickup_ms = 0;
+    atomic_store(&pickup_ns, pickup_ms > 0 ? (int64_t)(pickup_ms * 1e6) : 0);
     pthread_once(&cv_once, init_cv);
     if (!is_fn) {
         pn_http_set_sender(NULL, NULL);
@@ -337,7 +368,20 @@ static napi_value m_set_sender(napi_env env, napi_callback_info info)
     return js_undefined(env);
 }
 
+/* senderStats() -> {sent, declined}: requests node's http ended, and those
+ * libcurl sent instead. */
+static napi_value m_sender_stats(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value o;
+    napi_create_object(env, &o);
+    set_num(env, o, "sent", (double)atomic_load(&n_sent));
+    set_num(env, o, "declined", (double)atomic_load(&n_declined));
+    return o;
+}
+
 void sender_exports(napi_env env, napi_value exports)
 {
     set_fn(env, exports, "setSender", m_set_sender);
+    set_fn(env, exports, "senderStats", m_sender_stats);
 }

@@ -1,8 +1,11 @@
 'use strict';
 // Uploads through Node's own http (lib/sender.js, src/sender.c) instead of
-// libcurl: the same requests arrive (query, headers, decodable profile),
-// libcurl is never mapped in a normal run, failures are counted as before,
-// and the exit handler's last upload still arrives (libcurl then sends it).
+// libcurl: the same requests arrive (query, headers, decodable profile) but
+// in the anchor's shape (the raw gzip'ed pprof body with format=pprof; libcurl
+// sends multipart, without format), libcurl is never mapped in a normal run,
+// failures are counted as before, the exit handler's last upload still
+// arrives (libcurl then sends it), an upload in flight at process.exit() is
+// not sent twice, and a blocked event loop hands the upload to libcurl.
 const assert = require('assert');
 const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
@@ -18,12 +21,14 @@ const native = require('../lib/native');
 
 const CHILD = path.join(__dirname, 'fixtures', 'upload-child.js');
 
-function runChild(mode, options, extraEnv = {}) {
+// -> {code, events, stderr}; started(child) runs once it is spawned.
+function runChild(mode, options, extraEnv = {}, started = null) {
   const env = Object.assign({}, process.env);
   for (const k of Object.keys(env)) if (/^(PYROSCOPE_|OTEL_|SSL_CERT_)|_proxy$/i.test(k)) delete env[k];
   Object.assign(env, extraEnv);
   const child = spawn(process.execPath, [CHILD, mode, JSON.stringify(options)],
-                      { env, stdio: ['ignore', 'pipe', 'pipe'] });
+                      { env, stdio: [started ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+  if (started) started(child);
   const events = {};
   let stderr = '';
   child.stderr.on('data', (c) => { stderr = (stderr + c).slice(-8000); });
@@ -45,17 +50,30 @@ const OPTIONS = (url, app) => ({
   tags: { env: 'test' }, flushIntervalMs: 600000,
 });
 
-// What a request carries besides its time range and body: equal on both paths.
+// What a request carries besides its time range, body and shape: equal on both paths.
 function shape(r) {
   const h = r.headers;
   return {
     path: r.path,
-    query: Object.keys(r.query).sort().join(','),
+    query: Object.keys(r.query).filter((k) => k !== 'format').sort().join(','),
     name: r.query.name, sampleRate: r.query.sampleRate, spyName: r.query.spyName,
     userAgent: h['user-agent'], authorization: h.authorization, tenant: h['x-scope-orgid'],
-    contentType: (h['content-type'] || '').replace(/boundary=.*/, 'boundary='),
-    filename: r.filename,
   };
+}
+
+// The shape each path sends: node's http the raw body with format=pprof
+// (as @pyroscope/nodejs), libcurl a multipart `profile` part without format.
+function assertNodeShape(r) {
+  assert.strictEqual(r.shape, 'raw');
+  assert.strictEqual(r.query.format, 'pprof');
+  assert.strictEqual(r.headers['content-type'], 'application/octet-stream');
+  assert.strictEqual(r.headers['content-encoding'], undefined);
+}
+function assertCurlShape(r) {
+  assert.strictEqual(r.shape, 'multipart');
+  assert.ok(!('format' in r.query), 'a multipart body must not say format=pprof');
+  assert.match(r.headers['content-type'], /^multipart\/form-data; boundary=/);
+  assert.strictEqual(r.filename, 'profile.pprof');
 }
 
 describe('uploads through node:http', function () {
@@ -83,6 +101,8 @@ describe('uploads through node:http', function () {
     assert.ok(viaNode.some((r) => r.pprof.samples.length > 0), 'no samples uploaded');
     const norm = (r, app) => Object.assign(shape(r), { name: r.query.name.replace(app, 'APP') });
     assert.deepStrictEqual(norm(viaNode[0], 'client.node'), norm(viaCurl[0], 'client.libcurl'));
+    viaNode.forEach(assertNodeShape);
+    viaCurl.forEach(assertCurlShape);
     assert.strictEqual(viaNode[0].headers['user-agent'], 'pyroscope-native');
     assert.match(viaNode[0].query.name, /^client\.node\{env=test\}$/);
     // libcurl stays out of the process: at the flush and after stop()
@@ -121,6 +141,65 @@ describe('uploads through node:http', function () {
     assert.strictEqual(r.events.exit.curl, true, 'libcurl did not send it: who did?');
   });
 
+  it('process.exit() while an upload is in flight: not sent again, counted unconfirmed', async () => {
+    // the first request arrives whole and gets no answer; the child exits then
+    let first = null;
+    const server = await ingestServer({ hold: (q) => (first ? false : (first = q, true)) });
+    let r;
+    try {
+      r = await runChild('inflight-exit', OPTIONS(server.url, 'client.inflight'), {}, (child) => {
+        server.waitFor((reqs) => reqs.length >= 1, 30000)
+          .then(() => child.stdin.end('exit\n'), () => child.kill('SIGKILL'));
+      });
+    } finally {
+      await server.close();
+    }
+    assert.strictEqual(r.code, 0, r.stderr);
+    assert.ok(r.events.exit, `no exit event\n${r.stderr}`);
+    const reqs = server.requests;
+    for (const q of reqs) assert.ok(q.pprof, `not decodable: ${q.error}`);
+    assertNodeShape(first);
+    // the rest (the flush's other profiles, the last period) went through libcurl
+    assert.ok(reqs.length >= 2, `${reqs.length} requests\n${r.stderr}`);
+    reqs.slice(1).forEach(assertCurlShape);
+    assert.strictEqual(r.events.exit.curl, true);
+    // at most once: no profile arrived twice (before, libcurl sent the held one again)
+    const keys = reqs.map((q) => q.profile.toString('base64'));
+    assert.strictEqual(new Set(keys).size, keys.length,
+      `a profile arrived twice: ${reqs.map((q) => `${q.shape} ${q.query.from}..${q.query.until}`).join(', ')}`);
+    // and the counts say so: unconfirmed, not ok, not failed, not retried
+    const st = r.events.exit.stats;
+    assert.ok(st, 'no exit stats');
+    assert.strictEqual(st.uploadsUnconfirmed, 1, JSON.stringify(st));
+    assert.strictEqual(st.uploadsOk, reqs.length - 1, JSON.stringify(st));
+    assert.strictEqual(st.uploadsFailed, 0, JSON.stringify(st));
+    assert.strictEqual(st.retries, 0, JSON.stringify(st));
+    assert.ok(r.events.exit.sender.declined >= 1, JSON.stringify(r.events.exit.sender));
+  });
+
+  it('a blocked event loop: libcurl sends the upload meanwhile, and the stats say so', async () => {
+    const server = await ingestServer();
+    let r;
+    try {
+      r = await runChild('busy', OPTIONS(server.url, 'client.busy'));
+    } finally {
+      await server.close();
+    }
+    assert.strictEqual(r.code, 0, r.stderr);
+    assert.ok(r.events.busy, `no busy event\n${r.stderr}`);
+    const { during } = r.events.busy;
+    // counted while the JS thread never yielded: libcurl sent it
+    assert.ok(during.uploadsOk >= 1, `no upload while the loop was blocked: ${JSON.stringify(during)}`);
+    assert.ok(during.sender.declined >= 1, JSON.stringify(during.sender));
+    assert.strictEqual(r.events.busy.curl, true);
+    assert.strictEqual(r.events.flushed.flushed, true, r.stderr);
+    const reqs = server.requests.filter((q) => q.query.name && q.query.name.startsWith('client.busy'));
+    for (const q of reqs) assert.ok(q.pprof, `not decodable: ${q.error}`);
+    assert.ok(reqs.some((q) => q.shape === 'multipart'), 'no upload in libcurl\'s shape');
+    reqs.filter((q) => q.shape === 'multipart').forEach(assertCurlShape);
+    reqs.filter((q) => q.shape === 'raw').forEach(assertNodeShape);
+  });
+
   it('with http_proxy set, libcurl sends through the proxy as before', async () => {
     const proxy = await ingestServer(); // takes the proxied request (absolute-form target)
     let r;
@@ -139,7 +218,7 @@ describe('uploads through node:http', function () {
   });
 
   // A self-signed certificate for 127.0.0.1 (openssl CLI), and an https
-  // server that answers 200 and counts the multipart uploads it got.
+  // server that answers 200 and counts the uploads it got (either shape).
   async function tlsServer() {
     const dir = tmpdir('pn-tls-');
     const key = path.join(dir, 'key.pem'), cert = path.join(dir, 'cert.pem');
@@ -149,7 +228,7 @@ describe('uploads through node:http', function () {
     const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (req, res) => {
       req.resume();
       req.on('end', () => {
-        if (/^multipart\/form-data/.test(req.headers['content-type'] || '')) uploads++;
+        if (/[?&]format=pprof(&|$)/.test(req.url) || /^multipart\/form-data/.test(req.headers['content-type'] || '')) uploads++;
         res.writeHead(200).end('ok');
       });
     });

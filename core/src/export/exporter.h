@@ -19,7 +19,9 @@ typedef struct {
     uint32_t part;              /* index when a period was split */
 } pn_upload;
 
-typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL } pn_send_result;
+/* UNCONFIRMED: the whole payload went out but its answer will never be
+ * read (a binding's sender at process exit): not retried, counted apart. */
+typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL, PN_SEND_UNCONFIRMED } pn_send_result;
 
 /* One destination; it owns its encoding. encode turns a profile into the
  * payloads its receiver takes; NULL means gzip'ed pprof split to

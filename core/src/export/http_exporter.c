@@ -4,8 +4,9 @@
  * instead: the payload is the whole body, POSTed to the address as given.
  *
  * The ingest name is opts->app_name plus the global tags, sorted by key, in
- * braces: "app{env=prod,region=eu}". No `format=pprof` parameter: with it the
- * server would read the raw body, not the multipart part, as the profile.
+ * braces: "app{env=prod,region=eu}". No `format=pprof` parameter on
+ * libcurl's multipart requests: with it the server would read the raw
+ * body, not the multipart part, as the profile.
  *
  * Transport: libcurl, for http:// and https:// alike (loaded by
  * curl_loader.c when the exporter is made). Proxies, no_proxy, TLS, the
@@ -17,8 +18,9 @@
  * wait that long for the abort flag to be seen.
  *
  * When the binding set a sender (pn_http_set_sender) before the exporter
- * was made, each request is built here as libcurl would send it and handed
- * to the sender; libcurl is loaded only if the sender declines one.
+ * was made, each request is built here and handed to the sender (the
+ * profile as the raw body with format=pprof, see binding_send); libcurl is
+ * loaded only if the sender declines one, and then sends it as above.
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -655,35 +657,41 @@ static int ensure_curl(http_exporter *h, pn_error *e)
     return 0;
 }
 
-/* The request libcurl would send, through the binding's sender: the same
- * URL, header lines (libcurl's User-Agent among them), body and timeouts.
- * *declined: the sender cannot send now (the caller falls back to libcurl). */
+/* The request through the binding's sender: libcurl's URL, header lines
+ * (its User-Agent among them), credentials and timeouts, but an ingest
+ * upload goes as the raw gzip'ed pprof body with `format=pprof` in the
+ * query: grafana/pyroscope's ingest handler then takes the body itself as
+ * the profile (pkg/ingester/pyroscope/ingest_handler.go,
+ * readInputRawDataFromRequest: format "pprof" -> pprof.RawProfile), as
+ * @pyroscope/nodejs sends it; no multipart body is built here. OTLP
+ * payloads go as they are. *declined: the sender cannot send now (the
+ * caller falls back to libcurl, whose request is multipart as before). */
 static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const char *url,
                                    int64_t deadline_ns, const volatile int *abort, pn_error *e,
                                    int *declined)
 {
     *declined = 0;
-    int raw = h->o.raw_content_type != NULL;
-    char ctype[160];
-    uint8_t *body = NULL;
-    size_t blen = u->len;
+    int otlp = h->o.raw_content_type != NULL;
+    static const char pprof_query[] = "&format=pprof";
+    size_t ulen = strlen(url);
+    char *sender_url = malloc(ulen + sizeof pprof_query);
     pn_label *hdr = calloc(h->o.nheaders + 4, sizeof *hdr);
-    if (raw) {
-        snprintf(ctype, sizeof ctype, "%s", h->o.raw_content_type);
-        body = u->data;
-    } else if (hdr && pn_http_multipart(u->data, u->len, "profile", "profile.pprof", &body, &blen,
-                                        ctype, sizeof ctype)) {
+    if (!hdr || !sender_url) {
         free(hdr);
-        hdr = NULL;
-    }
-    if (!hdr) {
+        free(sender_url);
         pn_fail(e, PN_ENOMEM, "upload to %s: out of memory preparing the request", h->display);
         return PN_SEND_RETRY;
     }
+    memcpy(sender_url, url, ulen + 1);
+    if (!otlp)
+        memcpy(sender_url + ulen, pprof_query, sizeof pprof_query);
     size_t n = 0;
-    hdr[n++] = (pn_label){"Content-Type", ctype};
-    if (raw)
+    if (otlp) {
+        hdr[n++] = (pn_label){"Content-Type", h->o.raw_content_type};
         hdr[n++] = (pn_label){"Content-Encoding", "gzip"};
+    } else {
+        hdr[n++] = (pn_label){"Content-Type", "application/octet-stream"};
+    }
     if (!user_has_header(&h->o, "User-Agent"))
         hdr[n++] = (pn_label){"User-Agent", USER_AGENT};
     if (h->o.tenant_id && *h->o.tenant_id && !user_has_header(&h->o, "X-Scope-OrgID"))
@@ -691,11 +699,11 @@ static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const c
     for (size_t i = 0; i < h->o.nheaders; i++)
         hdr[n++] = h->o.headers[i];
     pn_http_request rq = {
-        .url = url, .headers = hdr, .nheaders = n,
+        .url = sender_url, .headers = hdr, .nheaders = n,
         .basic_auth_user = h->o.basic_auth_user && *h->o.basic_auth_user ? h->o.basic_auth_user : NULL,
         .basic_auth_password = h->o.basic_auth_password && *h->o.basic_auth_password
                                    ? h->o.basic_auth_password : NULL,
-        .body = body, .body_len = blen,
+        .body = u->data, .body_len = u->len,
         .timeout_s = h->o.timeout_s > 0 ? h->o.timeout_s : DEFAULT_TIMEOUT_S,
         .connect_timeout_s = h->o.connect_timeout_s > 0 ? h->o.connect_timeout_s
                                                         : DEFAULT_CONNECT_TIMEOUT_S,
@@ -706,8 +714,7 @@ static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const c
     memset(&out, 0, sizeof out);
     int rc = h->sender(h->sender_ud, &rq, deadline_ns, abort, &out);
     free(hdr);
-    if (!raw)
-        free(body);
+    free(sender_url);
     out.error[sizeof out.error - 1] = '\0';
     out.reply[sizeof out.reply - 1] = '\0';
     if (rc == PN_SENDER_ANSWERED)
@@ -715,6 +722,11 @@ static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const c
     if (rc == PN_SENDER_DECLINED) {
         *declined = 1;
         return PN_SEND_RETRY;
+    }
+    if (rc == PN_SENDER_UNCONFIRMED) {
+        pn_fail(e, PN_EIO, "upload to %s: %s", h->display,
+                out.error[0] ? out.error : "the process exits before the answer");
+        return PN_SEND_UNCONFIRMED;
     }
     pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display,
             out.error[0] ? out.error : "the binding's sender gave no reason");
