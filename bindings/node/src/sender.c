@@ -115,6 +115,13 @@ void sender_block(int on)
 
 /* ------------------------------------------------------ exporter thread */
 
+/* The JS thread cannot take it: libcurl sends it. */
+static int decline(void)
+{
+    atomic_fetch_add(&n_declined, 1);
+    return PN_SENDER_DECLINED;
+}
+
 static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns,
                        const volatile int *abort, pn_http_response *out)
 {
@@ -124,16 +131,16 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
     int is_blocked = blocked;
     pthread_mutex_unlock(&mu);
     if (!f || is_blocked)
-        return PN_SENDER_DECLINED;
+        return decline();
     job *j = calloc(1, sizeof *j);
     if (!j)
-        return PN_SENDER_DECLINED;
+        return decline();
     j->refs = 2;
     j->state = QUEUED;
     j->req = req;
     if (napi_call_threadsafe_function(f, j, napi_tsfn_nonblocking) != napi_ok) {
         free(j);
-        return PN_SENDER_DECLINED;
+        return decline();
     }
     /* Not picked up within the request's timeout (and half the time
      * left): the event loop is blocked; libcurl gets the rest. */
@@ -205,11 +212,13 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
     pthread_mutex_unlock(&mu);
     if (last)
         free(j);
-    atomic_fetch_add(rc == PN_SENDER_DECLINED ? &n_declined : &n_sent, 1);
-    if (rc == PN_SENDER_DECLINED)
-        pn_log(PN_LOG_DEBUG, "upload: the JS thread %s; libcurl sends it",
-               was_queued ? "did not take the request in time" : "cannot finish the request");
-    return rc;
+    if (rc != PN_SENDER_DECLINED) {
+        atomic_fetch_add(&n_sent, 1);
+        return rc;
+    }
+    pn_log(PN_LOG_DEBUG, "upload: the JS thread %s; libcurl sends it",
+           was_queued ? "did not take the request in time" : "cannot finish the request");
+    return decline();
 }
 
 /* ------------------------------------------------------------ JS thread */
