@@ -1,9 +1,10 @@
 'use strict';
 // A loopback stand-in for a Pyroscope server: answers every POST with 200
 // and keeps the requests, to be decoded later (outside measured windows).
-// Decodes both upload shapes: the anchor's raw gzip'ed pprof body and our
-// multipart form with a `profile` file part. Used by run.js and by the
-// binding's life-cycle tests.
+// Decodes both upload shapes as the Pyroscope server reads them: with
+// format=pprof the raw gzip'ed pprof body (the anchor's, and ours through
+// Node's http), else a multipart form with a `profile` file part (ours when
+// libcurl sends). Used by run.js and by the binding's life-cycle tests.
 
 const http = require('node:http');
 
@@ -41,7 +42,7 @@ async function decodeUpload({ url, headers, body }) {
   const app = (u.searchParams.get('name') || '').split('{')[0];
   const ctype = headers['content-type'] || '';
   let parts = [body];
-  if (ctype.startsWith('multipart/form-data')) {
+  if (u.searchParams.get('format') !== 'pprof' && ctype.startsWith('multipart/form-data')) {
     const form = await new Response(body, { headers: { 'content-type': ctype } }).formData();
     parts = [];
     for (const [, value] of form) {

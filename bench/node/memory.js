@@ -12,7 +12,8 @@
 // A/B of two builds of ours in the same interleaved rounds. `native:cpu` /
 // `native:heap` (also with LABEL= and @DIR) start only that profiler instead
 // of start()'s both; `native:folder` writes to a temporary folder (outputDir)
-// instead of uploading, so libcurl is never loaded; `native:nolabels` runs
+// instead of uploading; `native:libcurl` uploads through libcurl instead of
+// Node's own http (what the package did before); `native:nolabels` runs
 // the requests without wrapWithLabels. Each round runs
 // every variant once in a fresh process, the order rotating between rounds;
 // the tables give medians over the rounds of each stage minus the same
@@ -161,7 +162,10 @@ async function child(argv) {
 
   await serve(20);
   mark('base');
-  if (profiler === 'native') P = require(root);
+  if (profiler === 'native') {
+    P = require(root);
+    if (only === 'libcurl') require(path.join(root, 'bindings', 'node', 'lib', 'native')).setUploadClient('libcurl');
+  }
   else if (profiler === 'anchor') { const m = require('@pyroscope/nodejs'); P = m.default || m; }
   mark('loaded');
   let folder = null;
@@ -198,8 +202,8 @@ function median(xs) {
 }
 
 function parseVariant(spec) {
-  const m = /^(?:([\w.-]+)=)?(none|native|anchor)(?::(cpu|heap|folder|nolabels))?(?:@(.+))?$/.exec(spec);
-  if (!m) throw new Error(`--variants: '${spec}' is not none, native, anchor or LABEL=native[:cpu|:heap|:folder|:nolabels][@DIR]`);
+  const m = /^(?:([\w.-]+)=)?(none|native|anchor)(?::(cpu|heap|folder|libcurl|nolabels))?(?:@(.+))?$/.exec(spec);
+  if (!m) throw new Error(`--variants: '${spec}' is not none, native, anchor or LABEL=native[:cpu|:heap|:folder|:libcurl|:nolabels][@DIR]`);
   return { label: m[1] || m[2], profiler: m[2], only: m[3] || 'both', root: path.resolve(m[4] || ROOT) };
 }
 

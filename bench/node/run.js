@@ -4,7 +4,8 @@
 //
 //   node bench/node/run.js [--quick] [--rounds N] [--variants none,v8floor,native,anchor]
 //
-// (Not in the default set: native-wall is ours with oncpu: false, wall-clock
+// (Not in the default set: native-libcurl is ours uploading through libcurl
+// instead of Node's http, as before; native-wall is ours with oncpu: false, wall-clock
 // time as the anchor samples; v8floor only runs V8's CPU and heap sampling
 // profilers through node:inspector, one profile for the window, nothing
 // processed -- the floor any V8-profiler-based design pays.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
@@ -50,6 +51,7 @@ const ROOT = path.resolve(HERE, '..', '..');
 const WORKLOAD = path.join(HERE, 'workload.js');
 const ANCHOR = '@pyroscope/nodejs';
 const LABEL = { none: 'no profiler', v8floor: 'V8 profilers only', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
+                'native-libcurl': 'ours, libcurl uploads',
                 anchor: `${ANCHOR} 0.6.4` };
 const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT_S || 300) * 1e3;
 // Own-CPU rounds that spread wider than this (max - min, in points) get no
@@ -68,7 +70,7 @@ const { values: opts } = parseArgs({
 
 const VARIANTS = opts.variants.split(',');
 if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
-  throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, anchor ` +
+  throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, native-libcurl, anchor ` +
                   `(got ${opts.variants})`);
 }
 const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 7));

@@ -1,7 +1,7 @@
 'use strict';
 // The profiled side of the Node benchmark: one workload per process.
 //
-//   node workload.js --profiler none|v8floor|native|native-wall|anchor --app NAME --server URL [options]
+//   node workload.js --profiler none|v8floor|native|native-wall|native-libcurl|anchor --app NAME --server URL [options]
 //
 // run.js starts one of these per round and variant. The exchange is line
 // based, so the measured window holds neither Node's start-up nor the
@@ -135,11 +135,15 @@ function loadProfiler() {
   if (args.profiler === 'none') return null;
   if (args.profiler === 'v8floor') return v8Floor();
   if (args.profiler === 'native' || args.profiler === 'native-wall') return require(ROOT);
+  if (args.profiler === 'native-libcurl') {
+    require(path.join(ROOT, 'bindings', 'node', 'lib', 'native')).setUploadClient('libcurl');
+    return require(ROOT);
+  }
   if (args.profiler === 'anchor') {
     const mod = require('@pyroscope/nodejs');
     return mod.default || mod;
   }
-  throw new Error(`--profiler: unknown '${args.profiler}' (none, v8floor, native, native-wall, anchor)`);
+  throw new Error(`--profiler: unknown '${args.profiler}' (none, v8floor, native, native-wall, native-libcurl, anchor)`);
 }
 
 // Ours: the JS-thread time of its profile restarts by step (sampler.js),

@@ -545,6 +545,8 @@ typedef struct {
     uint64_t uploads_ok;
     uint64_t uploads_failed;    /* gave up after retries or a 4xx */
     uint64_t uploads_dropped;   /* queue full (oldest dropped) or stop timeout */
+    uint64_t uploads_unconfirmed; /* sent whole, the answer never read (a
+                                   * binding's sender at exit): not resent */
     uint64_t retries;
     uint64_t bytes_sent;
     pn_exporter_stats exporters[PN_MAX_EXPORTERS];
@@ -614,6 +616,64 @@ void pn_fork_child(void);
 /* A binding's own locks join the path (at most 4 hooks): its prepare runs
  * before the core's, its parent/child after. Any thread, once per hook. */
 void pn_fork_hook(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+
+/* ------------------------------------------------------- binding's sender */
+
+/* A binding may send the HTTP uploads itself (Node through its own `http`
+ * module) instead of libcurl, which is then not loaded unless the sender
+ * declines. The core builds the whole request; the sender only transports
+ * it. A Pyroscope ingest request given to a sender carries the gzip'ed
+ * pprof as the raw body, `format=pprof` in the query and Content-Type
+ * application/octet-stream (the shape @pyroscope/nodejs sends), so no
+ * multipart body is needed; libcurl's own requests stay multipart
+ * (curl_mime). OTLP requests are the same on both paths. */
+typedef struct {
+    const char *url;            /* with the ingest query; may hold user:password@ */
+    const pn_label *headers;    /* name, value: Content-Type, User-Agent, ... */
+    size_t nheaders;
+    const char *basic_auth_user;     /* NULL: none (the URL's userinfo, if any) */
+    const char *basic_auth_password; /* NULL: empty */
+    const uint8_t *body;        /* the whole body, as is */
+    size_t body_len;
+    double timeout_s;           /* whole request */
+    double connect_timeout_s;
+    /* PEM file the server's certificate is checked against (ca_file, or
+     * $SSL_CERT_FILE); NULL: the sender's default trust. */
+    const char *ca_file;
+    /* A directory of hashed certificates ($SSL_CERT_DIR), also trusted;
+     * NULL: none. A sender that cannot use one should decline. */
+    const char *ca_dir;
+} pn_http_request;
+
+#define PN_HTTP_REPLY_KEEP 300
+typedef struct {
+    long status;                /* the HTTP status when the server answered */
+    char error[256];            /* a transport error: why no status came */
+    int permanent;              /* with error: retrying will not help (a
+                                 * certificate refused), not retried */
+    char reply[PN_HTTP_REPLY_KEEP + 1]; /* the reply body's first bytes */
+} pn_http_response;
+
+enum {
+    PN_SENDER_ANSWERED = 0,     /* out->status holds the server's answer */
+    PN_SENDER_FAILED = -1,      /* out->error says why (counted, retried) */
+    PN_SENDER_DECLINED = 1,     /* cannot send now: the core uses libcurl */
+    /* The whole request went out but its answer will never be read (the
+     * process is exiting): not sent again, since the server most likely
+     * has it (a second copy would count twice); counted as
+     * uploads_unconfirmed. out->error may say more. */
+    PN_SENDER_UNCONFIRMED = 2
+};
+
+/* Runs on the exporter thread and blocks until the request ended; it must
+ * return by deadline_ns (CLOCK_MONOTONIC) and soon after *abort becomes
+ * non-zero. Everything in req lives only during the call. */
+typedef int (*pn_http_sender_fn)(void *ud, const pn_http_request *req, int64_t deadline_ns,
+                                 const volatile int *abort, pn_http_response *out);
+
+/* Used by HTTP exporters made from now on (by pn_agent_start); NULL:
+ * libcurl again. Any thread, before the agent starts. */
+void pn_http_set_sender(pn_http_sender_fn fn, void *ud);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,12 @@
 //     mapFrame({name, file, line, column}) -> {name, file, line} | null.
 //   flush(timeoutSeconds) -> Promise<boolean>, stop() -> Promise<stats | null>,
 //   running(), stats(), setLogHandler(fn(level, message) | null)
+//   setUploadClient('node' | 'libcurl', {pickupTimeoutMs}?): how the next
+//     start() uploads (Node's http through sender.js, the default; or
+//     libcurl, for tests and benchmarks); pickupTimeoutMs: how long an upload
+//     waits for a busy JS thread before libcurl sends it (default: the
+//     upload's timeout, 10 s; tests shorten it)
+//   exitStats(): the final stats of the stop the exit handler made (tests)
 //   writeReport(paths, opts) -> Promise<{profiles, output, text}> (see report.js);
 //   with outputDir, stop() and exit write flamegraph.html of the run's profiles.
 //   labels.run(labels, fn, ...args), labels.get(), labels.set(labels),
@@ -21,6 +27,7 @@ const addon = require('./addon');
 const context = require('./context');
 const sampler = require('./sampler');
 const report = require('./report');
+const sender = require('./sender');
 
 const KINDS = ['cpu', 'wall', 'heap'];
 let exitHooked = false;
@@ -54,6 +61,7 @@ function hookExit() {
       // a stop() still uploading the last period: let it finish (Node 20's
       // exit also joins libuv's pool; this does not rely on it)
       if (stopping) {
+        sender.exiting();
         addon.waitStops(stopTimeout + 1);
         report.endRunSync(addon); // the stop's flame graph, unless it began writing it
       }
@@ -62,14 +70,27 @@ function hookExit() {
     try {
       sampler.stopAll();
     } catch (_) { /* stopping anyway */ }
-    addon.stopSync();
+    sender.exiting(); // before the JS thread blocks in stopSync
+    lastExitStats = addon.stopSync();
     report.endRunSync(addon);
   });
 }
 
 let stopTimeout = 5; // seconds, of the agent started last
+let lastExitStats = null;
+
+// Uploads go through Node's http/https (sender.js) unless set to 'libcurl'
+// (tests, benchmarks): libcurl is then loaded at start, as in Python.
+let uploadClient = 'node';
+let pickupTimeoutMs = 0;
+function setUploadClient(name, opts) {
+  if (name !== 'node' && name !== 'libcurl') throw new TypeError("upload client: 'node' or 'libcurl'");
+  uploadClient = name;
+  pickupTimeoutMs = (opts && opts.pickupTimeoutMs) || 0;
+}
 
 function start(settings, env) {
+  addon.setSender(uploadClient === 'node' ? sender.send : null, pickupTimeoutMs);
   addon.start(withRuntime(settings), env || {});
   stopTimeout = addon.config().stopTimeout;
   report.beginRun(addon);
@@ -137,6 +158,7 @@ function stats() {
   const s = addon.stats();
   s.labels = addon.labelsCounts();
   s.profilers = { cpu: sampler.running('cpu'), wall: sampler.running('wall'), heap: sampler.running('heap') };
+  s.sender = addon.senderStats(); // {sent, declined}: by node's http, or libcurl instead
   return s;
 }
 
@@ -148,6 +170,8 @@ module.exports = {
   settingNames,
   checkSettings,
   start,
+  setUploadClient,
+  exitStats: () => lastExitStats,
   startProfiler,
   stopProfiler,
   stop,

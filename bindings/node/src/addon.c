@@ -23,6 +23,7 @@ static napi_value init(napi_env env, napi_value exports)
     }
     agent_exports(env, exports);
     log_exports(env, exports);
+    sender_exports(env, exports);
     labels_exports(env, exports);
     signal_exports(env, exports);
     join_exports(env, exports);

@@ -32,6 +32,9 @@ size_t js_args(napi_env env, napi_callback_info info, napi_value *argv, size_t n
 /* An object's own enumerable keys: 0, or 1 (no keys) for undefined/null,
  * or -1 with a TypeError naming `what` thrown for anything else. */
 int js_keys(napi_env env, napi_value obj, const char *what, napi_value *keys, uint32_t *n);
+/* The call's first argument when it is a function: 1, *fn set; 0 for
+ * null/undefined; -1 with a TypeError saying `what` thrown otherwise. */
+int js_fn_arg(napi_env env, napi_callback_info info, napi_value *fn, const char *what);
 /* A promise already resolved with v. */
 napi_value js_resolved(napi_env env, napi_value v);
 /* Typed-array data pointer and length in elements (NULL: wrong type, thrown). */
@@ -50,6 +53,13 @@ pn_agent *agent_current(void);
 pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t period);
 double agent_sample_rate(void);
 void agent_exports(napi_env env, napi_value exports);
+
+/* ---- uploads through Node's http (sender.c) */
+
+/* on: the JS thread is about to block (the exit handler) and can no longer
+ * send; requests go to libcurl. off: a new start. Main thread. */
+void sender_block(int on);
+void sender_exports(napi_env env, napi_value exports);
 
 /* ---- logging (log.c) */
 

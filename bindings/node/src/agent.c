@@ -225,6 +225,7 @@ static napi_value m_start(napi_env env, napi_callback_info info)
         return NULL;
     }
     pn_log_set_level(c.log_level);
+    sender_block(0);
     pn_error e = {0};
     pn_agent *a = pn_agent_start(&c, &e);
     sample_rate = c.sample_rate;
@@ -333,6 +334,7 @@ static napi_value stats_object(napi_env env, const pn_agent_stats *st)
     set_num(env, o, "uploadsOk", (double)st->queue.uploads_ok);
     set_num(env, o, "uploadsFailed", (double)st->queue.uploads_failed);
     set_num(env, o, "uploadsDropped", (double)st->queue.uploads_dropped);
+    set_num(env, o, "uploadsUnconfirmed", (double)st->queue.uploads_unconfirmed);
     set_num(env, o, "retries", (double)st->queue.retries);
     set_num(env, o, "bytesSent", (double)st->queue.bytes_sent);
     return o;
@@ -441,6 +443,7 @@ static napi_value m_stop_sync(napi_env env, napi_callback_info info)
     if (!agent)
         return js_undefined(env);
     pn_agent *a = detach_agent();
+    sender_block(1);    /* this thread waits here: uploads go through libcurl */
     pn_agent_stats st;
     pn_agent_stop_stats(a, &st);
     napi_value o = stats_object(env, &st);
@@ -506,6 +509,7 @@ static napi_value m_wait_stops(napi_env env, napi_callback_info info)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
+    sender_block(1);    /* this thread waits here: uploads go through libcurl */
     pthread_mutex_lock(&stops_mu);
     while (stops_running > 0 && pthread_cond_timedwait(&stops_cv, &stops_mu, &until) == 0)
         ;

@@ -73,20 +73,14 @@ static void cleanup(void *arg)
 static napi_value m_set_log_handler(napi_env env, napi_callback_info info)
 {
     napi_value argv[1];
-    size_t argc = js_args(env, info, argv, 1);
-    napi_valuetype t = napi_undefined;
-    if (argc >= 1)
-        napi_typeof(env, argv[0], &t);
-    if (t != napi_function && t != napi_null && t != napi_undefined) {
-        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE",
-                              "setLogHandler: expects a function(level, message) or null");
+    int is_fn = js_fn_arg(env, info, &argv[0], "setLogHandler: expects a function(level, message) or null");
+    if (is_fn < 0)
         return NULL;
-    }
     if (handler_ref) {
         napi_delete_reference(env, handler_ref);
         handler_ref = NULL;
     }
-    if (t != napi_function) {
+    if (!is_fn) {
         pn_log_set_handler(NULL, NULL);
         return js_undefined(env);
     }

@@ -132,3 +132,18 @@ int js_keys(napi_env env, napi_value obj, const char *what, napi_value *keys, ui
         return -1;
     return 0;
 }
+
+int js_fn_arg(napi_env env, napi_callback_info info, napi_value *fn, const char *what)
+{
+    napi_value argv[1];
+    size_t argc = js_args(env, info, argv, 1);
+    napi_valuetype t = napi_undefined;
+    if (argc >= 1)
+        napi_typeof(env, argv[0], &t);
+    if (t != napi_function && t != napi_null && t != napi_undefined) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", what);
+        return -1;
+    }
+    *fn = argv[0];
+    return t == napi_function;
+}

@@ -1,6 +1,7 @@
 'use strict';
 // Shared by the api-*.test.js files: pprof decoding with the independent `pprof-format`
-// decoder, a loopback ingest server (multipart parsed by undici's FormData), busy work.
+// decoder, a loopback ingest server (both upload shapes: multipart parsed by undici's
+// FormData, or the raw body with format=pprof), busy work.
 
 const fs = require('fs');
 const http = require('http');
@@ -71,8 +72,11 @@ function tmpdir(prefix) {
 }
 
 // A Pyroscope ingest stand-in on 127.0.0.1: records each POST /ingest with its query,
-// headers and the decoded `profile` part. waitFor(n) resolves when n arrived.
-function ingestServer() {
+// headers, body, shape, the profile's bytes and the decoded profile, read as the Pyroscope server does: with
+// format=pprof the raw body is the profile (shape 'raw'), else the `profile` part of a
+// multipart/form-data body (shape 'multipart'). waitFor(pred) resolves when pred(requests).
+// hold(entry) -> true keeps that request unanswered (until close).
+function ingestServer({ hold } = {}) {
   const requests = [];
   const waiters = [];
   const server = http.createServer((req, res) => {
@@ -81,17 +85,28 @@ function ingestServer() {
     req.on('end', async () => {
       const body = Buffer.concat(chunks);
       const url = new URL(req.url, 'http://127.0.0.1');
-      const entry = { path: url.pathname, query: Object.fromEntries(url.searchParams), headers: req.headers };
+      const entry = { path: url.pathname, query: Object.fromEntries(url.searchParams), headers: req.headers, body };
+      const ctype = req.headers['content-type'] || '';
       try {
-        const form = await new Response(body, { headers: { 'content-type': req.headers['content-type'] || '' } }).formData();
-        const part = form.get('profile');
-        entry.filename = part && part.name;
-        entry.pprof = decodePprof(Buffer.from(await part.arrayBuffer()));
+        if (entry.query.format === 'pprof') {
+          entry.shape = 'raw';
+          entry.profile = body;
+          entry.pprof = decodePprof(body);
+        } else if (ctype.startsWith('multipart/form-data')) {
+          entry.shape = 'multipart';
+          const form = await new Response(body, { headers: { 'content-type': ctype } }).formData();
+          const part = form.get('profile');
+          entry.filename = part && part.name;
+          entry.profile = Buffer.from(await part.arrayBuffer());
+          entry.pprof = decodePprof(entry.profile);
+        } else {
+          throw new Error(`neither format=pprof nor multipart (content-type '${ctype}')`);
+        }
       } catch (e) {
         entry.error = e.message;
       }
       requests.push(entry);
-      res.writeHead(200).end('ok');
+      if (!(hold && hold(entry))) res.writeHead(200).end('ok');
       for (const w of waiters.splice(0)) w();
     });
   });
@@ -106,7 +121,10 @@ function ingestServer() {
           await new Promise((r) => { waiters.push(r); setTimeout(r, 200).unref(); });
         }
       },
-      close: () => new Promise((r) => server.close(r)),
+      close: () => new Promise((r) => {
+        server.close(r);
+        server.closeAllConnections();
+      }),
     });
   }));
 }

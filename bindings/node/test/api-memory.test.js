@@ -11,10 +11,11 @@ const LIB = path.join(__dirname, '..', 'lib');
 
 // Runs `body` after require + init + start in a fresh node (folder output unless
 // `settings` say otherwise); returns the JSON it prints.
-function inFreshProcess(body, settings) {
+function inFreshProcess(body, settings, pre = '') {
   const dir = tmpdir('pn-memory-');
   const opts = settings || { outputDir: dir };
   const script = `
+    ${pre}
     const Pyroscope = require(${JSON.stringify(LIB)});
     Pyroscope.init({ appName: 'memory.test', ...${JSON.stringify(opts)} });
     Pyroscope.start();
@@ -58,10 +59,18 @@ describe('api memory: what a default start() loads', function () {
     assert.deepStrictEqual(out, { started: false, stopped: false });
   });
 
-  it('loads libcurl when it uploads (the check above can see it)', () => {
+  // Uploads go through node's own http (lib/sender.js): libcurl stays out.
+  it('does not load libcurl when it uploads either', () => {
     // a closed loopback port: nothing is sent, the exporter is made all the same
     const out = inFreshProcess('const out = { started: curl() };',
       { serverAddress: 'http://127.0.0.1:9', stopTimeout: 1 });
+    assert.deepStrictEqual(out, { started: false });
+  });
+
+  it('loads libcurl when told to upload through it (the checks above can see it)', () => {
+    const out = inFreshProcess('const out = { started: curl() };',
+      { serverAddress: 'http://127.0.0.1:9', stopTimeout: 1 },
+      `require(${JSON.stringify(LIB + '/native')}).setUploadClient('libcurl');`);
     assert.deepStrictEqual(out, { started: true });
   });
 });

@@ -19,7 +19,9 @@ typedef struct {
     uint32_t part;              /* index when a period was split */
 } pn_upload;
 
-typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL } pn_send_result;
+/* UNCONFIRMED: the whole payload went out but its answer will never be
+ * read (a binding's sender at process exit): not retried, counted apart. */
+typedef enum { PN_SEND_OK = 0, PN_SEND_RETRY, PN_SEND_FAIL, PN_SEND_UNCONFIRMED } pn_send_result;
 
 /* One destination; it owns its encoding. encode turns a profile into the
  * payloads its receiver takes; NULL means gzip'ed pprof split to
@@ -64,7 +66,9 @@ typedef struct {
 
 /* Every upload goes through libcurl, which is loaded (dlopen) here, on the
  * first call: when it cannot be loaded this fails, naming the library and
- * the package that provides it. Proxies come from libcurl's own reading of
+ * the package that provides it. When a binding set a sender
+ * (pn_http_set_sender) before, the uploads go to it instead and libcurl is
+ * loaded only when the sender first declines one. Proxies come from libcurl's own reading of
  * http_proxy, https_proxy, all_proxy and no_proxy. Redirects are not
  * followed (a 3xx answer fails the upload). The connection is kept open
  * between uploads. */

@@ -4,8 +4,9 @@
  * instead: the payload is the whole body, POSTed to the address as given.
  *
  * The ingest name is opts->app_name plus the global tags, sorted by key, in
- * braces: "app{env=prod,region=eu}". No `format=pprof` parameter: with it the
- * server would read the raw body, not the multipart part, as the profile.
+ * braces: "app{env=prod,region=eu}". No `format=pprof` parameter on
+ * libcurl's multipart requests: with it the server would read the raw
+ * body, not the multipart part, as the profile.
  *
  * Transport: libcurl, for http:// and https:// alike (loaded by
  * curl_loader.c when the exporter is made). Proxies, no_proxy, TLS, the
@@ -15,6 +16,11 @@
  * POLL_STEP_MS: while it waits on a silent server, libcurl runs the
  * progress callback only about once a second, and pn_queue_stop must not
  * wait that long for the abort flag to be seen.
+ *
+ * When the binding set a sender (pn_http_set_sender) before the exporter
+ * was made, each request is built here and handed to the sender (the
+ * profile as the raw body with format=pprof, see binding_send); libcurl is
+ * loaded only if the sender declines one, and then sends it as above.
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -27,6 +33,7 @@
 #include "pyroscope_native.h"
 #include "export/curl_loader.h"
 #include "export/exporter.h"
+#include "export/http_sender.h"
 #include "support/url.h"
 #include "support/clock.h"
 
@@ -46,6 +53,10 @@ typedef struct {
     /* Fixed after new (deep copies; read by the exporter thread): */
     pn_http_opts o;
     char *display;              /* server address without credentials, for messages */
+    pn_http_sender_fn sender;   /* the binding's sender; NULL: libcurl only */
+    void *sender_ud;
+    /* libcurl and the header lines for it: set by new without a sender,
+     * else by the exporter thread when the sender first declines. */
     const pn_curl_api *cu;
     struct curl_slist *headers; /* every request's extra header lines */
     char *ca_file, *ca_dir;     /* trusted certificates; NULL: libcurl's default */
@@ -190,6 +201,8 @@ static int check_address(const pn_curl_api *cu, const char *what, const char *ur
         return pn_fail(e, PN_EINVAL,
                        "%s '%s': must not contain a query, fragment, space or control character", what,
                        s);
+    if (!cu)
+        return 0;   /* a binding's sender: its own client parses the rest */
     CURLU *u = cu->url();
     if (!u)
         return pn_fail(e, PN_ENOMEM, "%s: out of memory", what);
@@ -206,15 +219,16 @@ static int check_address(const pn_curl_api *cu, const char *what, const char *ur
     return 0;
 }
 
-/* Loads libcurl when it is not yet: the address is checked by it. */
-static int check_opts(const pn_http_opts *o, pn_error *e)
+/* Loads libcurl when it is not yet (unless use_curl is 0: a binding's
+ * sender sends): the address is checked by it. */
+static int check_opts(const pn_http_opts *o, int use_curl, pn_error *e)
 {
     if (!o)
         return pn_fail(e, PN_EINVAL, "http exporter: options are NULL");
     if (!o->server_address || !*o->server_address)
         return pn_fail(e, PN_EINVAL, "%s is empty", address_setting(o));
-    const pn_curl_api *cu = pn_curl_load(e);
-    if (!cu)
+    const pn_curl_api *cu = use_curl ? pn_curl_load(e) : NULL;
+    if (use_curl && !cu)
         return -1;
     if (check_address(cu, address_setting(o), o->server_address, e))
         return -1;
@@ -311,7 +325,7 @@ int pn_http_ingest_url(const pn_http_opts *o, const pn_upload *u, char **url, pn
     if (!url)
         return pn_fail(e, PN_EINVAL, "ingest URL: no output pointer");
     *url = NULL;
-    if (check_opts(o, e))
+    if (check_opts(o, 1, e))
         return -1;
     if (!u)
         return pn_fail(e, PN_EINVAL, "ingest URL: no upload");
@@ -558,12 +572,12 @@ static run_end run(const pn_curl_api *cu, CURLM *m, CURL *c, const transfer *t, 
 
 /* Printable ASCII only, whitespace runs folded, so a server's HTML or binary
  * answer cannot garble the log. */
-static void reply_text(const transfer *t, char *out, size_t n)
+static void reply_text(const char *reply, size_t len, char *out, size_t n)
 {
     size_t j = 0;
     int space = 1;
-    for (size_t i = 0; i < t->reply_len && j + 1 < n; i++) {
-        unsigned char ch = (unsigned char)t->reply[i];
+    for (size_t i = 0; i < len && j + 1 < n; i++) {
+        unsigned char ch = (unsigned char)reply[i];
         if (ch <= ' ' || ch >= 0x7f) {
             if (!space)
                 out[j++] = ' ';
@@ -580,12 +594,13 @@ static void reply_text(const transfer *t, char *out, size_t n)
         snprintf(out, n, "(empty body)");
 }
 
-static pn_send_result status_result(http_exporter *h, long status, const transfer *t, pn_error *e)
+static pn_send_result status_result(http_exporter *h, long status, const char *reply,
+                                    size_t reply_len, pn_error *e)
 {
     if (status >= 200 && status < 300)
         return PN_SEND_OK;
     char text[REPLY_KEEP + 16];
-    reply_text(t, text, sizeof text);
+    reply_text(reply, reply_len, text, sizeof text);
     pn_fail(e, PN_EHTTP, "upload to %s: HTTP %ld: %s%s", h->display, status, text,
             status >= 300 && status < 400 ? " (redirects are not followed: give the final address)" : "");
     return (status == 429 || (status >= 500 && status < 600)) ? PN_SEND_RETRY : PN_SEND_FAIL;
@@ -619,11 +634,109 @@ static pn_send_result curl_result(http_exporter *h, CURLcode cc, pn_error *e)
     }
 }
 
+static int build_headers(http_exporter *h);
+static int user_has_header(const pn_http_opts *o, const char *name);
+
+/* libcurl for an exporter made with a sender, once the sender declined. */
+static int ensure_curl(http_exporter *h, pn_error *e)
+{
+    if (h->cu)
+        return 0;
+    const pn_curl_api *cu = pn_curl_load(e);
+    if (!cu)
+        return -1;
+    h->cu = cu;
+    if (build_headers(h)) {
+        cu->slist_free_all(h->headers);
+        h->headers = NULL;
+        h->cu = NULL;
+        return pn_fail(e, PN_ENOMEM, "upload to %s: out of memory", h->display);
+    }
+    pn_log(PN_LOG_DEBUG, "upload to %s: the binding's sender declined it; libcurl sends it",
+           h->display);
+    return 0;
+}
+
+/* The request through the binding's sender: libcurl's URL, header lines
+ * (its User-Agent among them), credentials and timeouts, but an ingest
+ * upload goes as the raw gzip'ed pprof body with `format=pprof` in the
+ * query: grafana/pyroscope's ingest handler then takes the body itself as
+ * the profile (pkg/ingester/pyroscope/ingest_handler.go,
+ * readInputRawDataFromRequest: format "pprof" -> pprof.RawProfile), as
+ * @pyroscope/nodejs sends it; no multipart body is built here. OTLP
+ * payloads go as they are. *declined: the sender cannot send now (the
+ * caller falls back to libcurl, whose request is multipart as before). */
+static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const char *url,
+                                   int64_t deadline_ns, const volatile int *abort, pn_error *e,
+                                   int *declined)
+{
+    *declined = 0;
+    int otlp = h->o.raw_content_type != NULL;
+    static const char pprof_query[] = "&format=pprof";
+    size_t ulen = strlen(url);
+    char *sender_url = malloc(ulen + sizeof pprof_query);
+    pn_label *hdr = calloc(h->o.nheaders + 4, sizeof *hdr);
+    if (!hdr || !sender_url) {
+        free(hdr);
+        free(sender_url);
+        pn_fail(e, PN_ENOMEM, "upload to %s: out of memory preparing the request", h->display);
+        return PN_SEND_RETRY;
+    }
+    memcpy(sender_url, url, ulen + 1);
+    if (!otlp)
+        memcpy(sender_url + ulen, pprof_query, sizeof pprof_query);
+    size_t n = 0;
+    if (otlp) {
+        hdr[n++] = (pn_label){"Content-Type", h->o.raw_content_type};
+        hdr[n++] = (pn_label){"Content-Encoding", "gzip"};
+    } else {
+        hdr[n++] = (pn_label){"Content-Type", "application/octet-stream"};
+    }
+    if (!user_has_header(&h->o, "User-Agent"))
+        hdr[n++] = (pn_label){"User-Agent", USER_AGENT};
+    if (h->o.tenant_id && *h->o.tenant_id && !user_has_header(&h->o, "X-Scope-OrgID"))
+        hdr[n++] = (pn_label){"X-Scope-OrgID", h->o.tenant_id};
+    for (size_t i = 0; i < h->o.nheaders; i++)
+        hdr[n++] = h->o.headers[i];
+    pn_http_request rq = {
+        .url = sender_url, .headers = hdr, .nheaders = n,
+        .basic_auth_user = h->o.basic_auth_user && *h->o.basic_auth_user ? h->o.basic_auth_user : NULL,
+        .basic_auth_password = h->o.basic_auth_password && *h->o.basic_auth_password
+                                   ? h->o.basic_auth_password : NULL,
+        .body = u->data, .body_len = u->len,
+        .timeout_s = h->o.timeout_s > 0 ? h->o.timeout_s : DEFAULT_TIMEOUT_S,
+        .connect_timeout_s = h->o.connect_timeout_s > 0 ? h->o.connect_timeout_s
+                                                        : DEFAULT_CONNECT_TIMEOUT_S,
+        .ca_file = h->ca_file,
+        .ca_dir = h->ca_dir,
+    };
+    pn_http_response out;
+    memset(&out, 0, sizeof out);
+    int rc = h->sender(h->sender_ud, &rq, deadline_ns, abort, &out);
+    free(hdr);
+    free(sender_url);
+    out.error[sizeof out.error - 1] = '\0';
+    out.reply[sizeof out.reply - 1] = '\0';
+    if (rc == PN_SENDER_ANSWERED)
+        return status_result(h, out.status, out.reply, strlen(out.reply), e);
+    if (rc == PN_SENDER_DECLINED) {
+        *declined = 1;
+        return PN_SEND_RETRY;
+    }
+    if (rc == PN_SENDER_UNCONFIRMED) {
+        pn_fail(e, PN_EIO, "upload to %s: %s", h->display,
+                out.error[0] ? out.error : "the process exits before the answer");
+        return PN_SEND_UNCONFIRMED;
+    }
+    pn_fail(e, PN_EIO, "upload to %s failed: %s", h->display,
+            out.error[0] ? out.error : "the binding's sender gave no reason");
+    return out.permanent ? PN_SEND_FAIL : PN_SEND_RETRY;
+}
+
 static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t deadline_ns,
                                 const volatile int *abort, pn_error *e)
 {
     http_exporter *h = (http_exporter *)self;
-    const pn_curl_api *cu = h->cu;
     if (!u || (!u->data && u->len)) {
         pn_fail(e, PN_EINVAL, "upload to %s: no profile data", h->display);
         return PN_SEND_FAIL;
@@ -648,6 +761,26 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
     } else if (build_url(&h->o, u, &url, e)) {
         return PN_SEND_RETRY;
     }
+    if (h->sender) {
+        int declined;
+        pn_send_result sr = binding_send(h, u, url, deadline_ns, abort, e, &declined);
+        if (!declined) {
+            free(url);
+            return sr;
+        }
+        now = pn_clock_ns(CLOCK_MONOTONIC);
+        if ((deadline_ns - now) / 1000000 <= 0 || aborted(&t)) {
+            free(url);
+            pn_fail(e, PN_EIO, "upload to %s: the send deadline passed before the request started",
+                    h->display);
+            return PN_SEND_RETRY;
+        }
+    }
+    if (ensure_curl(h, e)) {
+        free(url);
+        return PN_SEND_RETRY;
+    }
+    const pn_curl_api *cu = h->cu;
     if (take_handles(h, e)) {
         free(url);
         return PN_SEND_RETRY;
@@ -693,7 +826,7 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
     } else if (end == RUN_DONE && (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && t.cut))) {
         long status = 0;
         cu->easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        r = status_result(h, status, &t, e);
+        r = status_result(h, status, t.reply, t.reply_len, e);
     } else if (end == RUN_STOPPED || cc == CURLE_ABORTED_BY_CALLBACK ||
                (cc == CURLE_OPERATION_TIMEDOUT && deadline_first)) {
         if (aborted(&t))
@@ -867,7 +1000,10 @@ static int build_headers(http_exporter *h)
 
 pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
 {
-    if (check_opts(o, e))
+    pn_http_sender_fn sender;
+    void *sender_ud;
+    pn_http_sender_get(&sender, &sender_ud);
+    if (check_opts(o, sender == NULL, e))
         return NULL;
     http_exporter *h = calloc(1, sizeof *h);
     if (!h) {
@@ -875,7 +1011,9 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
         return NULL;
     }
     int oom = 0;
-    h->cu = pn_curl_load(NULL);   /* loaded by check_opts */
+    h->sender = sender;
+    h->sender_ud = sender_ud;
+    h->cu = sender ? NULL : pn_curl_load(NULL);   /* loaded by check_opts */
     h->o = *o;
     h->o.server_address = dup_or_null(o->server_address, &oom);
     h->o.app_name = dup_or_null(o->app_name, &oom);
@@ -903,7 +1041,7 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
     if (!o->ca_file && env_dir && *env_dir)
         h->ca_dir = (char *)dup_or_null(env_dir, &oom);
     h->display = display_address(o->server_address);
-    if (oom || !h->display || build_headers(h)) {
+    if (oom || !h->display || (h->cu && build_headers(h))) {
         http_destroy(&h->base);
         pn_fail(e, PN_ENOMEM, "http exporter: out of memory copying the options");
         return NULL;

@@ -9,7 +9,12 @@
  *   uploads_failed  at least one exporter rejected it or ran out of attempts,
  *   uploads_dropped the queue was full (oldest dropped), or stop came first
  *                   (still queued, or aborted while being sent),
- * so once the queue is stopped ok + failed + dropped == uploads pushed.
+ *   uploads_unconfirmed  none of those, but an exporter sent it whole and
+ *                   will never read the answer (a binding's sender at
+ *                   process exit): not sent again, as the server most
+ *                   likely has it,
+ * so once the queue is stopped ok + failed + dropped + unconfirmed ==
+ * uploads pushed.
  * `retries` counts repeated attempts of any exporter, and `bytes_sent` adds
  * the upload's size once for every exporter that accepted it. Each
  * exporter also has its own counts (stats.exporters[i], per payload): one
@@ -54,7 +59,7 @@ typedef struct {
     uint64_t seq;               /* push order, for flush */
 } slot;
 
-typedef enum { OUT_OK, OUT_FAILED, OUT_DROPPED } outcome;
+typedef enum { OUT_OK, OUT_FAILED, OUT_DROPPED, OUT_UNCONFIRMED } outcome;
 
 struct pn_queue {
     /* Set by pn_queue_new, read-only afterwards (any thread). */
@@ -293,6 +298,11 @@ static outcome send_part(pn_queue *q, size_t xi, const pn_upload *u, const char 
             pthread_mutex_unlock(&q->mu);
             return OUT_OK;
         }
+        if (r == PN_SEND_UNCONFIRMED) {
+            pn_log(PN_LOG_WARN, "upload of %s part %u to %s not confirmed, not sent again: %s",
+                   what, u->part, name, msg);
+            return OUT_UNCONFIRMED;
+        }
         /* An abort makes send() fail; that is shutdown, not the server. */
         if (aborted(q))
             return OUT_DROPPED;
@@ -326,7 +336,7 @@ static outcome send_part(pn_queue *q, size_t xi, const pn_upload *u, const char 
  * each part. Exporter thread, mu not held. */
 static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
 {
-    int failed = 0;
+    int failed = 0, unconfirmed = 0;
     pn_upload **pprof = NULL;
     size_t npprof = 0;
     int pprof_state = 0; /* 0 not yet, 1 encoded, -1 failed */
@@ -379,6 +389,8 @@ static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
                 oc = OUT_DROPPED;
             else if (r == OUT_FAILED)
                 failed = 1;
+            else if (r == OUT_UNCONFIRMED)
+                unconfirmed = 1;
         }
         if (own) {
             pthread_mutex_lock(&q->mu);
@@ -395,7 +407,7 @@ static outcome deliver(pn_queue *q, const pn_profile *p, const char *what)
     free_parts(pprof, npprof);
     if (oc == OUT_DROPPED)
         return oc;
-    return failed ? OUT_FAILED : OUT_OK;
+    return failed ? OUT_FAILED : unconfirmed ? OUT_UNCONFIRMED : OUT_OK;
 }
 
 static void *run(void *arg)
@@ -424,6 +436,8 @@ static void *run(void *arg)
             q->stats.uploads_ok++;
         else if (oc == OUT_FAILED)
             q->stats.uploads_failed++;
+        else if (oc == OUT_UNCONFIRMED)
+            q->stats.uploads_unconfirmed++;
         else
             q->stats.uploads_dropped++;
         q->inflight = NULL;
