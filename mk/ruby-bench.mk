@@ -1,6 +1,9 @@
 # pyroscope-native against stackprof (Debian ruby-stackprof) at 100 Hz,
 # plus like-for-like pairs at BENCH_HIGH_HZ (bench/ruby/run.rb says how),
-# alternating rounds; BENCH_RUBY_ARGS="rounds worksize". Never part of test.
+# alternating rounds; BENCH_RUBY_ARGS="rounds worksize". The 100 Hz runs
+# carry bench/ruby/cost_shim.c (built by run.rb with the C compiler Ruby
+# was built with), which times both profilers' handlers and jobs. Never
+# part of test.
 BENCH_RUBY_ARGS ?= 11 600
 
 .PHONY: bench-ruby

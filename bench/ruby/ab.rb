@@ -35,16 +35,18 @@ rounds.times do |r|
     s = [n["samples"], 1].max
     rows[name] << {app: 1e-3 * (n["handler_ns"] + n["job_ns"]) / s, handler: 1e-3 * n["handler_ns"] / s,
                    job: 1e-3 * n["job_ns"] / s, tick: 1e-3 * n["sampler_cpu_ns"] / [n["ticks"], 1].max,
+                   sampler: 1e-3 * n["sampler_cpu_ns"] / s,
                    ticks: n["ticks"], samples: n["samples"], cpu: n["cpu"]}
   end
   $stderr.print "."
 end
 $stderr.puts
 puts "BENCH_HZ #{ENV.fetch('BENCH_HZ', '100')}, #{rounds} rounds, size #{size}, medians"
-puts "| build | per sample (us) | handler (us) | job (us) | sampler per tick (us) | ticks | samples | CPU (s) |"
-puts "|---|---|---|---|---|---|---|---|"
+puts "| build | per sample (us) | handler (us) | job (us) | sampler per tick (us) | sampler per sample (us) | " \
+     "ticks | samples | CPU (s) |"
+puts "|---|---|---|---|---|---|---|---|---|"
 rows.each do |name, rs|
   m = ->(k) { median(rs.map { |x| x[k] }) }
-  puts format("| %s | %.2f | %.2f | %.2f | %.1f | %d | %d | %.3f |", name, m[:app], m[:handler], m[:job],
-              m[:tick], m[:ticks], m[:samples], m[:cpu])
+  puts format("| %s | %.2f | %.2f | %.2f | %.1f | %.2f | %d | %d | %.3f |", name, m[:app], m[:handler], m[:job],
+              m[:tick], m[:sampler], m[:ticks], m[:samples], m[:cpu])
 end

@@ -8,9 +8,16 @@
 # BENCH_BUDGET: our sampler_cpu_budget (unset: the default; 0: no limit).
 # Prints one JSON line: process CPU s (the profiler's threads included),
 # wall s, peak RSS kB, and RSS / PSS / private kB (smaps_rollup) read while
-# the profiler still runs, samples taken.
+# the profiler still runs, samples taken. Under cost_shim.so (LD_PRELOAD)
+# also the direct costs read when the workload ends, before the profiler
+# stops: time in SIGPROF handlers and postponed jobs and their counts
+# (the shim's), and the CPU of the profiler's own threads (schedstat)
+# since 50 ms after the start (steady state: the threads' own start-up,
+# like both profilers' start and stop, is not a cost per sample).
 require "json"
 require "tmpdir"
+shim = ENV["LD_PRELOAD"].to_s.include?("cost_shim")
+require "fiddle" if shim
 
 mode = ARGV.fetch(0)
 rounds = Integer(ARGV.fetch(1, "40"))
@@ -44,6 +51,20 @@ when "native"
   Pyroscope::Native.start(settings, {})
 end
 
+# CPU of the profiler's own threads so far (ns): ours are named pyroscope-*,
+# stackprof has none.
+def own_threads_ns
+  Dir["/proc/self/task/*"].sum do |t|
+    File.read("#{t}/comm").start_with?("pyroscope") ? File.read("#{t}/schedstat").split.first.to_i : 0
+  rescue SystemCallError
+    0
+  end
+end
+if shim
+  sleep 0.05 # our threads start (the drain thread is a Ruby thread: it needs the GVL)
+  threads0 = own_threads_ns
+end
+
 # Two lanes: one on the main thread (the one stackprof samples: it starts
 # it), one on a second thread (only pyroscope-native samples it).
 lane = ->(t) { rounds.times { |i| chunk(i + t) } }
@@ -55,14 +76,22 @@ second.join
 roll = File.read("/proc/self/smaps_rollup")
 mem = %w[Rss Pss Private_Clean Private_Dirty].to_h { |k| [k, roll[/^#{k}:\s*(\d+)/, 1].to_i] }
 
+# The profiler's direct costs so far (nanoseconds), before it stops.
 extra = {}
+if shim
+  buf = Fiddle::Pointer.malloc(32, Fiddle::RUBY_FREE)
+  Fiddle::Function.new(Fiddle::Handle::DEFAULT["pn_bench_costs"], [Fiddle::TYPE_VOIDP], Fiddle::TYPE_VOID).call(buf)
+  h_ns, h_n, j_ns, j_n = buf[0, 32].unpack("Q4")
+  extra = {"d_handler_ns" => h_ns, "d_signals" => h_n, "d_job_ns" => j_ns, "d_jobs" => j_n,
+           "d_threads_ns" => own_threads_ns - threads0}
+end
 samples = case mode
           when "stackprof"
             StackProf.stop
             StackProf.results[:samples]
           when "native"
             st = Pyroscope::Native.stop
-            extra = st.slice("handler_ns", "job_ns", "sampler_cpu_ns", "ticks", "timeouts", "torn", "gc_samples")
+            extra.merge!(st.slice("handler_ns", "job_ns", "sampler_cpu_ns", "ticks", "timeouts", "torn", "gc_samples"))
             st["captured"]
           else 0
           end

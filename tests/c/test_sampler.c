@@ -363,11 +363,21 @@ static void test_stop_is_prompt_at_low_rate(void)
     pn_sampler_opts o = {.hz = 0.5, .oncpu = 1};
     pn_sampler *s = pn_sampler_new(st, &o, walker, NULL, NULL);
     pn_sampler_start(s, NULL);
+    /* A fork request wakes the sleeping sampler too: prepare waits for it
+     * to park (giving up after 1 s), which a sampler asleep until its first
+     * tick, 2 s away, would not do in time. (The pause lets the sampler
+     * reach its sleep first.) */
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
     double t0 = pn_test_now_s();
+    pn_sampler_fork_prepare(s);
+    CHECK(pn_test_now_s() - t0 < 1.0);
+    pn_sampler_fork_parent(s);
+    t0 = pn_test_now_s();
     pn_sampler_stop(s);
     pn_sampler_stop(s); /* idempotent */
     /* The first tick is 2 s away: a stop that waited for it would take 2 s,
-     * one that polls (50 ms slices) takes milliseconds. */
+     * one that wakes the sampler takes milliseconds. */
     CHECK(pn_test_now_s() - t0 < 1.0);
     pn_sampler_free(s);
     pn_store_free(st);

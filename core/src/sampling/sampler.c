@@ -6,11 +6,14 @@
  * lock-free for its single writer, and labels are read with atomic loads.
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
@@ -61,6 +64,9 @@ struct pn_sampler {
     atomic_int stop;
     atomic_int park;
     atomic_int parked;
+    /* Set (and its futex woken) after stop or park is, so the sampler's
+     * sleep ends at once; cleared by the sampler thread. */
+    atomic_int wake;
 
     /* Sampler-thread-owned (set by start before the thread exists). */
     int baseline; /* 1 until the first tick after a start took its readings */
@@ -83,6 +89,30 @@ static void sleep_until(int64_t deadline)
     struct timespec ts = pn_timespec(deadline);
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
+}
+
+/* The sampler's sleep until its next tick: ends at deadline, or at once
+ * when a stop or park request sets s->wake. One wake-up per tick however
+ * long the interval (sleeping in slices to see requests cost a slow tick
+ * two or more wake-ups, each 15-30 us of CPU on a VM). Should the futex
+ * be refused (a sandbox), it sleeps in 50 ms slices instead. */
+static void sleep_until_woken(pn_sampler *s, int64_t deadline)
+{
+    struct timespec ts = pn_timespec(deadline);
+    /* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline. */
+    if (syscall(SYS_futex, (int *)&s->wake, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 0, &ts, NULL,
+                FUTEX_BITSET_MATCH_ANY) == 0 ||
+        errno == ETIMEDOUT || errno == EAGAIN || errno == EINTR)
+        return;
+    int64_t slice = pn_clock_ns(CLOCK_MONOTONIC) + 50 * 1000000;
+    sleep_until(deadline < slice ? deadline : slice);
+}
+
+/* A control thread, after setting stop or park. */
+static void wake_sampler(pn_sampler *s)
+{
+    atomic_store(&s->wake, 1);
+    syscall(SYS_futex, (int *)&s->wake, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
 pn_sampler *pn_sampler_new(pn_store *store, const pn_sampler_opts *o, pn_walker_fn walker,
@@ -302,10 +332,10 @@ static void *sampler_main(void *arg)
     int64_t due = pn_clock_ns(CLOCK_MONOTONIC);
     int64_t next = due + s->interval_ns;
     int64_t cpu_was = pn_clock_ns(CLOCK_THREAD_CPUTIME_ID);
-    /* Sleep in slices so stop and fork requests are seen within 50 ms even
-     * at very low rates. */
-    const int64_t slice = 50 * 1000000;
     while (!atomic_load(&s->stop)) {
+        /* Cleared before the requests are read: one made after this
+         * read finds wake set again, and the sleep below returns at once. */
+        atomic_store(&s->wake, 0);
         if (atomic_load(&s->park)) {
             atomic_store(&s->parked, 1);
             while (atomic_load(&s->park) && !atomic_load(&s->stop))
@@ -318,7 +348,7 @@ static void *sampler_main(void *arg)
         }
         int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
         if (now < next) {
-            sleep_until(next - now > slice ? now + slice : next);
+            sleep_until_woken(s, next);
             continue;
         }
         /* Absolute schedule: deadlines advance by whole intervals, not
@@ -354,6 +384,7 @@ int pn_sampler_start(pn_sampler *s, pn_error *e)
     atomic_store(&s->stop, 0);
     atomic_store(&s->park, 0);
     atomic_store(&s->parked, 0);
+    atomic_store(&s->wake, 0);
     cpu_clear(s->prev);
     cpu_clear(s->cur);
     s->baseline = 1;
@@ -376,6 +407,7 @@ void pn_sampler_stop(pn_sampler *s)
     if (!s || !s->running)
         return;
     atomic_store(&s->stop, 1);
+    wake_sampler(s);
     pthread_join(s->thread, NULL);
     s->running = 0;
 }
@@ -409,6 +441,7 @@ void pn_sampler_fork_prepare(pn_sampler *s)
      * period half-written. A walker never blocks, so this is short; the
      * bound only guards against a wedged walker. */
     atomic_store(&s->park, 1);
+    wake_sampler(s);
     int64_t give_up = pn_clock_ns(CLOCK_MONOTONIC) + 1000000000;
     while (!atomic_load(&s->parked) && pn_clock_ns(CLOCK_MONOTONIC) < give_up)
         sleep_until(pn_clock_ns(CLOCK_MONOTONIC) + 100000);
