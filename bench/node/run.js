@@ -71,21 +71,49 @@ if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
   throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, anchor ` +
                   `(got ${opts.variants})`);
 }
-const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 7));
+// The window is a fixed amount of work (requests, not time): ~10 s here, so
+// the few milliseconds a profiler adds stand out of the scheduler's noise.
+const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 9));
 const WORK = opts.quick
   ? { requests: 600, iters: 200000, flushMs: 1000 }
-  : { requests: 3000, iters: 200000, flushMs: 5000 };
+  : { requests: 5000, iters: 200000, flushMs: 5000 };
 
 function log(msg) {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
 }
 
-function median(xs) {
+function quantile(xs, q) {
   const v = xs.filter((x) => x !== null && x !== undefined && !Number.isNaN(x))
     .sort((a, b) => a - b);
   if (!v.length) return null;
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  const at = q * (v.length - 1);
+  const lo = Math.floor(at);
+  return lo + 1 < v.length ? v[lo] + (at - lo) * (v[lo + 1] - v[lo]) : v[lo];
+}
+const median = (xs) => quantile(xs, 0.5);
+
+// A bootstrap interval of a statistic of the rounds: the rounds are drawn
+// again with replacement (a round keeps all its variants together, so
+// paired ratios stay paired) BOOT times, and the 5th and 95th percentiles
+// of the statistic over the draws are the 90 % interval. A fixed seed
+// keeps a report reproducible from its numbers.
+const BOOT = 4000;
+function bootstrap(nRounds, stat) {
+  let seed = 0x9e3779b9;
+  const rand = () => { // xorshift32
+    seed ^= seed << 13; seed >>>= 0;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5; seed >>>= 0;
+    return seed / 4294967296;
+  };
+  const draws = [];
+  const idx = new Array(nRounds);
+  for (let b = 0; b < BOOT; b++) {
+    for (let i = 0; i < nRounds; i++) idx[i] = Math.floor(rand() * nRounds);
+    const x = stat(idx);
+    if (x !== null && Number.isFinite(x)) draws.push(x);
+  }
+  return [quantile(draws, 0.05), quantile(draws, 0.95)];
 }
 
 // ---------------------------------------------------------- one workload
@@ -194,6 +222,8 @@ function summarise(runs, uploads) {
       cpu_ratio_per_round: cpuRatios,
       own_cpu_pct: (median(cpuRatios) - 1) * 100,
       own_cpu_pct_range: [(Math.min(...cpuRatios) - 1) * 100, (Math.max(...cpuRatios) - 1) * 100],
+      own_cpu_pct_iqr: [(quantile(cpuRatios, 0.25) - 1) * 100, (quantile(cpuRatios, 0.75) - 1) * 100],
+      own_cpu_pct_ci90: bootstrap(rs.length, (idx) => (median(idx.map((i) => cpuRatios[i])) - 1) * 100),
       total_cpu_ratio: median(rs.map((r) => r.cpu_s)) / median(base.map((r) => r.cpu_s)),
       wall_ratio: median(per((r, b) => r.wall_s / b.wall_s)),
       added_kib: {},
@@ -206,8 +236,13 @@ function summarise(runs, uploads) {
     for (const k of ['rss_kib', 'pss_kib', 'private_kib']) {
       s.load_kib[k] = median(rs.map((r) => r[`load_${k}`]));
     }
-    const names = new Set(rs.flatMap((r) => Object.keys(r.thread_cpu_s)));
-    for (const n of names) s.thread_cpu_s[n] = median(rs.map((r) => r.thread_cpu_s[n] || 0));
+    const names = new Set([...rs, ...base].flatMap((r) => Object.keys(r.thread_cpu_s)));
+    s.thread_added_ms = {};
+    for (const n of names) {
+      s.thread_cpu_s[n] = median(rs.map((r) => r.thread_cpu_s[n] || 0));
+      // paired with the same round's unprofiled process
+      s.thread_added_ms[n] = median(per((r, b) => 1e3 * ((r.thread_cpu_s[n] || 0) - (b.thread_cpu_s[n] || 0))));
+    }
     const medians = (key) => {
       if (!rs.every((r) => r[key])) return null;
       const m = {};
@@ -238,7 +273,28 @@ function summarise(runs, uploads) {
     }
     out[v] = s;
   }
+  out.compare = compare(out);
   return out;
+}
+
+// Ours against the anchor (the ratio of the median own CPU, the goal's
+// measure) and above the floor (points), each with its bootstrap interval
+// over the same draws of rounds for both sides.
+function compare(out) {
+  const c = {};
+  const ownOf = (v) => out[v] && out[v].cpu_ratio_per_round;
+  const own = (v, idx) => (median(idx.map((i) => ownOf(v)[i])) - 1) * 100;
+  const all = [...Array(ROUNDS).keys()];
+  for (const [key, a, b, f] of [
+    ['native/anchor', 'native', 'anchor', (x, y) => x / y],
+    ['native-v8floor', 'native', 'v8floor', (x, y) => x - y],
+    ['v8floor/anchor', 'v8floor', 'anchor', (x, y) => x / y],
+  ]) {
+    if (!ownOf(a) || !ownOf(b)) continue;
+    c[key] = { value: f(own(a, all), own(b, all)),
+               ci90: bootstrap(ROUNDS, (idx) => f(own(a, idx), own(b, idx))) };
+  }
+  return c;
 }
 
 function report(summary, meta) {
@@ -257,8 +313,12 @@ function report(summary, meta) {
     const m = median(s.warm_cpu_s);
     return m === null ? 'n/a' : m.toFixed(2);
   });
-  row('own CPU (per-round ratio - 1)', (s, v) => (v === 'none' ? '-' :
-    `${pct(s.own_cpu_pct)} (${pct(s.own_cpu_pct_range[0])} .. ${pct(s.own_cpu_pct_range[1])})`));
+  row('own CPU (median of per-round ratio - 1)', (s, v) => (v === 'none' ? '-' : pct(s.own_cpu_pct)));
+  row('  90 % interval of that median (bootstrap)', (s, v) => (v === 'none' ? '-' :
+    `${pct(s.own_cpu_pct_ci90[0])} .. ${pct(s.own_cpu_pct_ci90[1])}`));
+  row('  rounds: quartiles / min .. max', (s, v) => (v === 'none' ? '-' :
+    `${pct(s.own_cpu_pct_iqr[0])} .. ${pct(s.own_cpu_pct_iqr[1])} / ` +
+    `${pct(s.own_cpu_pct_range[0])} .. ${pct(s.own_cpu_pct_range[1])}`));
   row('total CPU ratio', (s) => s.total_cpu_ratio.toFixed(3));
   row('wall ratio', (s) => s.wall_ratio.toFixed(3));
   row('RSS added', (s, v) => (v === 'none' ? '-' : mib(s.added_kib.rss_kib)));
@@ -277,11 +337,22 @@ function report(summary, meta) {
   row('pre-await samples labelled right', (s, v) => (v === 'none' ? '-' :
     `${share(s.before_await.right || 0, s.before_await.samples)} of ${Math.round(s.before_await.samples || 0)}`));
   L.push('');
-  L.push('CPU seconds per thread (median; main = the JS thread):');
-  for (const v of VARIANTS) {
-    const t = Object.entries(summary[v].thread_cpu_s).filter(([, x]) => x > 0)
-      .map(([n, x]) => `${n} ${x.toFixed(2)}`).join(', ');
-    L.push(`  ${LABEL[v]}: ${t}`);
+  L.push('CPU per thread in the window (median s; in brackets the median per-round ms added over ' +
+         'the unprofiled process; main = the JS thread, node = V8\'s platform workers, ' +
+         'v8:ProfEvntProc = V8\'s CPU profiler):');
+  const threads = [...new Set(VARIANTS.flatMap((v) => Object.keys(summary[v].thread_cpu_s)))]
+    .filter((n) => VARIANTS.some((v) => Math.abs(summary[v].thread_cpu_s[n] || 0) >= 0.0005))
+    .sort((x, y) => (x === 'main' ? -1 : y === 'main' ? 1 : x.localeCompare(y)));
+  L.push('| thread | ' + VARIANTS.map((v) => LABEL[v]).join(' | ') + ' |');
+  L.push('|---|' + VARIANTS.map(() => '---').join('|') + '|');
+  for (const n of threads) {
+    L.push(`| ${n} | ` + VARIANTS.map((v) => {
+      const s = summary[v];
+      const x = s.thread_cpu_s[n];
+      if (x === undefined) return '-';
+      const d = s.thread_added_ms[n];
+      return v === 'none' ? x.toFixed(3) : `${x.toFixed(3)} (${d >= 0 ? '+' : ''}${d.toFixed(1)})`;
+    }).join(' | ') + ' |');
   }
   L.push('');
   L.push('Garbage collections in the window (median count / ms, perf_hooks):');
@@ -304,10 +375,20 @@ function report(summary, meta) {
            'post-await sample labelled.');
     const half = (x, y) => (x === null || y === null ? 'n/a' :
       `${(x / y).toFixed(2)}x the anchor's -> ${x <= y / 2 ? 'met' : 'NOT met'}`);
+    // Settled only when the whole 90 % interval of the ratio is on one side.
     const spread = Math.max(...[n, a].map((s) => s.own_cpu_pct_range[1] - s.own_cpu_pct_range[0]));
+    const cr = summary.compare['native/anchor'];
+    const verdict = spread > NOISY_SPREAD_PTS ? `no verdict (rounds spread ${spread.toFixed(1)} points)`
+      : cr.ci90[1] <= 0.5 ? 'met' : cr.ci90[0] > 0.5 ? 'NOT met' : 'not settled (the interval holds 0.5)';
     L.push(`  own CPU:       ${pct(n.own_cpu_pct)} vs ${pct(a.own_cpu_pct)}: ` +
-           (spread > NOISY_SPREAD_PTS ? `${(n.own_cpu_pct / a.own_cpu_pct).toFixed(2)}x, no verdict ` +
-            `(rounds spread ${spread.toFixed(1)} points)` : half(n.own_cpu_pct, a.own_cpu_pct)));
+           `${cr.value.toFixed(2)}x the anchor's (90 % interval ${cr.ci90[0].toFixed(2)} .. ` +
+           `${cr.ci90[1].toFixed(2)}) -> ${verdict}`);
+    const fl = summary.compare['native-v8floor'];
+    if (fl) {
+      L.push(`  above the V8 floor: ${fl.value >= 0 ? '+' : ''}${fl.value.toFixed(2)} points (90 % interval ` +
+             `${fl.ci90[0].toFixed(2)} .. ${fl.ci90[1].toFixed(2)}); the floor is ` +
+             `${summary.compare['v8floor/anchor'].value.toFixed(2)}x the anchor's own CPU`);
+    }
     L.push(`  PSS added:     ${mib(n.added_kib.pss_kib)} vs ${mib(a.added_kib.pss_kib)}: ${half(n.added_kib.pss_kib, a.added_kib.pss_kib)}`);
     L.push(`  RSS added:     ${mib(n.added_kib.rss_kib)} vs ${mib(a.added_kib.rss_kib)}: ${half(n.added_kib.rss_kib, a.added_kib.rss_kib)}`);
     const right = n.after_await.right || 0;

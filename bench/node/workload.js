@@ -72,21 +72,34 @@ function statusKiB(key) {
   return m ? Number(m[1]) : null;
 }
 
-// CPU seconds per thread name (comm), from /proc/self/task/*/stat: shows
-// where a profiler's cost lands (main thread, V8's profiler thread, ours).
+// CPU seconds per thread name (comm), from /proc/self/task/*: shows where a
+// profiler's cost lands (main thread, V8's threads, ours). The scheduler's
+// se.sum_exec_runtime (sched, nanoseconds) where the kernel has it, else
+// utime + stime (stat, in 10 ms ticks: too coarse for a few ms of ours).
+function taskCpuS(tid) {
+  try {
+    const m = /^se\.sum_exec_runtime\s*:\s*([\d.]+)/m
+      .exec(fs.readFileSync(`/proc/self/task/${tid}/sched`, 'utf8'));
+    if (m) return Number(m[1]) / 1e3; // milliseconds
+  } catch { /* no sched file: stat below */ }
+  const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ
+}
+
 function threadCpuByName() {
-  const tick = 100; // USER_HZ on Linux
   const out = {};
   let tasks = [];
   try { tasks = fs.readdirSync('/proc/self/task'); } catch { return out; }
   for (const tid of tasks) {
-    let stat;
-    try { stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8'); } catch { continue; }
-    const open = stat.indexOf('(');
-    const close = stat.lastIndexOf(')');
-    const name = tid === String(process.pid) ? 'main' : stat.slice(open + 1, close);
-    const f = stat.slice(close + 2).split(' ');
-    out[name] = (out[name] || 0) + (Number(f[11]) + Number(f[12])) / tick;
+    let name;
+    let cpu;
+    try {
+      name = tid === String(process.pid) ? 'main'
+        : fs.readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim();
+      cpu = taskCpuS(tid);
+    } catch { continue; } // the thread ended meanwhile
+    out[name] = (out[name] || 0) + cpu;
   }
   return out;
 }
@@ -94,7 +107,7 @@ function threadCpuByName() {
 function diffByName(a, b) {
   const out = {};
   for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
-    out[k] = +((b[k] || 0) - (a[k] || 0)).toFixed(3);
+    out[k] = +((b[k] || 0) - (a[k] || 0)).toFixed(6);
   }
   return out;
 }
