@@ -66,11 +66,22 @@ const { values: opts } = parseArgs({
   },
 });
 
+// `name=native@DIR` is ours from another checkout DIR (built there), for an
+// A/B of two builds in one run: e.g. --variants none,native,base=native@/tmp/base
 const VARIANTS = opts.variants.split(',');
-if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
-  throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, anchor ` +
-                  `(got ${opts.variants})`);
+const ROOTS = {};
+for (const v of VARIANTS) {
+  const m = /^([\w-]+)=native@(.+)$/.exec(v);
+  if (m) {
+    ROOTS[v] = path.resolve(m[2]);
+    LABEL[v] = `${m[1]} (${ROOTS[v]})`;
+  }
 }
+if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
+  throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, anchor, ` +
+                  `NAME=native@DIR (got ${opts.variants})`);
+}
+const profilerOf = (v) => (ROOTS[v] ? 'native' : v);
 // The window is a fixed amount of work (requests, not time): ~10 s here, so
 // the few milliseconds a profiler adds stand out of the scheduler's noise.
 const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 9));
@@ -128,10 +139,11 @@ function cleanEnv() {
 
 // Runs one workload process; resolves with its `result` and `final` events.
 function runOne(variant, app, serverUrl) {
-  const args = [WORKLOAD, '--profiler', variant, '--app', app, '--server', serverUrl,
+  const args = [WORKLOAD, '--profiler', profilerOf(variant), '--app', app, '--server', serverUrl,
     '--requests', String(WORK.requests), '--iters', String(WORK.iters),
     '--flush-ms', String(WORK.flushMs)];
   if (opts['warm-ms'] !== '') args.push('--warm-profiled-ms', opts['warm-ms']);
+  if (ROOTS[variant]) args.push('--root', ROOTS[variant]);
   const child = spawn(process.execPath, args, { cwd: HERE, env: cleanEnv(),
                                                 stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
@@ -289,6 +301,7 @@ function compare(out) {
     ['native/anchor', 'native', 'anchor', (x, y) => x / y],
     ['native-v8floor', 'native', 'v8floor', (x, y) => x - y],
     ['v8floor/anchor', 'v8floor', 'anchor', (x, y) => x / y],
+    ...Object.keys(ROOTS).map((v) => [`native-${v}`, 'native', v, (x, y) => x - y]),
   ]) {
     if (!ownOf(a) || !ownOf(b)) continue;
     c[key] = { value: f(own(a, all), own(b, all)),
@@ -395,6 +408,12 @@ function report(summary, meta) {
     L.push(`  post-await:    ${share(right, n.after_await.samples)} labelled right -> ` +
            `${n.after_await.samples && right === n.after_await.samples ? 'met' : 'NOT met'}`);
   }
+  for (const v of Object.keys(ROOTS)) {
+    const d = summary.compare[`native-${v}`];
+    if (!d) continue;
+    L.push(`A/B: own CPU of native minus ${LABEL[v]}: ${d.value >= 0 ? '+' : ''}${d.value.toFixed(2)} ` +
+           `points (90 % interval ${d.ci90[0].toFixed(2)} .. ${d.ci90[1].toFixed(2)})`);
+  }
   return L.join('\n') + '\n';
 }
 
@@ -408,11 +427,12 @@ function checkInstalled() {
       throw new Error(`${ANCHOR} is not installed: run 'npm ci' in ${HERE} (make bench-node does)`);
     }
   }
-  if (VARIANTS.some((v) => v.startsWith('native'))) {
+  for (const root of [...(VARIANTS.includes('native') || VARIANTS.includes('native-wall') ? [ROOT] : []),
+    ...Object.values(ROOTS)]) {
     try {
-      require(ROOT);
+      require(root);
     } catch (err) {
-      throw new Error(`pyroscope-native does not load from ${ROOT}: ${err.message}`);
+      throw new Error(`pyroscope-native does not load from ${root}: ${err.message}`);
     }
   }
 }
@@ -425,7 +445,7 @@ async function main() {
   for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < VARIANTS.length; i++) {
       const v = VARIANTS[(i + r) % VARIANTS.length];
-      const app = `bench.node.${v}.r${r}`;
+      const app = `bench.node.${v.split('=')[0]}.r${r}`;
       const res = await runOne(v, app, server.url);
       res.app = app;
       runs[v][r] = res;

@@ -35,6 +35,7 @@ const { parseArgs } = require('node:util');
 const { values: args } = parseArgs({
   options: {
     profiler: { type: 'string', default: 'none' },
+    root: { type: 'string', default: '' }, // another checkout as `native` (an A/B of two builds)
     app: { type: 'string', default: 'bench.node' },
     server: { type: 'string', default: '' },
     'flush-ms': { type: 'string', default: '5000' },
@@ -45,7 +46,7 @@ const { values: args } = parseArgs({
   },
 });
 
-const ROOT = path.resolve(__dirname, '..', '..');
+const ROOT = args.root ? path.resolve(args.root) : path.resolve(__dirname, '..', '..');
 const REQUESTS = Number(args.requests);
 const CONCURRENCY = Number(args.concurrency);
 const ITERS = Number(args.iters);
