@@ -7,7 +7,11 @@
 // (Not in the default set: native-wall is ours with oncpu: false, wall-clock
 // time as the anchor samples; v8floor only runs V8's CPU and heap sampling
 // profilers through node:inspector, one profile for the window, nothing
-// processed -- the floor any V8-profiler-based design pays.) `make bench-node` installs bench/node's own packages (npm ci) and runs it.
+// processed -- the floor any V8-profiler-based design pays; and
+// NAME=native@DIR, ours from another checkout DIR built there, for an A/B of
+// two builds in one run.) `make bench-node` installs bench/node's own
+// packages (npm ci) and runs it. The window is a fixed amount of work (5000
+// requests, ~10 s; --quick: 600).
 // Every round runs the same service workload (workload.js) once per variant
 // -- no profiler, this project, the anchor -- in a fresh process each, the
 // order rotating from round to round (A B C, B C A, ...). Reported are the
@@ -20,7 +24,14 @@
 // window is the steady cost of a service that has run a while).
 //
 //   own CPU     profiled CPU / unprofiled CPU of the same round - 1 (the whole
-//               process: main thread, V8's profiler thread, exporters)
+//               process: main thread, V8's profiler thread, exporters), with
+//               the quartiles of the rounds and a bootstrap 90 % interval of
+//               the median; ours / the anchor's and ours - the floor's median
+//               get their own intervals (the rounds drawn again, paired), and
+//               the goal's verdict is given only when the whole interval of
+//               the ratio is on one side of 0.5
+//   threads     CPU per thread (/proc/self/task/*/sched, ns), each also as the
+//               median per-round difference from the unprofiled process
 //   CPU ratio   median profiled CPU / median unprofiled CPU
 //   memory      RSS, PSS and private bytes (/proc/self/smaps_rollup at the end
 //               of the window, profiler still running) and peak RSS (VmHWM),
@@ -59,6 +70,7 @@ const NOISY_SPREAD_PTS = 10;
 const { values: opts } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
+    interleave: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     variants: { type: 'string', default: 'none,v8floor,native,anchor' },
     'warm-ms': { type: 'string', default: '' }, // profiled warm-up; default flush + 1 s
@@ -84,10 +96,16 @@ if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
 const profilerOf = (v) => (ROOTS[v] ? 'native' : v);
 // The window is a fixed amount of work (requests, not time): ~10 s here, so
 // the few milliseconds a profiler adds stand out of the scheduler's noise.
-const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : 9));
+// --interleave: every variant's process lives through the run and the
+// rounds are windows of ~4 s taken in turn (the order rotating), so a
+// change in the machine's load between rounds hits every variant alike.
+// A window holds a profile restart or a heap snapshot or not, so its own
+// CPU is the ratio of the sums over all windows, not a median of windows.
+const INTERLEAVE = opts.interleave;
+const ROUNDS = Number(opts.rounds || (opts.quick ? 2 : INTERLEAVE ? 24 : 9));
 const WORK = opts.quick
   ? { requests: 600, iters: 200000, flushMs: 1000 }
-  : { requests: 5000, iters: 200000, flushMs: 5000 };
+  : { requests: INTERLEAVE ? 2000 : 5000, iters: 200000, flushMs: 5000 };
 
 function log(msg) {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -102,6 +120,15 @@ function quantile(xs, q) {
   return lo + 1 < v.length ? v[lo] + (at - lo) * (v[lo + 1] - v[lo]) : v[lo];
 }
 const median = (xs) => quantile(xs, 0.5);
+const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+
+// Own CPU in % of the rounds idx: the median of per-round ratios, or with
+// --interleave the ratio of the sums (see INTERLEAVE).
+function ownPct(cpu, base, idx) {
+  if (INTERLEAVE) return (sum(idx.map((i) => cpu[i])) / sum(idx.map((i) => base[i])) - 1) * 100;
+  return (median(idx.map((i) => cpu[i] / base[i])) - 1) * 100;
+}
+const allRounds = () => [...Array(ROUNDS).keys()];
 
 // A bootstrap interval of a statistic of the rounds: the rounds are drawn
 // again with replacement (a round keeps all its variants together, so
@@ -137,39 +164,107 @@ function cleanEnv() {
   return env;
 }
 
-// Runs one workload process; resolves with its `result` and `final` events.
-function runOne(variant, app, serverUrl) {
+// One workload process: send() a command line, expect() its next event.
+function startChild(variant, app, serverUrl) {
   const args = [WORKLOAD, '--profiler', profilerOf(variant), '--app', app, '--server', serverUrl,
     '--requests', String(WORK.requests), '--iters', String(WORK.iters),
     '--flush-ms', String(WORK.flushMs)];
   if (opts['warm-ms'] !== '') args.push('--warm-profiled-ms', opts['warm-ms']);
   if (ROOTS[variant]) args.push('--root', ROOTS[variant]);
+  if (INTERLEAVE) args.push('--interleave');
   const child = spawn(process.execPath, args, { cwd: HERE, env: cleanEnv(),
                                                 stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c) => { stderr = (stderr + c).slice(-4000); });
-  const events = {};
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`${variant}: no result within ${CHILD_TIMEOUT_MS / 1000} s\n${stderr}`));
-    }, CHILD_TIMEOUT_MS);
-    readline.createInterface({ input: child.stdout }).on('line', (line) => {
-      if (!line.startsWith('BENCH ')) return;
-      const ev = JSON.parse(line.slice(6));
-      events[ev.event] = ev;
-      if (ev.event === 'ready') child.stdin.end('go\n');
-    });
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0 && events.result && events.final) {
-        resolve({ ...events.result, stop_s: events.final.stop_s });
-      } else {
-        reject(new Error(`${variant} (${app}): exit ${code ?? signal}, events ` +
-                         `${Object.keys(events).join(',') || 'none'}\n${stderr}`));
-      }
-    });
+  const events = [];
+  let waiter = null;
+  let exit = null;
+  const fail = () => new Error(`${variant} (${app}): exit ${exit}\n${stderr}`);
+  readline.createInterface({ input: child.stdout }).on('line', (line) => {
+    if (!line.startsWith('BENCH ')) return;
+    events.push(JSON.parse(line.slice(6)));
+    if (waiter) waiter();
   });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => {
+    exit = code ?? signal;
+    if (waiter) waiter();
+    resolve(exit);
+  }));
+  return {
+    send(line) { child.stdin.write(line + '\n'); },
+    end(line) { child.stdin.end(line + '\n'); },
+    kill() { if (exit === null) child.kill('SIGKILL'); },
+    exited,
+    async expect(name) {
+      const deadline = Date.now() + CHILD_TIMEOUT_MS;
+      while (!events.length) {
+        if (exit !== null) throw fail();
+        if (Date.now() > deadline) {
+          child.kill('SIGKILL');
+          throw new Error(`${variant}: no ${name} within ${CHILD_TIMEOUT_MS / 1000} s\n${stderr}`);
+        }
+        await new Promise((resolve) => {
+          waiter = resolve;
+          setTimeout(resolve, 1000);
+        });
+        waiter = null;
+      }
+      const ev = events.shift();
+      if (ev.event !== name) throw new Error(`${variant}: ${ev.event} where ${name} was due\n${stderr}`);
+      return ev;
+    },
+  };
+}
+
+async function finish(c) {
+  const fin = await c.expect('final');
+  const code = await c.exited;
+  if (code !== 0) throw new Error(`workload exited ${code}`);
+  return fin.stop_s;
+}
+
+// A fresh process for one window: its `result`, and how long stop() took.
+async function runOne(variant, app, serverUrl) {
+  const c = startChild(variant, app, serverUrl);
+  try {
+    await c.expect('ready');
+    c.end('go');
+    const res = await c.expect('result');
+    return { ...res, stop_s: await finish(c) };
+  } finally {
+    c.kill();
+  }
+}
+
+// --interleave: one process per variant, warmed in turn, then ROUNDS
+// windows of each, the order rotating.
+async function runInterleaved(serverUrl, runs) {
+  const cs = {};
+  try {
+    for (const v of VARIANTS) cs[v] = startChild(v, `bench.node.${v.split('=')[0]}`, serverUrl);
+    for (const v of VARIANTS) await cs[v].expect('ready');
+    for (const v of VARIANTS) {
+      cs[v].send('go');
+      await cs[v].expect('warm');
+    }
+    for (let r = 0; r < ROUNDS; r++) {
+      for (let i = 0; i < VARIANTS.length; i++) {
+        const v = VARIANTS[(i + r) % VARIANTS.length];
+        cs[v].send('window');
+        const res = await cs[v].expect('result');
+        res.app = `bench.node.${v.split('=')[0]}`;
+        runs[v][r] = res;
+        log(`window ${r + 1}/${ROUNDS} ${v}: cpu ${res.cpu_s.toFixed(3)} s`);
+      }
+    }
+    for (const v of VARIANTS) cs[v].end('end');
+    for (const v of VARIANTS) {
+      const stop = await finish(cs[v]);
+      for (const res of runs[v]) res.stop_s = stop;
+    }
+  } finally {
+    for (const c of Object.values(cs)) c.kill();
+  }
 }
 
 // ------------------------------------------------------------- labels
@@ -232,10 +327,10 @@ function summarise(runs, uploads) {
       wall_s: rs.map((r) => r.wall_s),
       stop_s: rs.map((r) => r.stop_s),
       cpu_ratio_per_round: cpuRatios,
-      own_cpu_pct: (median(cpuRatios) - 1) * 100,
+      own_cpu_pct: ownPct(rs.map((r) => r.cpu_s), base.map((r) => r.cpu_s), allRounds()),
       own_cpu_pct_range: [(Math.min(...cpuRatios) - 1) * 100, (Math.max(...cpuRatios) - 1) * 100],
       own_cpu_pct_iqr: [(quantile(cpuRatios, 0.25) - 1) * 100, (quantile(cpuRatios, 0.75) - 1) * 100],
-      own_cpu_pct_ci90: bootstrap(rs.length, (idx) => (median(idx.map((i) => cpuRatios[i])) - 1) * 100),
+      own_cpu_pct_ci90: bootstrap(rs.length, (idx) => ownPct(rs.map((r) => r.cpu_s), base.map((r) => r.cpu_s), idx)),
       total_cpu_ratio: median(rs.map((r) => r.cpu_s)) / median(base.map((r) => r.cpu_s)),
       wall_ratio: median(per((r, b) => r.wall_s / b.wall_s)),
       added_kib: {},
@@ -268,8 +363,8 @@ function summarise(runs, uploads) {
       const before = {};
       const rates = new Set();
       let nUploads = 0;
-      for (const r of rs) {
-        for (const up of uploads.get(r.app) || []) {
+      for (const app of new Set(rs.map((r) => r.app))) {
+        for (const up of uploads.get(app) || []) {
           nUploads++;
           for (const p of up.profiles) {
             if (!profiles.isTimeProfile(p)) continue;
@@ -294,9 +389,9 @@ function summarise(runs, uploads) {
 // over the same draws of rounds for both sides.
 function compare(out) {
   const c = {};
-  const ownOf = (v) => out[v] && out[v].cpu_ratio_per_round;
-  const own = (v, idx) => (median(idx.map((i) => ownOf(v)[i])) - 1) * 100;
-  const all = [...Array(ROUNDS).keys()];
+  const ownOf = (v) => out[v] && out[v].cpu_s;
+  const own = (v, idx) => ownPct(out[v].cpu_s, out.none.cpu_s, idx);
+  const all = allRounds();
   for (const [key, a, b, f] of [
     ['native/anchor', 'native', 'anchor', (x, y) => x / y],
     ['native-v8floor', 'native', 'v8floor', (x, y) => x - y],
@@ -312,7 +407,8 @@ function compare(out) {
 
 function report(summary, meta) {
   const L = [];
-  L.push(`Node.js binding against ${ANCHOR} 0.6.4 (${meta.rounds} rounds, median; ` +
+  L.push(`Node.js binding against ${ANCHOR} 0.6.4 (${meta.rounds} ` +
+         `${INTERLEAVE ? 'interleaved windows of one process per variant' : 'rounds of fresh processes'}, median; ` +
          `${meta.node}, ${meta.cpus} CPUs, load ${meta.loadavg})`);
   L.push(`workload: ${WORK.requests} requests x 2 handlers of ${WORK.iters} iterations, ` +
          `2 concurrent, an await between the halves; flush every ${WORK.flushMs} ms; ` +
@@ -326,8 +422,9 @@ function report(summary, meta) {
     const m = median(s.warm_cpu_s);
     return m === null ? 'n/a' : m.toFixed(2);
   });
-  row('own CPU (median of per-round ratio - 1)', (s, v) => (v === 'none' ? '-' : pct(s.own_cpu_pct)));
-  row('  90 % interval of that median (bootstrap)', (s, v) => (v === 'none' ? '-' :
+  row(INTERLEAVE ? 'own CPU (CPU of all windows / unprofiled - 1)' : 'own CPU (median of per-round ratio - 1)',
+    (s, v) => (v === 'none' ? '-' : pct(s.own_cpu_pct)));
+  row('  90 % interval of that (bootstrap)', (s, v) => (v === 'none' ? '-' :
     `${pct(s.own_cpu_pct_ci90[0])} .. ${pct(s.own_cpu_pct_ci90[1])}`));
   row('  rounds: quartiles / min .. max', (s, v) => (v === 'none' ? '-' :
     `${pct(s.own_cpu_pct_iqr[0])} .. ${pct(s.own_cpu_pct_iqr[1])} / ` +
@@ -442,7 +539,8 @@ async function main() {
   const server = await ingest.startIngestServer();
   const runs = Object.fromEntries(VARIANTS.map((v) => [v, []]));
   const started = Date.now();
-  for (let r = 0; r < ROUNDS; r++) {
+  if (INTERLEAVE) await runInterleaved(server.url, runs);
+  else for (let r = 0; r < ROUNDS; r++) {
     for (let i = 0; i < VARIANTS.length; i++) {
       const v = VARIANTS[(i + r) % VARIANTS.length];
       const app = `bench.node.${v.split('=')[0]}.r${r}`;

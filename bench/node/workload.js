@@ -13,6 +13,14 @@
 //   child  -> BENCH {"event":"result"}    CPU, wall, memory of the window
 //   child  -> BENCH {"event":"final"}     after the profiler's stop() resolved
 //
+// With --interleave the child measures one window per `window` line after
+// its warm-up (`warm` event), until `end`; run.js then keeps every
+// variant's process alive and runs their windows in turn:
+//
+//   parent -> go / child -> BENCH {"event":"warm"}
+//   parent -> window / child -> BENCH {"event":"result"}   (repeated)
+//   parent -> end / child -> BENCH {"event":"final"}
+//
 // The workload is a small service: `--concurrency` request loops, each
 // request wrapped with wrapWithLabels({endpoint}) and running an async
 // handler that burns CPU in `<endpoint>BeforeAwait`, awaits one macrotask
@@ -36,6 +44,7 @@ const { values: args } = parseArgs({
   options: {
     profiler: { type: 'string', default: 'none' },
     root: { type: 'string', default: '' }, // another checkout as `native` (an A/B of two builds)
+    interleave: { type: 'boolean', default: false }, // windows on request (see the header)
     app: { type: 'string', default: 'bench.node' },
     server: { type: 'string', default: '' },
     'flush-ms': { type: 'string', default: '5000' },
@@ -246,21 +255,61 @@ async function serve(requests, iters, labelled) {
   await Promise.all(Array.from({ length: CONCURRENCY }, (_, w) => loop(w)));
 }
 
-function waitForLine(expected) {
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const onData = (chunk) => {
-      buf += chunk;
-      if (buf.split('\n').some((l) => l.trim() === expected)) {
-        process.stdin.off('data', onData);
-        process.stdin.pause();
-        resolve();
-      }
-    };
-    process.stdin.setEncoding('utf8');
-    process.stdin.on('data', onData);
-    process.stdin.once('end', () => reject(new Error(`stdin closed before '${expected}'`)));
+// The parent's commands, one a line.
+const lines = [];
+let lineWaiter = null;
+let stdinEnded = false;
+function nextLine() {
+  if (lines.length) return Promise.resolve(lines.shift());
+  if (stdinEnded) return Promise.reject(new Error('stdin closed'));
+  return new Promise((resolve, reject) => { lineWaiter = { resolve, reject }; });
+}
+function listen() {
+  let buf = '';
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (chunk) => {
+    buf += chunk;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      lines.push(buf.slice(0, i).trim());
+      buf = buf.slice(i + 1);
+    }
+    if (lineWaiter && lines.length) {
+      const w = lineWaiter;
+      lineWaiter = null;
+      w.resolve(lines.shift());
+    }
   });
+  process.stdin.once('end', () => {
+    stdinEnded = true;
+    if (lineWaiter) lineWaiter.reject(new Error('stdin closed'));
+  });
+}
+
+async function waitForLine(expected) {
+  for (;;) if ((await nextLine()) === expected) return;
+}
+
+// One measured window: CPU (the process's and per thread), wall, memory.
+async function measure() {
+  const threads0 = threadCpuByName();
+  const costs0 = samplerCosts(null);
+  const gc0 = gcCounts(null);
+  const cpu0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  await serve(REQUESTS, ITERS, Pyroscope !== null);
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    wall_s: wall,
+    cpu_s: (cpu.user + cpu.system) / 1e6,
+    thread_cpu_s: diffByName(threads0, threadCpuByName()),
+    ...smapsRollupKiB(),
+    hwm_kib: statusKiB('VmHWM'),
+    sampler_costs: samplerCosts(costs0),
+    gc: gcCounts(gc0),
+    sink,
+  };
 }
 
 async function main() {
@@ -283,6 +332,7 @@ async function main() {
   if (Pyroscope) Pyroscope.start();
   // The handshake before the profiled warm-up: reading stdin brings new
   // async resource types too (see below).
+  listen();
   emit('ready', { pid: process.pid, node: process.version });
   await waitForLine('go');
   // Warm up again with the profiler running, so the window measures its
@@ -303,30 +353,20 @@ async function main() {
   const warm = { cpu_s: (warmCpu.user + warmCpu.system) / 1e6,
                  thread_cpu_s: diffByName(threadsWarm0, threadCpuByName()) };
 
-  const threads0 = threadCpuByName();
-  const costs0 = samplerCosts(null);
-  const gc0 = gcCounts(null);
-  const cpu0 = process.cpuUsage();
-  const t0 = process.hrtime.bigint();
-  await serve(REQUESTS, ITERS, Pyroscope !== null);
-  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-  const cpu = process.cpuUsage(cpu0);
-  const threads = diffByName(threads0, threadCpuByName());
-  emit('result', {
-    wall_s: wall,
-    cpu_s: (cpu.user + cpu.system) / 1e6,
-    thread_cpu_s: threads,
-    ...smapsRollupKiB(),
-    hwm_kib: statusKiB('VmHWM'),
-    // What loading the package and init() added, before start().
-    load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
-    load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
-    load_private_kib: loaded.private_kib - beforeLoad.private_kib,
-    warm_after_start: warm,
-    sampler_costs: samplerCosts(costs0),
-    gc: gcCounts(gc0),
-    sink,
-  });
+  // What loading the package and init() added, before start().
+  const load = { load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
+                 load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
+                 load_private_kib: loaded.private_kib - beforeLoad.private_kib,
+                 warm_after_start: warm };
+  if (args.interleave) {
+    emit('warm', {});
+    for (let cmd = await nextLine(); cmd !== 'end'; cmd = await nextLine()) {
+      if (cmd === 'window') emit('result', { ...(await measure()), ...load });
+    }
+  } else {
+    process.stdin.pause();
+    emit('result', { ...(await measure()), ...load });
+  }
 
   const s0 = process.hrtime.bigint();
   await stopProfiler();
