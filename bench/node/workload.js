@@ -13,6 +13,14 @@
 //   child  -> BENCH {"event":"result"}    CPU, wall, memory of the window
 //   child  -> BENCH {"event":"final"}     after the profiler's stop() resolved
 //
+// With --interleave the child measures one window per `window` line after
+// its warm-up (`warm` event), until `end`; run.js then keeps every
+// variant's process alive and runs their windows in turn:
+//
+//   parent -> go / child -> BENCH {"event":"warm"}
+//   parent -> window / child -> BENCH {"event":"result"}   (repeated)
+//   parent -> end / child -> BENCH {"event":"final"}
+//
 // The workload is a small service: `--concurrency` request loops, each
 // request wrapped with wrapWithLabels({endpoint}) and running an async
 // handler that burns CPU in `<endpoint>BeforeAwait`, awaits one macrotask
@@ -35,6 +43,8 @@ const { parseArgs } = require('node:util');
 const { values: args } = parseArgs({
   options: {
     profiler: { type: 'string', default: 'none' },
+    root: { type: 'string', default: '' }, // another checkout as `native` (an A/B of two builds)
+    interleave: { type: 'boolean', default: false }, // windows on request (see the header)
     app: { type: 'string', default: 'bench.node' },
     server: { type: 'string', default: '' },
     'flush-ms': { type: 'string', default: '5000' },
@@ -45,7 +55,7 @@ const { values: args } = parseArgs({
   },
 });
 
-const ROOT = path.resolve(__dirname, '..', '..');
+const ROOT = args.root ? path.resolve(args.root) : path.resolve(__dirname, '..', '..');
 const REQUESTS = Number(args.requests);
 const CONCURRENCY = Number(args.concurrency);
 const ITERS = Number(args.iters);
@@ -72,21 +82,34 @@ function statusKiB(key) {
   return m ? Number(m[1]) : null;
 }
 
-// CPU seconds per thread name (comm), from /proc/self/task/*/stat: shows
-// where a profiler's cost lands (main thread, V8's profiler thread, ours).
+// CPU seconds per thread name (comm), from /proc/self/task/*: shows where a
+// profiler's cost lands (main thread, V8's threads, ours). The scheduler's
+// se.sum_exec_runtime (sched, nanoseconds) where the kernel has it, else
+// utime + stime (stat, in 10 ms ticks: too coarse for a few ms of ours).
+function taskCpuS(tid) {
+  try {
+    const m = /^se\.sum_exec_runtime\s*:\s*([\d.]+)/m
+      .exec(fs.readFileSync(`/proc/self/task/${tid}/sched`, 'utf8'));
+    if (m) return Number(m[1]) / 1e3; // milliseconds
+  } catch { /* no sched file: stat below */ }
+  const stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100; // USER_HZ
+}
+
 function threadCpuByName() {
-  const tick = 100; // USER_HZ on Linux
   const out = {};
   let tasks = [];
   try { tasks = fs.readdirSync('/proc/self/task'); } catch { return out; }
   for (const tid of tasks) {
-    let stat;
-    try { stat = fs.readFileSync(`/proc/self/task/${tid}/stat`, 'utf8'); } catch { continue; }
-    const open = stat.indexOf('(');
-    const close = stat.lastIndexOf(')');
-    const name = tid === String(process.pid) ? 'main' : stat.slice(open + 1, close);
-    const f = stat.slice(close + 2).split(' ');
-    out[name] = (out[name] || 0) + (Number(f[11]) + Number(f[12])) / tick;
+    let name;
+    let cpu;
+    try {
+      name = tid === String(process.pid) ? 'main'
+        : fs.readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim();
+      cpu = taskCpuS(tid);
+    } catch { continue; } // the thread ended meanwhile
+    out[name] = (out[name] || 0) + cpu;
   }
   return out;
 }
@@ -94,7 +117,7 @@ function threadCpuByName() {
 function diffByName(a, b) {
   const out = {};
   for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
-    out[k] = +((b[k] || 0) - (a[k] || 0)).toFixed(3);
+    out[k] = +((b[k] || 0) - (a[k] || 0)).toFixed(6);
   }
   return out;
 }
@@ -236,21 +259,61 @@ async function serve(requests, iters, labelled) {
   await Promise.all(Array.from({ length: CONCURRENCY }, (_, w) => loop(w)));
 }
 
-function waitForLine(expected) {
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const onData = (chunk) => {
-      buf += chunk;
-      if (buf.split('\n').some((l) => l.trim() === expected)) {
-        process.stdin.off('data', onData);
-        process.stdin.pause();
-        resolve();
-      }
-    };
-    process.stdin.setEncoding('utf8');
-    process.stdin.on('data', onData);
-    process.stdin.once('end', () => reject(new Error(`stdin closed before '${expected}'`)));
+// The parent's commands, one a line.
+const lines = [];
+let lineWaiter = null;
+let stdinEnded = false;
+function nextLine() {
+  if (lines.length) return Promise.resolve(lines.shift());
+  if (stdinEnded) return Promise.reject(new Error('stdin closed'));
+  return new Promise((resolve, reject) => { lineWaiter = { resolve, reject }; });
+}
+function listen() {
+  let buf = '';
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (chunk) => {
+    buf += chunk;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      lines.push(buf.slice(0, i).trim());
+      buf = buf.slice(i + 1);
+    }
+    if (lineWaiter && lines.length) {
+      const w = lineWaiter;
+      lineWaiter = null;
+      w.resolve(lines.shift());
+    }
   });
+  process.stdin.once('end', () => {
+    stdinEnded = true;
+    if (lineWaiter) lineWaiter.reject(new Error('stdin closed'));
+  });
+}
+
+async function waitForLine(expected) {
+  for (;;) if ((await nextLine()) === expected) return;
+}
+
+// One measured window: CPU (the process's and per thread), wall, memory.
+async function measure() {
+  const threads0 = threadCpuByName();
+  const costs0 = samplerCosts(null);
+  const gc0 = gcCounts(null);
+  const cpu0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  await serve(REQUESTS, ITERS, Pyroscope !== null);
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    wall_s: wall,
+    cpu_s: (cpu.user + cpu.system) / 1e6,
+    thread_cpu_s: diffByName(threads0, threadCpuByName()),
+    ...smapsRollupKiB(),
+    hwm_kib: statusKiB('VmHWM'),
+    sampler_costs: samplerCosts(costs0),
+    gc: gcCounts(gc0),
+    sink,
+  };
 }
 
 async function main() {
@@ -273,6 +336,7 @@ async function main() {
   if (Pyroscope) Pyroscope.start();
   // The handshake before the profiled warm-up: reading stdin brings new
   // async resource types too (see below).
+  listen();
   emit('ready', { pid: process.pid, node: process.version });
   await waitForLine('go');
   // Warm up again with the profiler running, so the window measures its
@@ -293,30 +357,20 @@ async function main() {
   const warm = { cpu_s: (warmCpu.user + warmCpu.system) / 1e6,
                  thread_cpu_s: diffByName(threadsWarm0, threadCpuByName()) };
 
-  const threads0 = threadCpuByName();
-  const costs0 = samplerCosts(null);
-  const gc0 = gcCounts(null);
-  const cpu0 = process.cpuUsage();
-  const t0 = process.hrtime.bigint();
-  await serve(REQUESTS, ITERS, Pyroscope !== null);
-  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-  const cpu = process.cpuUsage(cpu0);
-  const threads = diffByName(threads0, threadCpuByName());
-  emit('result', {
-    wall_s: wall,
-    cpu_s: (cpu.user + cpu.system) / 1e6,
-    thread_cpu_s: threads,
-    ...smapsRollupKiB(),
-    hwm_kib: statusKiB('VmHWM'),
-    // What loading the package and init() added, before start().
-    load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
-    load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
-    load_private_kib: loaded.private_kib - beforeLoad.private_kib,
-    warm_after_start: warm,
-    sampler_costs: samplerCosts(costs0),
-    gc: gcCounts(gc0),
-    sink,
-  });
+  // What loading the package and init() added, before start().
+  const load = { load_rss_kib: loaded.rss_kib - beforeLoad.rss_kib,
+                 load_pss_kib: loaded.pss_kib - beforeLoad.pss_kib,
+                 load_private_kib: loaded.private_kib - beforeLoad.private_kib,
+                 warm_after_start: warm };
+  if (args.interleave) {
+    emit('warm', {});
+    for (let cmd = await nextLine(); cmd !== 'end'; cmd = await nextLine()) {
+      if (cmd === 'window') emit('result', { ...(await measure()), ...load });
+    }
+  } else {
+    process.stdin.pause();
+    emit('result', { ...(await measure()), ...load });
+  }
 
   const s0 = process.hrtime.bigint();
   await stopProfiler();

@@ -1,8 +1,8 @@
 'use strict';
 // V8's sampling profilers through the in-process inspector.
 //
-// CPU/wall: one V8 CPU profile runs at a time, restarted every few seconds
-// with overlapping titles (start the next, then end the last), which costs
+// CPU/wall: one V8 CPU profile runs at a time, restarted once per period
+// (just after the core cuts it) with overlapping titles (start the next, then end the last), which costs
 // < 1 ms where a stop + start re-logs every function (~100 ms). Each
 // finished profile is flattened and handed to the addon, which joins its
 // samples to the SIGPROF brackets and records them (join.c).
@@ -180,14 +180,48 @@ function rotate() {
   costs.rotate_ms += nowMs() - t0;
 }
 
-// Every 2 s at most: a cut period is sealed when a restart brings samples
-// past its end, so this bounds an upload's delay. Measured (bench/node,
-// costs()): a restart costs ~1-2 ms of the JS thread, ~0.1 % at 2 s;
-// restarting once per period would save less than that.
-function rotateMs() {
+// When to restart. A cut period is sealed once a restart brings samples
+// past its end (the join's watermark trails a profile's end by 50 ms), so
+// the restart comes CUT_LAG_MS after each cut of the core's grid (every
+// upload interval from the agent's start): one restart per period, each
+// ~1-2 ms of the JS thread (costs()), where a restart every 2 s took 2.5
+// per 5 s period. A long period also gets restarts in between, so the
+// SIGPROF brackets waiting in the ring (and the label sets they hold) span
+// at most MAX_GAP_MS. Should the core's flusher thread start its grid more
+// than CUT_LAG_MS - 50 ms late, a period waits for the next restart (within
+// the 15 s a cut period waits, agent.c), not longer.
+const CUT_LAG_MS = 100;
+const MAX_GAP_MS = 10000;
+function uploadMs() {
   const c = addon.config();
-  const upload = c ? c.uploadInterval * 1000 : 10000;
-  return Math.max(50, Math.min(2000, upload / 2));
+  return c ? c.uploadInterval * 1000 : 10000;
+}
+
+// ms to the next restart, given the period and the ms to the next cut's
+// restart point (in (0, upload]): that point, or one of the evenly spaced
+// ones before it when the period is longer than MAX_GAP_MS.
+function rotateDelay(upload, toCut) {
+  const step = upload / Math.ceil(upload / MAX_GAP_MS);
+  const ms = toCut % step;
+  return ms < 1 ? ms + step : ms;
+}
+
+function nextRotateMs() {
+  const upload = uploadMs();
+  return rotateDelay(upload, addon.joinNextCutMs(upload, Math.min(CUT_LAG_MS, upload / 2)));
+}
+
+function scheduleRotate() {
+  rotateTimer = setTimeout(() => {
+    rotateTimer = null;
+    try {
+      rotate();
+    } catch (e) {
+      addon.log(40, 'restarting the V8 profile failed: ' + (e && e.stack || e));
+    }
+    if (profiling && !rotateTimer) scheduleRotate();
+  }, nextRotateMs());
+  rotateTimer.unref();
 }
 
 function startCpu(kind, opts) {
@@ -217,12 +251,11 @@ function startCpu(kind, opts) {
     title++;
     inspector.console.profile('pyroscope-' + title);
     profiling = true;
-    const ms = rotateMs();
-    // Brackets wait in the ring until the next restart, which a blocked
-    // event loop delays: room for the 15 s a cut period waits (agent.c).
-    addon.signalArm(Math.ceil(16e6 / intervalMicros) + 1024);
-    rotateTimer = setInterval(rotate, ms);
-    rotateTimer.unref();
+    // Brackets wait in the ring until the next restart (MAX_GAP_MS at
+    // most), which a blocked event loop delays: room for that and the 15 s
+    // a cut period waits (agent.c).
+    addon.signalArm(Math.ceil((MAX_GAP_MS + 16000) * 1000 / intervalMicros) + 1024);
+    scheduleRotate();
   }
 }
 
@@ -235,7 +268,7 @@ function stopCpu(kind) {
     addon.joinStart(!!kinds.cpu, !!kinds.wall, collectCpuTime, intervalMicros);
     return;
   }
-  clearInterval(rotateTimer);
+  clearTimeout(rotateTimer);
   rotateTimer = null;
   profiling = false;
   inspector.console.profileEnd('pyroscope-' + title); // recorded now
@@ -287,17 +320,21 @@ function heapSnapshot() {
 // sampling heap profiler with kSamplingForceGC, so getSamplingProfile
 // collects the whole heap first, on the JS thread, in time that grows with
 // the live heap (~8 ms for this package's tests, far more for a large
-// service). So a fresh snapshot is taken when the last one's cost, spread
-// over the time since, is within HEAP_BUDGET of one core (and at least every
-// HEAP_STALE_MS); a period in between records the last snapshot again, so
-// every period still has its heap profile, at most that old.
-let HEAP_BUDGET = 0.002;
+// service). startSampling's includeObjectsCollectedByMajorGC/MinorGC flags
+// do not avoid it (Node 20: 5 getSamplingProfile calls, 5 major GCs, with
+// or without them). So a fresh snapshot is taken when the last one's cost,
+// spread over the time since, is within HEAP_BUDGET of one core (and at
+// least every HEAP_STALE_MS); a period in between records the last snapshot
+// again, so every period still has its heap profile, at most that old.
+// 0.05 %: bench/node's 3-4 ms snapshot is fresh every other 5 s period
+// (with 0.2 %, every period: 0.07 % of a core for the heap alone).
+let HEAP_BUDGET = 0.0005;
 let HEAP_STALE_MS = 300000;
 let heapLast = null; // { args, at, ms }: the last fresh snapshot (JS thread)
 
 // Tests set other bounds (budget, staleMs); no arguments: the defaults.
 function heapBudget(budget, staleMs) {
-  HEAP_BUDGET = budget === undefined ? 0.002 : budget;
+  HEAP_BUDGET = budget === undefined ? 0.0005 : budget;
   HEAP_STALE_MS = staleMs === undefined ? 300000 : staleMs;
 }
 
@@ -335,7 +372,7 @@ function startHeap(opts) {
   post('HeapProfiler.enable');
   post('HeapProfiler.startSampling', { samplingInterval: bytes });
   heapOpts = Object.assign({}, opts, { samplingIntervalBytes: bytes });
-  heapTimer = setInterval(heapSnapshotIfWanted, rotateMs());
+  heapTimer = setInterval(heapSnapshotIfWanted, Math.max(50, Math.min(2000, uploadMs() / 2)));
   heapTimer.unref();
 }
 
@@ -393,4 +430,4 @@ function running(kind) {
 }
 
 module.exports = { start, stop, stopAll, sync, syncSoon, running, costs: () => Object.assign({}, costs),
-  heapFreshDue, heapBudget };
+  heapFreshDue, heapBudget, rotateDelay };

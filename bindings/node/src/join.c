@@ -44,10 +44,19 @@ static uint64_t joined, unjoined, duplicates, idle_skipped, profiles, late, star
  * label limit): they keep their context's labels alone. */
 static uint64_t merge_drops;
 static int warned_unbracketed; /* the warning below is given once a process */
+/* CLOCK_MONOTONIC when the agent started: the core's flusher cuts periods on
+ * a grid of upload intervals from (just before) then, and sampler.js
+ * restarts the V8 profile just after each cut (joinNextCutMs). */
+static int64_t agent_start_ns;
 
 void join_reset(int counters)
 {
     memset(drv, 0, sizeof drv);
+    if (counters) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        agent_start_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    }
     last_ns = 0;
     recent_n = 0;
     if (counters)
@@ -357,8 +366,31 @@ static napi_value m_stop(napi_env env, napi_callback_info info)
     return js_undefined(env);
 }
 
+/* joinNextCutMs(intervalMs, lagMs): milliseconds from now to the next
+ * point `lagMs` after a period cut of the grid of `intervalMs` from the
+ * agent's start (> 0; at most intervalMs). */
+static napi_value m_next_cut(napi_env env, napi_callback_info info)
+{
+    napi_value argv[2];
+    size_t argc = js_args(env, info, argv, 2);
+    double interval_ms = 0, lag_ms = 0;
+    if (argc < 2 || js_double(env, argv[0], &interval_ms) != 0 ||
+        js_double(env, argv[1], &lag_ms) != 0 || !(interval_ms >= 1) || !(lag_ms >= 0))
+        return throw_msg(env, "ERR_INVALID_ARG_TYPE", "joinNextCutMs(intervalMs >= 1, lagMs >= 0)");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    int64_t step = (int64_t)(interval_ms * 1e6);
+    int64_t since = now - agent_start_ns - (int64_t)(lag_ms * 1e6);
+    int64_t to = step - (since % step + step) % step; /* in (0, step] */
+    napi_value r;
+    napi_create_double(env, (double)to / 1e6, &r);
+    return r;
+}
+
 void join_exports(napi_env env, napi_value exports)
 {
+    set_fn(env, exports, "joinNextCutMs", m_next_cut);
     set_fn(env, exports, "joinStart", m_start);
     set_fn(env, exports, "joinProfile", m_profile);
     set_fn(env, exports, "joinStop", m_stop);

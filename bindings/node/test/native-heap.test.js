@@ -22,10 +22,10 @@ describe('native: heap snapshot budget', function () {
 
   it('a fresh snapshot is due when the last one\'s cost fits the budget, or it is stale', function () {
     assert.strictEqual(sampler.heapFreshDue(null, 0), true);
-    const last = { at: 1000, ms: 10 }; // 10 ms at 0.2 %: 5 s apart
+    const last = { at: 1000, ms: 10 }; // 10 ms at 0.05 %: 20 s apart
     assert.strictEqual(sampler.heapFreshDue(last, 1000), false);
-    assert.strictEqual(sampler.heapFreshDue(last, 5999), false);
-    assert.strictEqual(sampler.heapFreshDue(last, 6000), true);
+    assert.strictEqual(sampler.heapFreshDue(last, 20999), false);
+    assert.strictEqual(sampler.heapFreshDue(last, 21000), true);
     const slow = { at: 0, ms: 2000 }; // would be 1000 s apart: capped at 300 s
     assert.strictEqual(sampler.heapFreshDue(slow, 299999), false);
     assert.strictEqual(sampler.heapFreshDue(slow, 300000), true);
