@@ -254,11 +254,12 @@ pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t
     }
     if (drivers[k])
         return drivers[k];
-    /* The V8 profile restarts every 2 s at most (sampler.js), from a JS
-     * timer: its samples reach the store then, or later when the
-     * application blocks the event loop. A cut period waits that long
-     * before it is sealed without them (stop does not wait: it says no
-     * more samples will come). */
+    /* The V8 profile restarts once per period, shortly after the core's
+     * cut, and at most 10 s apart in longer periods (sampler.js), from a
+     * JS timer: its samples reach the store then, or later when the
+     * application blocks the event loop. A cut period waits up to 15 s
+     * for them before it is sealed without them (stop does not wait: it
+     * says no more samples will come). */
     pn_driver_opts o = {.kind = PN_DRIVER_BATCH, .profile_type = drv_names[k],
                         .max_delay_ns = 15000000000LL, .period = period > 0 ? period : 0};
     if (k == DRV_WALL && collect_cpu) {
