@@ -10,7 +10,7 @@
 # (capture.c); builds before that timed every one, and paid two extra
 # thread-CPU-clock reads per handler and per job that these figures do not
 # show (count system calls with perf stat to compare those).
-# Usage: ruby bench/ruby/ab.rb rounds size NAME=GEM_HOME...   (BENCH_HZ)
+# Usage: ruby bench/ruby/ab.rb rounds size NAME=GEM_HOME...   (BENCH_HZ, BENCH_SHIM=1)
 require "json"
 require "open3"
 require "rbconfig"
