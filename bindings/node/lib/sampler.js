@@ -2,8 +2,9 @@
 // V8's sampling profilers through the in-process inspector.
 //
 // CPU/wall: one V8 CPU profile runs at a time, restarted once per period
-// (just after the core cuts it) with overlapping titles (start the next, then end the last), which costs
-// < 1 ms where a stop + start re-logs every function (~100 ms). Each
+// (just after the core cuts it) with overlapping titles (start the next,
+// then end the last), which costs < 1 ms where a stop + start re-logs
+// every function (~100 ms). Each
 // finished profile is flattened and handed to the addon, which joins its
 // samples to the SIGPROF brackets and records them (join.c).
 // Heap: V8's sampling heap profiler; a snapshot of its live samples is
