@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "addon.h"
+#include "support/clock.h"
 
 #define JOIN_SLACK_NS 2000
 #define WATERMARK_LAG_NS (50 * 1000000LL)
@@ -52,11 +53,8 @@ static int64_t agent_start_ns;
 void join_reset(int counters)
 {
     memset(drv, 0, sizeof drv);
-    if (counters) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        agent_start_ns = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    }
+    if (counters)
+        agent_start_ns = pn_clock_ns(CLOCK_MONOTONIC);
     last_ns = 0;
     recent_n = 0;
     if (counters)
@@ -128,9 +126,7 @@ static napi_value m_start(napi_env env, napi_callback_info info)
             /* (again) fed from now on: the profile running began a little
              * earlier, and its older samples are not this driver's (its
              * store may be newer than them: they would count as late) */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            since_ns[k] = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+            since_ns[k] = pn_clock_ns(CLOCK_MONOTONIC);
             pn_driver_watermark(now[k], since_ns[k]);
         }
         drv[k] = now[k];
@@ -377,9 +373,7 @@ static napi_value m_next_cut(napi_env env, napi_callback_info info)
     if (argc < 2 || js_double(env, argv[0], &interval_ms) != 0 ||
         js_double(env, argv[1], &lag_ms) != 0 || !(interval_ms >= 1) || !(lag_ms >= 0))
         return throw_msg(env, "ERR_INVALID_ARG_TYPE", "joinNextCutMs(intervalMs >= 1, lagMs >= 0)");
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
     int64_t step = (int64_t)(interval_ms * 1e6);
     int64_t since = now - agent_start_ns - (int64_t)(lag_ms * 1e6);
     int64_t to = step - (since % step + step) % step; /* in (0, step] */

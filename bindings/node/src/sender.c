@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "addon.h"
+#include "support/clock.h"
 
 enum { QUEUED, PICKED, ANSWERED, DECLINED, UNCONFIRMED, CANCELLED };
 
@@ -67,13 +68,6 @@ static void init_cv(void)
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
     pthread_cond_init(&cv, &a);
     pthread_condattr_destroy(&a);
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /* mu held. Frees j when the other side is done with it. */
@@ -144,7 +138,7 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
     }
     /* Not picked up within the request's timeout (and half the time
      * left): the event loop is blocked; libcurl gets the rest. */
-    int64_t start = now_ns();
+    int64_t start = pn_clock_ns(CLOCK_MONOTONIC);
     int64_t pickup_by = start + (deadline_ns - start) / 2;
     int64_t timeout_ns = (int64_t)(req->timeout_s * 1e9);
     int64_t pickup = atomic_load(&pickup_ns);
@@ -181,7 +175,7 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
             rc = PN_SENDER_FAILED;
             break;
         }
-        int64_t t = now_ns();
+        int64_t t = pn_clock_ns(CLOCK_MONOTONIC);
         if (j->state == QUEUED && t >= pickup_by) {
             rc = PN_SENDER_DECLINED;
             break;
@@ -199,9 +193,7 @@ static int send_upload(void *ud, const pn_http_request *req, int64_t deadline_ns
             rc = PN_SENDER_FAILED;
             break;
         }
-        int64_t until = t + WAIT_STEP_NS;
-        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000LL),
-                              .tv_nsec = (long)(until % 1000000000LL)};
+        struct timespec ts = pn_timespec(t + WAIT_STEP_NS);
         pthread_cond_timedwait(&cv, &mu, &ts);
     }
     int was_queued = j->state == QUEUED;
