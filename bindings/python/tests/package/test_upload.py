@@ -261,7 +261,7 @@ def stop_threads():
         try:
             with open(f"/proc/self/task/{t}/comm") as f:
                 names.append(f.read().strip())
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             pass  # the thread ended between the listing and the read
     return names.count("pyroscope-stop")
 
