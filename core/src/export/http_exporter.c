@@ -41,6 +41,8 @@
 #define DEFAULT_TIMEOUT_S 10.0
 #define MAX_TIMEOUT_S 3600.0
 #define USER_AGENT "pyroscope-native"
+/* Header lines request_headers adds besides the user's, at most. */
+#define MAX_OWN_HEADERS 4
 #define POLL_STEP_MS 50
 /* Reply body bytes kept for error messages. */
 #define REPLY_KEEP 300
@@ -433,7 +435,6 @@ static int set_fixed_options(http_exporter *h, CURL *c)
 {
     const pn_curl_api *cu = h->cu;
     int ok = cu->easy_setopt(c, CURLOPT_HTTPHEADER, h->headers) == CURLE_OK &&
-             cu->easy_setopt(c, CURLOPT_USERAGENT, USER_AGENT) == CURLE_OK &&
              /* We live in other people's processes: no SIGALRM games. */
              cu->easy_setopt(c, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
              /* A redirect would send the profile (and the credentials)
@@ -635,7 +636,7 @@ static pn_send_result curl_result(http_exporter *h, CURLcode cc, pn_error *e)
 }
 
 static int build_headers(http_exporter *h);
-static int user_has_header(const pn_http_opts *o, const char *name);
+static size_t request_headers(const http_exporter *h, int raw_pprof, pn_label *out);
 
 /* libcurl for an exporter made with a sender, once the sender declined. */
 static int ensure_curl(http_exporter *h, pn_error *e)
@@ -675,7 +676,7 @@ static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const c
     static const char pprof_query[] = "&format=pprof";
     size_t ulen = strlen(url);
     char *sender_url = malloc(ulen + sizeof pprof_query);
-    pn_label *hdr = calloc(h->o.nheaders + 4, sizeof *hdr);
+    pn_label *hdr = calloc(h->o.nheaders + MAX_OWN_HEADERS, sizeof *hdr);
     if (!hdr || !sender_url) {
         free(hdr);
         free(sender_url);
@@ -685,19 +686,7 @@ static pn_send_result binding_send(http_exporter *h, const pn_upload *u, const c
     memcpy(sender_url, url, ulen + 1);
     if (!otlp)
         memcpy(sender_url + ulen, pprof_query, sizeof pprof_query);
-    size_t n = 0;
-    if (otlp) {
-        hdr[n++] = (pn_label){"Content-Type", h->o.raw_content_type};
-        hdr[n++] = (pn_label){"Content-Encoding", "gzip"};
-    } else {
-        hdr[n++] = (pn_label){"Content-Type", "application/octet-stream"};
-    }
-    if (!user_has_header(&h->o, "User-Agent"))
-        hdr[n++] = (pn_label){"User-Agent", USER_AGENT};
-    if (h->o.tenant_id && *h->o.tenant_id && !user_has_header(&h->o, "X-Scope-OrgID"))
-        hdr[n++] = (pn_label){"X-Scope-OrgID", h->o.tenant_id};
-    for (size_t i = 0; i < h->o.nheaders; i++)
-        hdr[n++] = h->o.headers[i];
+    size_t n = request_headers(h, !otlp, hdr);
     pn_http_request rq = {
         .url = sender_url, .headers = hdr, .nheaders = n,
         .basic_auth_user = h->o.basic_auth_user && *h->o.basic_auth_user ? h->o.basic_auth_user : NULL,
@@ -968,34 +957,47 @@ static int user_has_header(const pn_http_opts *o, const char *name)
     return 0;
 }
 
-/* The lines every request carries besides libcurl's own: the tenant and
- * the user's headers. A user's User-Agent or Authorization replaces
- * libcurl's, and their X-Scope-OrgID the tenant's. */
+/* The header lines of a request, ours then the user's, for libcurl and
+ * for a binding's sender alike: an OTLP payload's type and encoding, or
+ * (raw_pprof: the sender's raw body) the octet-stream type; the
+ * User-Agent and the tenant unless the user sets their own (theirs come
+ * later and would be sent twice). out holds nheaders + MAX_OWN_HEADERS. */
+static size_t request_headers(const http_exporter *h, int raw_pprof, pn_label *out)
+{
+    size_t n = 0;
+    if (h->o.raw_content_type) {
+        out[n++] = (pn_label){"Content-Type", h->o.raw_content_type};
+        out[n++] = (pn_label){"Content-Encoding", "gzip"};
+    } else if (raw_pprof) {
+        out[n++] = (pn_label){"Content-Type", "application/octet-stream"};
+    }
+    if (!user_has_header(&h->o, "User-Agent"))
+        out[n++] = (pn_label){"User-Agent", USER_AGENT};
+    if (h->o.tenant_id && *h->o.tenant_id && !user_has_header(&h->o, "X-Scope-OrgID"))
+        out[n++] = (pn_label){"X-Scope-OrgID", h->o.tenant_id};
+    for (size_t i = 0; i < h->o.nheaders; i++)
+        out[n++] = h->o.headers[i];
+    return n;
+}
+
+/* libcurl's list: request_headers' lines, after an empty Expect: (which
+ * stops libcurl from waiting for "100 Continue", up to a second, before
+ * it sends a large body). A multipart body's Content-Type is libcurl's. */
 static int build_headers(http_exporter *h)
 {
-    /* An empty Expect: stops libcurl from waiting for "100 Continue" (up
-     * to a second) before it sends a large body. */
-    struct curl_slist *l = h->cu->slist_append(NULL, "Expect:");
-    if (!l)
+    pn_label *hdr = calloc(h->o.nheaders + MAX_OWN_HEADERS, sizeof *hdr);
+    struct curl_slist *l = hdr ? h->cu->slist_append(NULL, "Expect:") : NULL;
+    if (!l) {
+        free(hdr);
         return -1;
-    h->headers = l;
-    if (h->o.raw_content_type) {
-        char line[160];
-        snprintf(line, sizeof line, "Content-Type: %s", h->o.raw_content_type);
-        if (!(l = h->cu->slist_append(h->headers, line)))
-            return -1;
-        h->headers = l;
-        if (!(l = h->cu->slist_append(h->headers, "Content-Encoding: gzip")))
-            return -1;
-        h->headers = l;
     }
-    if (h->o.tenant_id && *h->o.tenant_id && !user_has_header(&h->o, "X-Scope-OrgID") &&
-        add_header(h, "X-Scope-OrgID", h->o.tenant_id))
-        return -1;
-    for (size_t i = 0; i < h->o.nheaders; i++)
-        if (add_header(h, h->o.headers[i].key, h->o.headers[i].value))
-            return -1;
-    return 0;
+    h->headers = l;
+    size_t n = request_headers(h, 0, hdr);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = add_header(h, hdr[i].key, hdr[i].value);
+    free(hdr);
+    return rc;
 }
 
 pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
