@@ -42,8 +42,12 @@ $CFLAGS << " -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -Wvla -fv
 # source file; -fno-plt calls libruby through the GOT directly. A sample at
 # 100 Hz comes after 10 ms of application work, so each page it touches
 # is a TLB and cache miss.
-$CFLAGS << " -flto=auto -fno-plt"
-$LDFLAGS << " -flto=auto -O2"
+# Only where the compiler and linker take the flags (a compiler without
+# them builds as before).
+if try_cflags("-flto=auto -fno-plt") && try_ldflags("-flto=auto -O2")
+  $CFLAGS << " -flto=auto -fno-plt"
+  $LDFLAGS << " -flto=auto -O2"
+end
 # mkmf's own warning list is for Ruby's style, not ours.
 $warnflags = ""
 
