@@ -1345,6 +1345,7 @@ static void test_rendezvous_thread_timers(void)
     static const char *const settings[] = {"sample_rate", "100", NULL};
     pn_agent *a = spin0_start("timers", dir, sizeof dir, settings,
                               (pn_driver_opts){.thread_timers = 1}, &old, &d);
+    int64_t started = mono_now();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_timer_sig;
@@ -1394,6 +1395,15 @@ static void test_rendezvous_thread_timers(void)
         CHECK_EQ_INT(atomic_load(&tt_other_sigs), 0);   /* the sampler signalled nobody */
         CHECK_EQ_INT(atomic_load(&tt_after_leave), 0);  /* leave deleted the timer */
         CHECK_EQ_INT(atomic_load(&label_mismatch), 0);
+        /* The sampler thread only keeps house, at 1 Hz (each wake-up costs
+         * more than the rest of its tick): never more ticks than whole
+         * seconds run, plus one (a late tick only comes later). */
+        pn_agent_stats st;
+        pn_agent_get_stats(a, &st);
+        int64_t ran = mono_now() - started;
+        printf("  %llu sampler ticks in %.0f ms\n", (unsigned long long)st.sampler.ticks,
+               ran / 1e6);
+        CHECK(st.sampler.ticks <= (uint64_t)(ran / 1000000000) + 1);
     }
     pn_agent_stop(a);
     sigaction(SIGPROF, &old, NULL);
@@ -1432,5 +1442,52 @@ static void test_rendezvous_thread_timers(void)
     pn_test_rm_dir(dir);
 }
 
-TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_rendezvous_idle_gate), T(test_rendezvous_wall_carry), T(test_rendezvous_thread_timers), T(test_label_churn), T(test_two_drivers),
+/* Thread timers: a thread joined on its behalf (by tid) that ends without
+ * leaving is found gone by the sampler's housekeeping tick, now at 1 Hz,
+ * and its slot is freed. */
+static atomic_int gone_tid, gone_go;
+
+static void *gone_worker(void *arg)
+{
+    (void)arg;
+    atomic_store(&gone_tid, pn_gettid());
+    while (!atomic_load(&gone_go))
+        sleep_ms(1);
+    return NULL;
+}
+
+static void test_rendezvous_timers_gone(void)
+{
+    struct sigaction old;
+    char dir[64];
+    pn_driver *d;
+    static const char *const settings[] = {"sample_rate", "100", NULL};
+    pn_agent *a = spin0_start("timers_gone", dir, sizeof dir, settings,
+                              (pn_driver_opts){.thread_timers = 1}, &old, &d);
+    CHECK(d != NULL);
+    if (d) {
+        atomic_store(&gone_tid, 0);
+        atomic_store(&gone_go, 0);
+        pthread_t t;
+        pthread_create(&t, NULL, gone_worker, NULL);
+        while (!atomic_load(&gone_tid))
+            sleep_ms(1);
+        pn_error e;
+        CHECK_EQ_INT(pn_rendezvous_join_tid(d, atomic_load(&gone_tid), &e), 0);
+        atomic_store(&gone_go, 1);
+        pthread_join(t, NULL);
+        pn_driver_stats ds;
+        int64_t end = mono_now() + 10000000000LL;
+        do {
+            sleep_ms(20);
+            pn_driver_get_stats(d, &ds);
+        } while (ds.exited == 0 && mono_now() < end);
+        CHECK_EQ_INT((int)ds.exited, 1);
+    }
+    pn_agent_stop(a);
+    sigaction(SIGPROF, &old, NULL);
+    pn_test_rm_dir(dir);
+}
+
+TEST_MAIN(T(test_batch), T(test_rendezvous), T(test_rendezvous_adopt), T(test_rendezvous_idle_gate), T(test_rendezvous_wall_carry), T(test_rendezvous_thread_timers), T(test_rendezvous_timers_gone), T(test_label_churn), T(test_two_drivers),
           T(test_walker_labels))

@@ -50,6 +50,44 @@ class NativeSignalsTest < Minitest::Test
     assert_match(/^AFTER true/, out)
   end
 
+  # A SIGPROF on a thread that is not Ruby's (a native thread of some C
+  # library) is ignored: rb_profile_frames there would crash the process.
+  # The native thread waits on a mutex (the handler returns, and the wait
+  # goes on).
+  def test_ignores_sigprof_on_a_native_thread
+    out, st = run_ruby(<<~'RUBY')
+      require "fiddle"
+      libc = Fiddle::Handle::DEFAULT
+      fn = ->(name, args, ret) { Fiddle::Function.new(libc[name], args, ret) }
+      vp, int, long = Fiddle::TYPE_VOIDP, Fiddle::TYPE_INT, Fiddle::TYPE_LONG
+      create = fn.("pthread_create", [vp, vp, vp, vp], int)
+      join = fn.("pthread_join", [long, vp], int)
+      lock = fn.("pthread_mutex_lock", [vp], int)
+      unlock = fn.("pthread_mutex_unlock", [vp], int)
+      syscall = fn.("syscall", [long, long, long, long], long)
+      N.start(settings(dir), {})
+      mutex = Fiddle::Pointer.malloc(64)
+      mutex[0, 64] = "\0" * 64
+      lock.(mutex)
+      tbuf = Fiddle::Pointer.malloc(8, Fiddle::RUBY_FREE)
+      before = Dir.children("/proc/self/task")
+      raise "pthread_create" unless create.(tbuf, nil, libc["pthread_mutex_lock"], mutex).zero?
+      sleep 0.2
+      fresh = Dir.children("/proc/self/task") - before
+      sent = 0
+      20.times do
+        fresh.each { |t| sent += 1 if syscall.(234, Process.pid, Integer(t), Signal.list.fetch("PROF")).zero? }
+        sleep 0.005
+      end
+      unlock.(mutex)
+      join.(tbuf[0, 8].unpack1("Q"), nil)
+      puts "NEW #{fresh.size} SENT #{sent} RUNNING #{N.running?}"
+      N.stop
+    RUBY
+    assert st.success?, out
+    assert_match(/^NEW 1 SENT 20 RUNNING true/, out)
+  end
+
   # The program exec runs must find SIGPROF neither pending nor ignored, and
   # a failed exec leaves the profiler running.
   def test_exec_guard

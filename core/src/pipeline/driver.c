@@ -89,11 +89,15 @@ static _Atomic uint64_t next_serial = 1;
 #define WALL_CARRY_TICKS 4
 /* Thread timers: the sampler thread's rate (at most). Its tick only keeps
  * the grace hold, calls the stale callback and scans for gone threads (a
- * clock read each): none needs the sample rate, and its wake-up was half
- * of what a tick cost. At 5 Hz a capture left by a thread that blocked
- * before its job ran is recorded within about 0.2 s, and a thread gone
- * without leaving is found as soon. */
-#define TIMER_TICK_HZ 5
+ * clock read each): none needs the sample rate, and each tick costs a
+ * wake-up (15-30 us of CPU on a VM, most of a tick). At 1 Hz a capture
+ * left by a thread that blocked before its job ran is recorded within
+ * about 1 s, a thread gone without leaving is found as soon, and label
+ * sets are freed up to 1 s later; nothing is lost meanwhile (a blocked
+ * thread uses no CPU, so its timer asks for nothing). Measured at 100 Hz
+ * (bench/ruby/ab.rb under its shim): 5 -> 1 Hz cut our threads' CPU per
+ * sample from 1.30 to 0.17 us. */
+#define TIMER_TICK_HZ 1
 /* Thread timers: the highest sample rate they are used at. The kernel
  * checks CPU timers at its scheduler tick (250 Hz on Debian's kernels):
  * above that one signal stands for several intervals (si_overrun), so the
@@ -101,6 +105,11 @@ static _Atomic uint64_t next_serial = 1;
  * rates keep the sampler thread's signals. */
 #define TIMER_MAX_HZ 250
 static _Atomic uint64_t live_serials[MAX_LIVE];
+/* The signal handler's side of a capture: grouped in .text.hot (with the
+ * binding's handler, when it marks it so), a page or two of code where
+ * each source file's functions would be a page each; after 10 ms of
+ * application work, every page a sample touches is a TLB miss. */
+#define HOT __attribute__((hot))
 
 static int serial_live(uint64_t serial)
 {
@@ -113,7 +122,7 @@ static int serial_live(uint64_t serial)
 /* The calling thread's slot in d, or NULL (none, or a stale one). A slot
  * another thread claimed for us is adopted here: a scan by tid, only until
  * found (async-signal-safe: loads, one CAS, thread-local stores). */
-static pn_capture *own_capture(pn_driver *d)
+HOT static pn_capture *own_capture(pn_driver *d)
 {
     if (!d)
         return NULL;
@@ -314,7 +323,7 @@ void pn_rendezvous_leave(pn_driver *d)
     release(c);
 }
 
-pn_capture *pn_capture_begin(pn_driver *d)
+HOT pn_capture *pn_capture_begin(pn_driver *d)
 {
     pn_capture *c = own_capture(d);
     int want = SLOT_REQUESTED;
@@ -326,7 +335,7 @@ pn_capture *pn_capture_begin(pn_driver *d)
     return c;
 }
 
-pn_capture *pn_capture_begin_timer(pn_driver *d, const siginfo_t *si)
+HOT pn_capture *pn_capture_begin_timer(pn_driver *d, const siginfo_t *si)
 {
     if (!d || !d->timers || !si || si->si_code != SI_TIMER)
         return pn_capture_begin(d);
@@ -356,20 +365,20 @@ pn_capture *pn_capture_begin_timer(pn_driver *d, const siginfo_t *si)
     return c;
 }
 
-void *pn_capture_buffer(pn_capture *c, size_t *size)
+HOT void *pn_capture_buffer(pn_capture *c, size_t *size)
 {
     *size = c->d->capture_bytes;
     return c->buf;
 }
 
-void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
+HOT void pn_capture_commit(pn_capture *c, size_t used, const pn_labelset *labels)
 {
     c->labels = labels;
     c->len = used <= c->d->capture_bytes ? used : c->d->capture_bytes;
     atomic_store(&c->state, SLOT_CAPTURED);
 }
 
-void pn_capture_abandon(pn_capture *c)
+HOT void pn_capture_abandon(pn_capture *c)
 {
     count(&c->d->discarded);
     /* The thread's timer will not ask again for this CPU: owe it to the

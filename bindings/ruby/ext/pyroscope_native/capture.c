@@ -56,15 +56,20 @@ static uint64_t estimate(_Atomic uint64_t *ns, _Atomic uint64_t *timed, _Atomic 
 uint64_t capture_handler_ns(void) { return estimate(&handler_timed_ns, &handler_timed, &handler_all); }
 uint64_t capture_job_ns(void) { return estimate(&job_timed_ns, &job_timed, &job_all); }
 
-static int64_t cpu_ns(void)
+/* The handler's one system call that could fail, so errno is kept here
+ * rather than around every handler run (errno's address is a call into
+ * libc: one more page to touch per sample). */
+HANDLER_PATH static int64_t cpu_ns(void)
 {
+    int saved = errno;
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    errno = saved;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Add one timed span (t0 >= 0) to a total, and count the span either way. */
-static void account(int64_t t0, _Atomic uint64_t *ns, _Atomic uint64_t *timed, _Atomic uint64_t *all)
+HANDLER_PATH static void account(int64_t t0, _Atomic uint64_t *ns, _Atomic uint64_t *timed, _Atomic uint64_t *all)
 {
     if (t0 >= 0) {
         atomic_fetch_add_explicit(ns, (uint64_t)(cpu_ns() - t0), memory_order_relaxed);
@@ -100,7 +105,7 @@ size_t capture_bytes_for(int max_depth)
     return sizeof(capture_header) + (size_t)max_depth * (sizeof(VALUE) + sizeof(int));
 }
 
-static void schedule_job(void)
+HANDLER_PATH static void schedule_job(void)
 {
 #ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
     rb_postponed_job_trigger(job_handle);
@@ -112,7 +117,7 @@ static void schedule_job(void)
 /* Whether this handler runs on the thread's alternate signal stack: it
  * interrupted a handler that runs there (the GC compaction read barrier's
  * SEGV handler), where the VM is mid-change. */
-static int on_alt_stack(const rthread *r)
+HANDLER_PATH static int on_alt_stack(const rthread *r)
 {
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
     return sp >= r->altstack_lo && sp < r->altstack_hi;
@@ -120,7 +125,7 @@ static int on_alt_stack(const rthread *r)
 
 /* Capture into c's buffer for the thread's registry entry r. Returns 1
  * when the capture is sound (and pinned), 0 when it must be abandoned. */
-static int fill(pn_capture *c, rthread *r)
+HANDLER_PATH static int fill(pn_capture *c, rthread *r)
 {
     size_t size;
     uint8_t *buf = pn_capture_buffer(c, &size);
@@ -138,6 +143,7 @@ static int fill(pn_capture *c, rthread *r)
          * but the CPU is the GC's. Charge it to a GC frame (as stackprof
          * does) rather than lose it. */
         h->depth = 0;
+        h->lines_at = 0;
         h->in_gc = 1;
         atomic_fetch_add_explicit(&in_gc, 1, memory_order_relaxed);
         return 1;
@@ -148,10 +154,10 @@ static int fill(pn_capture *c, rthread *r)
         return 0;
     h->truncated = n > g_max_depth;
     h->depth = n > g_max_depth ? g_max_depth : n;
-    /* lines must sit right after max frames: move them when n < max so
-     * the consumer finds them at frames + depth. */
-    if (h->depth < max)
-        memmove(frames + h->depth, lines, (size_t)h->depth * sizeof(int));
+    /* The lines stay where rb_profile_frames wrote them (the consumer
+     * reads lines_at): moving them next to the frames cost a call into
+     * libc, one more page to touch per sample. */
+    h->lines_at = max;
     atomic_store(&r->pin_frames, frames);
     atomic_store(&r->pin_depth, h->depth);
     h->gc_cycle = g0;
@@ -164,10 +170,12 @@ static int fill(pn_capture *c, rthread *r)
     return 1;
 }
 
-static void on_signal(int sig, siginfo_t *si, void *uc)
+HANDLER_PATH static void on_signal(int sig, siginfo_t *si, void *uc)
 {
     (void)sig, (void)uc;
-    int saved = errno;
+    /* errno: nothing below sets it (no call here fails: cpu_ns keeps it
+     * around its clock read, and a thread adopting its registry entry
+     * makes only calls that cannot fail), so it is not saved here. */
     handler_enter();
     pn_driver *d = atomic_load(&g_driver);
     if (!d || !atomic_load(&vm_alive) || !ruby_native_thread_p())
@@ -206,7 +214,6 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
     account(t0, &handler_timed_ns, &handler_timed, &handler_all);
 out:
     handler_exit();
-    errno = saved;
 }
 
 /* The job (GVL): in fallback mode capture here first, then record. */

@@ -42,7 +42,7 @@ static const rb_data_type_t set_type = {
     .function = {.dfree = set_free, .dsize = set_size},
     .flags = RUBY_TYPED_FREE_IMMEDIATELY};
 
-const pn_labelset *labels_for_handler(void) { return tl_mirror; }
+HANDLER_PATH const pn_labelset *labels_for_handler(void) { return tl_mirror; }
 
 static const pn_labelset *set_of(VALUE obj)
 {

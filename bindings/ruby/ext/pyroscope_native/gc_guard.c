@@ -16,7 +16,7 @@
  * of the VM's counters: safe in a signal handler while the VM is alive. */
 #include "native.h"
 
-uint64_t gc_guard_cycle(void)
+HANDLER_PATH uint64_t gc_guard_cycle(void)
 {
     uint64_t g = (uint64_t)rb_gc_count() << 1;
     if (rb_during_gc())

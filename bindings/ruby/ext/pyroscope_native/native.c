@@ -27,8 +27,8 @@ static VALUE last_stats = Qnil; /* GVL: stats at the last stop */
 /* Signal handlers between their check of g_driver and their return. */
 static atomic_int handlers_active;
 
-void handler_enter(void) { atomic_fetch_add(&handlers_active, 1); }
-void handler_exit(void) { atomic_fetch_sub(&handlers_active, 1); }
+HANDLER_PATH void handler_enter(void) { atomic_fetch_add(&handlers_active, 1); }
+HANDLER_PATH void handler_exit(void) { atomic_fetch_sub(&handlers_active, 1); }
 
 void raise_pn_error(const pn_error *e)
 {

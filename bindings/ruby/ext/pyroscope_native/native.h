@@ -30,10 +30,16 @@ typedef struct {
     struct rthread *owner;      /* the registry entry whose pin covers it */
     uint64_t gc_cycle;          /* gc_guard cycle at capture */
     int32_t depth;
+    int32_t lines_at;           /* the lines: at frames + lines_at */
     int16_t truncated;          /* deeper than max_depth */
     int16_t in_gc;              /* the signal came during a GC step: no
                                  * frames, recorded as "(garbage collection)" */
 } capture_header;
+
+/* On the signal handler's path: grouped with the core's (driver.c) in
+ * .text.hot, so a sample touches few pages of code (after 10 ms of
+ * application work each is a TLB and cache miss). */
+#define HANDLER_PATH __attribute__((hot))
 
 /* native.c: the running driver (NULL when stopped). Written under the GVL
  * by start/stop, read by the handler. */

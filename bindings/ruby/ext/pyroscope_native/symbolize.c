@@ -122,7 +122,7 @@ static void on_capture(void *ud, pn_driver *d, const pn_capture_view *v)
     (void)ud;
     const capture_header *h = v->data;
     const VALUE *frames = (const VALUE *)((const uint8_t *)v->data + sizeof *h);
-    const int *lines = (const int *)(frames + h->depth);
+    const int *lines = (const int *)(frames + h->lines_at);
     for (int i = 0; i < h->depth; i++) {
         if (!frame_ok(frames[i])) {
             torn++;

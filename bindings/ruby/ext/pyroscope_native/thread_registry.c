@@ -44,7 +44,7 @@ static void read_altstack(rthread *r)
 
 /* The calling thread's entry; one made for it by tid (at start) is adopted
  * here. Handler-safe: loads, one CAS, thread-local stores, sigaltstack. */
-rthread *threads_current(void)
+HANDLER_PATH rthread *threads_current(void)
 {
     rthread *r = tl_rt;
     if (r && tl_tid != 0 && atomic_load(&r->tid) == tl_tid)
