@@ -52,6 +52,7 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '2' },
     iters: { type: 'string', default: '200000' },
     'warm-profiled-ms': { type: 'string', default: '' }, // default: flush-ms + 1000
+    'announce-window': { type: 'boolean', default: false }, // a `window` event first (perf.js)
   },
 });
 
@@ -368,6 +369,7 @@ async function main() {
       if (cmd === 'window') emit('result', { ...(await measure()), ...load });
     }
   } else {
+    if (args['announce-window']) emit('window', {});
     process.stdin.pause();
     emit('result', { ...(await measure()), ...load });
   }
