@@ -39,24 +39,43 @@ const hook = createHook({
   before: publish,
 });
 
-// On while V8 samples (cpu or wall): the hook costs every async hop, and
-// only the handler needs the slot; get() works from the storage alone.
+// On while V8 samples (cpu or wall) and labels or a span source have been
+// used: the hook costs every async hop, and only the handler needs the
+// slot (get() works from the storage alone); an application that never
+// labels anything pays nothing for it, since before the first label set
+// every context's slot is 0 anyway.
 let hookOn = false;
-function enable() {
-  if (!hookOn) {
+let sampling = false; // enable() .. disable()
+let used = false; // a label set or a span source was used (never reset)
+
+function sync() {
+  const want = sampling && used;
+  if (want === hookOn) return;
+  if (want) {
     hook.enable();
     hookOn = true;
     publish();
-  }
-}
-
-function disable() {
-  if (hookOn) {
+  } else {
     hook.disable();
     hookOn = false;
     slot[0] = 0;
     slot[1] = 0;
   }
+}
+
+function enable() {
+  sampling = true;
+  sync();
+}
+
+function disable() {
+  sampling = false;
+  sync();
+}
+
+function markUsed() {
+  used = true;
+  sync();
 }
 
 // Handles of (base, labels) pairs seen recently, so a hot labels.run does not
@@ -151,6 +170,7 @@ function handleFor(base, labels, what) {
 function run(labels, fn, ...args) {
   if (typeof fn !== 'function') throw new TypeError('labels.run: fn must be a function');
   const h = handleFor(als.getStore(), labels, 'labels.run');
+  if (!used) markUsed();
   return als.run(h, runIn, fn, args);
 }
 
@@ -178,6 +198,7 @@ function get() {
 
 function set(labels) {
   const h = handleFor(null, labels, 'labels.set');
+  if (!used) markUsed();
   als.enterWith(h);
   publish();
 }
@@ -221,7 +242,9 @@ function setSpanSource(fn) {
   }
   spanSource = fn || null;
   if (spanSource) patchStorage();
+  if (spanSource && !used) markUsed();
   publish();
 }
 
-module.exports = { run, get, set, spanHandle, setSpanSource, enable, disable, publish, pairsOf };
+module.exports = { run, get, set, spanHandle, setSpanSource, enable, disable, publish, pairsOf,
+  hooked: () => hookOn };

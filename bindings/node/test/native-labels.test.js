@@ -69,6 +69,33 @@ describe('native: labels', function () {
     assert.deepStrictEqual(inside({ a: 'x', b: 'y' }), { a: 'x', b: 'y' });
   });
 
+  it('the async hook runs only once labels are used, while V8 samples', function () {
+    // A fresh process: whether labels were ever used is per process.
+    const dir = tmpdir('hooklazy');
+    const script = `
+      const native = require(${JSON.stringify(require.resolve('../lib/native'))});
+      const context = require(${JSON.stringify(require.resolve('../lib/context'))});
+      const seen = [];
+      native.start({ application_name: 'hooklazy', output_dir: ${JSON.stringify(dir)}, upload_interval: 3600 }, {});
+      native.startProfiler('cpu', {});
+      seen.push(context.hooked());                       // sampling, no labels yet
+      native.labels.run({ a: '1' }, () => seen.push(context.hooked()));
+      native.stopProfiler('cpu').then(async () => {
+        seen.push(context.hooked());                     // labels used, not sampling
+        native.startProfiler('cpu', {});
+        seen.push(context.hooked());                     // both again
+        await native.stop();
+        seen.push(context.hooked());
+        process.stdout.write(JSON.stringify(seen));
+      });`;
+    try {
+      const out = require('child_process').execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' });
+      assert.deepStrictEqual(JSON.parse(out), [false, true, false, true, false]);
+    } finally {
+      rmdir(dir);
+    }
+  });
+
   it('get() returns the wrapper\'s labels after every await, nested ones merged', async function () {
     const seen = await native.labels.run({ route: '/a', n: 1 }, async () => {
       const out = [native.labels.get()];
