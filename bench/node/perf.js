@@ -112,7 +112,8 @@ function runOne(variant, url) {
     '--profiler', variant.profiler, '--app', 'perf.' + variant.name, '--server', url,
     '--requests', opts.requests, '--announce-window'];
   if (variant.root) args.push('--root', variant.root);
-  const child = spawn('perf', args, { cwd: __dirname, stdio: ['pipe', 'pipe', 'inherit'] });
+  // cwd: the out dir, where V8 writes its isolate-*.log under --perf-basic-prof
+  const child = spawn('perf', args, { cwd: opts['out-dir'], stdio: ['pipe', 'pipe', 'inherit'] });
   let buf = '';
   let result = null;
   let ctlFd = -1;
