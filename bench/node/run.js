@@ -61,7 +61,9 @@ const HERE = __dirname;
 const ROOT = path.resolve(HERE, '..', '..');
 const WORKLOAD = path.join(HERE, 'workload.js');
 const ANCHOR = '@pyroscope/nodejs';
-const LABEL = { none: 'no profiler', v8floor: 'V8 profilers only', native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
+const LABEL = { none: 'no profiler', v8floor: 'V8 profilers only',
+                v8labels: 'V8 profilers + ALS + before hook',
+                native: 'pyroscope-native', 'native-wall': 'ours, oncpu: false',
                 'native-libcurl': 'ours, libcurl uploads',
                 anchor: `${ANCHOR} 0.6.4` };
 const CHILD_TIMEOUT_MS = Number(process.env.BENCH_CHILD_TIMEOUT_S || 300) * 1e3;
@@ -92,7 +94,7 @@ for (const v of VARIANTS) {
   }
 }
 if (VARIANTS[0] !== 'none' || VARIANTS.some((v) => !(v in LABEL))) {
-  throw new Error(`--variants: 'none' first, then any of v8floor, native, native-wall, native-libcurl, anchor, ` +
+  throw new Error(`--variants: 'none' first, then any of v8floor, v8labels, native, native-wall, native-libcurl, anchor, ` +
                   `NAME=native@DIR (got ${opts.variants})`);
 }
 const profilerOf = (v) => (ROOTS[v] ? 'native' : v);

@@ -1,7 +1,7 @@
 'use strict';
 // The profiled side of the Node benchmark: one workload per process.
 //
-//   node workload.js --profiler none|v8floor|native|native-wall|native-libcurl|anchor --app NAME --server URL [options]
+//   node workload.js --profiler none|v8floor|v8labels|native|native-wall|native-libcurl|anchor --app NAME --server URL [options]
 //
 // run.js starts one of these per round and variant. The exchange is line
 // based, so the measured window holds neither Node's start-up nor the
@@ -52,6 +52,7 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '2' },
     iters: { type: 'string', default: '200000' },
     'warm-profiled-ms': { type: 'string', default: '' }, // default: flush-ms + 1000
+    'announce-window': { type: 'boolean', default: false }, // a `window` event first (perf.js)
   },
 });
 
@@ -154,9 +155,38 @@ function v8Floor() {
   };
 }
 
+// The floor plus the least that labels across `await` cost on Node 20: an
+// AsyncLocalStorage holding each request's label set and an async_hooks
+// `before` hook publishing the resumed context's set into a typed array
+// (where a signal handler would read it), as ours does; no addon, no
+// label interning, nothing recorded.
+function v8Labels() {
+  const { AsyncLocalStorage, createHook } = require('node:async_hooks');
+  const floor = v8Floor();
+  const als = new AsyncLocalStorage();
+  const slot = new Int32Array(2);
+  const sets = new Map(); // endpoint -> { id }
+  const hook = createHook({ before() { const s = als.getStore(); slot[0] = s ? s.id : 0; } });
+  return {
+    init() {},
+    start() { floor.start(); hook.enable(); },
+    wrapWithLabels(labels, fn) {
+      let s = sets.get(labels.endpoint);
+      if (!s) sets.set(labels.endpoint, s = { id: sets.size + 1 });
+      als.run(s, () => {
+        const p0 = slot[0];
+        slot[0] = s.id;
+        try { fn(); } finally { slot[0] = p0; }
+      });
+    },
+    async stop() { hook.disable(); await floor.stop(); },
+  };
+}
+
 function loadProfiler() {
   if (args.profiler === 'none') return null;
   if (args.profiler === 'v8floor') return v8Floor();
+  if (args.profiler === 'v8labels') return v8Labels();
   if (args.profiler === 'native' || args.profiler === 'native-wall') return require(ROOT);
   if (args.profiler === 'native-libcurl') {
     require(path.join(ROOT, 'bindings', 'node', 'lib', 'native')).setUploadClient('libcurl');
@@ -166,7 +196,7 @@ function loadProfiler() {
     const mod = require('@pyroscope/nodejs');
     return mod.default || mod;
   }
-  throw new Error(`--profiler: unknown '${args.profiler}' (none, v8floor, native, native-wall, native-libcurl, anchor)`);
+  throw new Error(`--profiler: unknown '${args.profiler}' (none, v8floor, v8labels, native, native-wall, native-libcurl, anchor)`);
 }
 
 // Ours: the JS-thread time of its profile restarts by step (sampler.js),
@@ -368,6 +398,7 @@ async function main() {
       if (cmd === 'window') emit('result', { ...(await measure()), ...load });
     }
   } else {
+    if (args['announce-window']) emit('window', {});
     process.stdin.pause();
     emit('result', { ...(await measure()), ...load });
   }

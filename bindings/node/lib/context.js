@@ -39,19 +39,23 @@ const hook = createHook({
   before: publish,
 });
 
-// On while V8 samples (cpu or wall): the hook costs every async hop, and
-// only the handler needs the slot; get() works from the storage alone.
+// On while V8 samples (cpu or wall) and labels or a span source have been
+// used: the hook costs every async hop, and only the handler needs the
+// slot (get() works from the storage alone); an application that never
+// labels anything pays nothing for it, since before the first label set
+// every context's slot is 0 anyway.
 let hookOn = false;
-function enable() {
-  if (!hookOn) {
+let sampling = false; // enable() .. disable()
+let used = false; // a label set or a span source was used (never reset)
+
+function sync() {
+  const want = sampling && used;
+  if (want === hookOn) return;
+  if (want) {
     hook.enable();
     hookOn = true;
     publish();
-  }
-}
-
-function disable() {
-  if (hookOn) {
+  } else {
     hook.disable();
     hookOn = false;
     slot[0] = 0;
@@ -59,11 +63,65 @@ function disable() {
   }
 }
 
+function enable() {
+  sampling = true;
+  sync();
+}
+
+function disable() {
+  sampling = false;
+  sync();
+}
+
+function markUsed() {
+  used = true;
+  sync();
+}
+
 // Handles of (base, labels) pairs seen recently, so a hot labels.run does not
-// intern the same set each time. Bounded per base; a WeakMap lets a base go.
+// intern the same set each time. Per base (a WeakMap lets a base go), a trie
+// keyed by each label's name then value, in the object's key order: a hit
+// hashes only the caller's strings (literals have their hash cached), where
+// a joined "k\0v\0" key string had to be built, flattened and hashed on
+// every call (perf: ~3 us per labels.run, the largest part of ours on the JS
+// thread in bench/node). Only handles interned from validated labels enter
+// it, so a miss (a bad value included) takes the checking path. Bounded per
+// base: a trie of more than CACHE_MAX sets starts again empty.
 const ROOT = {};
-const cache = new WeakMap();
+const cache = new WeakMap(); // base | ROOT -> { sets, root }
 const CACHE_MAX = 256;
+
+function trieNode() {
+  return { h: undefined, kids: null }; // kids: Map name -> Map value -> node
+}
+
+function cached(entry, keys, raw) {
+  let node = entry.root;
+  for (let i = 0; i < keys.length; i++) {
+    const byValue = node.kids && node.kids.get(keys[i]);
+    node = byValue && byValue.get(raw[i]);
+    if (!node) return undefined;
+  }
+  return node.h;
+}
+
+function remember(entry, keys, raw, h) {
+  if (entry.sets >= CACHE_MAX) {
+    entry.root = trieNode();
+    entry.sets = 0;
+  }
+  let node = entry.root;
+  for (let i = 0; i < keys.length; i++) {
+    if (!node.kids) node.kids = new Map();
+    let byValue = node.kids.get(keys[i]);
+    if (!byValue) node.kids.set(keys[i], byValue = new Map());
+    let next = byValue.get(raw[i]);
+    if (!next) byValue.set(raw[i], next = trieNode());
+    node = next;
+  }
+  if (node.h === undefined) entry.sets++;
+  node.h = h;
+}
 
 function checkLabels(labels, what) {
   if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
@@ -76,10 +134,20 @@ function checkLabels(labels, what) {
 function handleFor(base, labels, what) {
   checkLabels(labels, what);
   const keys = Object.keys(labels);
+  const raw = new Array(keys.length); // each value read once (a getter may answer otherwise)
+  for (let i = 0; i < keys.length; i++) raw[i] = labels[keys[i]];
+  const owner = base || ROOT;
+  let entry = cache.get(owner);
+  if (entry) {
+    const h = cached(entry, keys, raw);
+    if (h) return h;
+  } else {
+    entry = { sets: 0, root: trieNode() };
+    cache.set(owner, entry);
+  }
   const values = new Array(keys.length);
-  let key = '';
   for (let i = 0; i < keys.length; i++) {
-    const v = labels[keys[i]];
+    const v = raw[i];
     if (typeof v !== 'string' && typeof v !== 'number') {
       const e = new TypeError(what + ': the value of label "' + keys[i] +
         '" must be a string or a number, not ' + (v === null ? 'null' : typeof v));
@@ -87,16 +155,6 @@ function handleFor(base, labels, what) {
       throw e;
     }
     values[i] = String(v);
-    key += keys[i] + '\0' + values[i] + '\0';
-  }
-  const owner = base || ROOT;
-  let m = cache.get(owner);
-  if (m) {
-    const h = m.get(key);
-    if (h) return h;
-  } else {
-    m = new Map();
-    cache.set(owner, m);
   }
   let h;
   try {
@@ -105,14 +163,14 @@ function handleFor(base, labels, what) {
     e.message = what + ': ' + e.message;
     throw e;
   }
-  if (m.size >= CACHE_MAX) m.clear();
-  m.set(key, h);
+  remember(entry, keys, raw, h);
   return h;
 }
 
 function run(labels, fn, ...args) {
   if (typeof fn !== 'function') throw new TypeError('labels.run: fn must be a function');
   const h = handleFor(als.getStore(), labels, 'labels.run');
+  if (!used) markUsed();
   return als.run(h, runIn, fn, args);
 }
 
@@ -140,6 +198,7 @@ function get() {
 
 function set(labels) {
   const h = handleFor(null, labels, 'labels.set');
+  if (!used) markUsed();
   als.enterWith(h);
   publish();
 }
@@ -183,7 +242,9 @@ function setSpanSource(fn) {
   }
   spanSource = fn || null;
   if (spanSource) patchStorage();
+  if (spanSource && !used) markUsed();
   publish();
 }
 
-module.exports = { run, get, set, spanHandle, setSpanSource, enable, disable, publish, pairsOf };
+module.exports = { run, get, set, spanHandle, setSpanSource, enable, disable, publish, pairsOf,
+  hooked: () => hookOn };

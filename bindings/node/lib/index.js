@@ -225,11 +225,14 @@ function toLabels(what, labels) {
   if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
     throw new TypeError(`${what}: labels must be an object of string (or number) values`);
   }
+  // Once per request: no [key, value] arrays (Object.entries) made for it.
   let out = labels;
-  for (const [k, v] of Object.entries(labels)) {
+  const keys = Object.keys(labels);
+  for (let i = 0; i < keys.length; i++) {
+    const v = labels[keys[i]];
     if (typeof v === 'number') {
       if (out === labels) out = { ...labels };
-      out[k] = String(v);
+      out[keys[i]] = String(v);
     }
   }
   return out;

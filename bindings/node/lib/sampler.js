@@ -39,10 +39,11 @@ let intervalMicros = 0;
 let collectCpuTime = false;
 
 // Milliseconds spent (on the JS thread, wall clock) in each step of the
-// profile restarts, and how often: a cost breakdown for bench/node. Owned
+// profile restarts, and how often: a cost breakdown for bench/node
+// (heap_cpu_ms: the fresh snapshots' process CPU, all threads). Owned
 // by the JS thread like everything here.
 const costs = { rotations: 0, rotate_ms: 0, profile_end_ms: 0, flatten_ms: 0, join_ms: 0,
-                heap_snapshots: 0, heap_replays: 0, heap_ms: 0, samples: 0, nodes: 0 };
+                heap_snapshots: 0, heap_replays: 0, heap_ms: 0, heap_cpu_ms: 0, samples: 0, nodes: 0 };
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 
 function post(method, params) {
@@ -319,24 +320,33 @@ function heapSnapshot() {
 
 // Each snapshot costs a full garbage collection: the inspector starts V8's
 // sampling heap profiler with kSamplingForceGC, so getSamplingProfile
-// collects the whole heap first, on the JS thread, in time that grows with
-// the live heap (~8 ms for this package's tests, far more for a large
-// service). startSampling's includeObjectsCollectedByMajorGC/MinorGC flags
-// do not avoid it (Node 20: 5 getSamplingProfile calls, 5 major GCs, with
-// or without them). So a fresh snapshot is taken when the last one's cost,
-// spread over the time since, is within HEAP_BUDGET of one core (and at
-// least every HEAP_STALE_MS); a period in between records the last snapshot
-// again, so every period still has its heap profile, at most that old.
-// 0.05 %: bench/node's 3-4 ms snapshot is fresh every other 5 s period
-// (with 0.2 %, every period: 0.07 % of a core for the heap alone).
-let HEAP_BUDGET = 0.0005;
-let HEAP_STALE_MS = 300000;
-let heapLast = null; // { args, at, ms }: the last fresh snapshot (JS thread)
+// collects the whole heap first, on the JS thread helped by V8's workers, in
+// time that grows with the live heap (~4 ms of the JS thread, 6-7 ms of the
+// process's CPU for bench/node; far more for a large service).
+// startSampling's includeObjectsCollectedByMajorGC/MinorGC flags do not
+// avoid it (Node 20: 5 getSamplingProfile calls, 5 major GCs, with or
+// without them). After it V8 also optimises hot functions again on its
+// workers (--trace-opt: the async-hook paths and the handlers; perf: ~20 ms
+// of compiler threads per snapshot in bench/node), which no clock around
+// the call sees. So a fresh snapshot is taken when its process CPU (all
+// threads: process.cpuUsage, the GC's parallel helpers included), spread
+// over the time since the last one, is within HEAP_BUDGET of one core, and
+// at least every HEAP_STALE_MS; a period in between records the last
+// snapshot again, so every period still has its heap profile, at most that
+// old. 0.01 %: bench/node's ~6.5 ms snapshot is fresh every ~65 s, where
+// 0.05 % of the JS thread's ~4 ms (one every other 5 s period) cost about
+// 1.8 % of the work per window with the recompiles (bench/node's `rare` A/B,
+// docs/benchmarks.md).
+const HEAP_BUDGET_DEFAULT = 0.0001;
+const HEAP_STALE_MS_DEFAULT = 300000;
+let HEAP_BUDGET = HEAP_BUDGET_DEFAULT;
+let HEAP_STALE_MS = HEAP_STALE_MS_DEFAULT;
+let heapLast = null; // { args, at, ms }: the last fresh snapshot, ms of process CPU (JS thread)
 
 // Tests set other bounds (budget, staleMs); no arguments: the defaults.
 function heapBudget(budget, staleMs) {
-  HEAP_BUDGET = budget === undefined ? 0.0005 : budget;
-  HEAP_STALE_MS = staleMs === undefined ? 300000 : staleMs;
+  HEAP_BUDGET = budget === undefined ? HEAP_BUDGET_DEFAULT : budget;
+  HEAP_STALE_MS = staleMs === undefined ? HEAP_STALE_MS_DEFAULT : staleMs;
 }
 
 function heapFreshDue(last, now) {
@@ -345,14 +355,22 @@ function heapFreshDue(last, now) {
   return age >= HEAP_STALE_MS || last.ms <= age * HEAP_BUDGET;
 }
 
+// ms of CPU, all of the process's threads
+function processCpuMs() {
+  const c = process.cpuUsage();
+  return (c.user + c.system) / 1000;
+}
+
 function heapSnapshotIfWanted() {
   if (!heapOpts || !addon.heapWanted()) return;
   const t0 = nowMs();
   try {
     if (heapFreshDue(heapLast, t0)) {
+      const cpu0 = processCpuMs();
       const args = heapSnapshot();
-      heapLast = { args, at: t0, ms: nowMs() - t0 };
+      heapLast = { args, at: t0, ms: processCpuMs() - cpu0 };
       costs.heap_snapshots++;
+      costs.heap_cpu_ms += heapLast.ms;
       addon.heapRecord(...args);
     } else {
       costs.heap_replays++;

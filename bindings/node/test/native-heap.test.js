@@ -22,10 +22,14 @@ describe('native: heap snapshot budget', function () {
 
   it('a fresh snapshot is due when the last one\'s cost fits the budget, or it is stale', function () {
     assert.strictEqual(sampler.heapFreshDue(null, 0), true);
-    const last = { at: 1000, ms: 10 }; // 10 ms at 0.05 %: 20 s apart
+    // 10 ms of process CPU at 0.01 % of a core: 100 s apart (at 0.05 % of
+    // the JS thread's time, before, 20 s: with V8's recompiles after each
+    // forced GC, that cost more than the rest of the profiler, bench/node)
+    const last = { at: 1000, ms: 10 };
     assert.strictEqual(sampler.heapFreshDue(last, 1000), false);
-    assert.strictEqual(sampler.heapFreshDue(last, 20999), false);
-    assert.strictEqual(sampler.heapFreshDue(last, 21000), true);
+    assert.strictEqual(sampler.heapFreshDue(last, 21000), false);
+    assert.strictEqual(sampler.heapFreshDue(last, 100999), false);
+    assert.strictEqual(sampler.heapFreshDue(last, 101000), true);
     const slow = { at: 0, ms: 2000 }; // would be 1000 s apart: capped at 300 s
     assert.strictEqual(sampler.heapFreshDue(slow, 299999), false);
     assert.strictEqual(sampler.heapFreshDue(slow, 300000), true);
@@ -44,6 +48,8 @@ describe('native: heap snapshot budget', function () {
       const c1 = sampler.costs();
       await native.stop();
       assert.strictEqual(c1.heap_snapshots - c0.heap_snapshots, 1);
+      // the fresh one's cost is the process's CPU (a full GC of > 4 MB live)
+      assert.ok(c1.heap_cpu_ms - c0.heap_cpu_ms > 0, JSON.stringify(c1));
       assert.ok(c1.heap_replays - c0.heap_replays >= 2, JSON.stringify(c1));
       const per = profiles(dir, 'heap').map((p) => total(samples([p]), 1, (s) => has(s, 'heapKept')));
       assert.ok(per.length >= 3, `heap profiles: ${per.length}`);

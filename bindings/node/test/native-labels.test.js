@@ -32,6 +32,70 @@ describe('native: labels', function () {
     assert.throws(() => native.labels.run({ k: 'v' }), /function/);
   });
 
+  it('reuses interned label sets without mixing them up (the handle cache)', function () {
+    const inside = (labels) => native.labels.run(labels, () => native.labels.get());
+    // Same names and values in a new object each time: the same set.
+    for (let i = 0; i < 3; i++) {
+      assert.deepStrictEqual(inside({ a: 'x', b: 'y' }), { a: 'x', b: 'y' });
+      assert.deepStrictEqual(inside({ a: 'x' }), { a: 'x' }); // a prefix of the above
+      assert.deepStrictEqual(inside({ a: 'x', b: 'z' }), { a: 'x', b: 'z' });
+      assert.deepStrictEqual(inside({ b: 'y' }), { b: 'y' });
+      assert.deepStrictEqual(inside({}), {});
+    }
+    // A number and its string are the same value.
+    assert.deepStrictEqual(inside({ n: 7 }), { n: '7' });
+    assert.deepStrictEqual(inside({ n: '7' }), { n: '7' });
+    // A value once valid is checked again when it changes: a cached set
+    // never lets a bad value through.
+    assert.throws(() => native.labels.run({ a: null }, () => {}), /"a"/);
+    assert.throws(() => native.labels.run({ a: 'x', b: ['y'] }, () => {}), /"b"/);
+    // A getter is read once per call: the cache keeps what was interned.
+    let flips = 0;
+    const flip = { get k() { return flips++ % 2 ? 'odd' : 'even'; } };
+    assert.deepStrictEqual(inside(flip), { k: 'even' });
+    assert.deepStrictEqual(inside(flip), { k: 'odd' });
+    assert.deepStrictEqual(inside({ k: 'even' }), { k: 'even' });
+    // More sets than the cache holds (256 per base), then the first again,
+    // nested under a base and not.
+    for (let i = 0; i < 600; i++) {
+      assert.deepStrictEqual(inside({ i: String(i) }), { i: String(i) });
+    }
+    native.labels.run({ base: 'b' }, () => {
+      for (let i = 0; i < 600; i += 7) {
+        assert.deepStrictEqual(inside({ i }), { base: 'b', i: String(i) });
+      }
+    });
+    assert.deepStrictEqual(inside({ i: '0' }), { i: '0' });
+    assert.deepStrictEqual(inside({ a: 'x', b: 'y' }), { a: 'x', b: 'y' });
+  });
+
+  it('the async hook runs only once labels are used, while V8 samples', function () {
+    // A fresh process: whether labels were ever used is per process.
+    const dir = tmpdir('hooklazy');
+    const script = `
+      const native = require(${JSON.stringify(require.resolve('../lib/native'))});
+      const context = require(${JSON.stringify(require.resolve('../lib/context'))});
+      const seen = [];
+      native.start({ application_name: 'hooklazy', output_dir: ${JSON.stringify(dir)}, upload_interval: 3600 }, {});
+      native.startProfiler('cpu', {});
+      seen.push(context.hooked());                       // sampling, no labels yet
+      native.labels.run({ a: '1' }, () => seen.push(context.hooked()));
+      native.stopProfiler('cpu').then(async () => {
+        seen.push(context.hooked());                     // labels used, not sampling
+        native.startProfiler('cpu', {});
+        seen.push(context.hooked());                     // both again
+        await native.stop();
+        seen.push(context.hooked());
+        process.stdout.write(JSON.stringify(seen));
+      });`;
+    try {
+      const out = require('child_process').execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' });
+      assert.deepStrictEqual(JSON.parse(out), [false, true, false, true, false]);
+    } finally {
+      rmdir(dir);
+    }
+  });
+
   it('get() returns the wrapper\'s labels after every await, nested ones merged', async function () {
     const seen = await native.labels.run({ route: '/a', n: 1 }, async () => {
       const out = [native.labels.get()];
