@@ -509,7 +509,8 @@ function report(summary, meta) {
     if (fl) {
       L.push(`  above the V8 floor: ${fl.value >= 0 ? '+' : ''}${fl.value.toFixed(2)} points (90 % interval ` +
              `${fl.ci90[0].toFixed(2)} .. ${fl.ci90[1].toFixed(2)}); the floor is ` +
-             `${summary.compare['v8floor/anchor'].value.toFixed(2)}x the anchor's own CPU`);
+             `${summary.compare['v8floor/anchor'].value.toFixed(2)}x the anchor's own CPU (90 % interval ` +
+             `${summary.compare['v8floor/anchor'].ci90.map((x) => x.toFixed(2)).join(' .. ')})`);
     }
     L.push(`  PSS added:     ${mib(n.added_kib.pss_kib)} vs ${mib(a.added_kib.pss_kib)}: ${half(n.added_kib.pss_kib, a.added_kib.pss_kib)}`);
     L.push(`  RSS added:     ${mib(n.added_kib.rss_kib)} vs ${mib(a.added_kib.rss_kib)}: ${half(n.added_kib.rss_kib, a.added_kib.rss_kib)}`);
