@@ -1,5 +1,5 @@
 # Node benchmark: pyroscope-native against @pyroscope/nodejs 0.6.4, side by
-# side (bench/node/run.js, ~4 min). bench/node has its own package.json and
+# side (bench/node/run.js, ~12 min: 9 rounds of fixed 5000-request windows). bench/node has its own package.json and
 # lock, so the anchor never enters the root package; `npm ci` there runs
 # when its node_modules is missing or older than the lock. The root package
 # (the addon) is built by build-node (mk/node.mk). BENCH_NODE_ARGS=--quick
