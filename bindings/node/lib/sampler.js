@@ -264,16 +264,22 @@ function startCpu(kind, opts) {
 function stopCpu(kind) {
   if (!kinds[kind]) return;
   if (profiling) rotate();
+  const last = !kinds[kind === 'cpu' ? 'wall' : 'cpu'];
+  if (last) {
+    clearTimeout(rotateTimer);
+    rotateTimer = null;
+    profiling = false;
+    // Recorded now, while kinds[kind] still gives its frames their mapper
+    // (source maps, stripFilenames): what ran since rotate() above (its
+    // own recording, for one) would otherwise keep V8's raw file names.
+    inspector.console.profileEnd('pyroscope-' + title);
+  }
   kinds[kind] = null;
   if (kind === 'wall') collectCpuTime = false;
-  if (kinds.cpu || kinds.wall) {
+  if (!last) {
     addon.joinStart(!!kinds.cpu, !!kinds.wall, collectCpuTime, intervalMicros);
     return;
   }
-  clearTimeout(rotateTimer);
-  rotateTimer = null;
-  profiling = false;
-  inspector.console.profileEnd('pyroscope-' + title); // recorded now
   addon.signalDisarm();
   addon.joinStop();
   try { post('Profiler.disable'); } catch (_) { /* closing anyway */ }

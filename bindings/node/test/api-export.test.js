@@ -85,6 +85,38 @@ describe('api export', function () {
     assert.ok(!samples.some((s) => s.frames.some((f) => f.file.includes('node_modules/'))));
   });
 
+  it('the last profile, recorded at stop(), has its frames mapped too (stripFilenames)', async () => {
+    // stop() restarts the V8 profile (recording what came before) and then
+    // ends the new one: the recording's own CPU lands in that last profile.
+    // A source mapper slow on its first lookup after `slow` is set makes
+    // sure it holds samples; each must have its file name stripped.
+    const dir = tmpdir('pn-final-');
+    let slow = false;
+    const sourceMapper = {
+      mappingInfo(f) {
+        if (slow) {
+          slow = false;
+          const end = process.cpuUsage().user + 150e3;
+          while (process.cpuUsage().user < end) { /* CPU inside the recording */ }
+        }
+        return f;
+      },
+    };
+    api.init({ appName: 'final.test', outputDir: dir, uploadInterval: 10, sourceMapper, stripFilenames: 'all' });
+    api.startCpuProfiling(); // CPU only: no heap snapshot to ask the mapper first
+    await tick();
+    // A function no earlier profile sampled: its frame is looked up (slowly) at stop().
+    function burnBeforeStop() { return burn(150); }
+    burnBeforeStop();
+    slow = true;
+    await api.stop();
+    assert.strictEqual(slow, false, 'the source mapper was not asked at stop()');
+    const samples = samplesOf(decodeFolder(dir), 'cpu');
+    assert.ok(samples.length > 0, 'no cpu samples written');
+    const raw = samples.flatMap((s) => s.frames).filter((f) => f.file !== '');
+    assert.deepStrictEqual([...new Set(raw.map((f) => f.file))], [], 'frames recorded without the mapper');
+  });
+
   it('start() also writes heap profiles (heap.samplingIntervalBytes honoured)', async () => {
     const dir = tmpdir('pn-heap-');
     api.init({ appName: 'heap.test', outputDir: dir, uploadInterval: 1, heap: { samplingIntervalBytes: 16384 } });
