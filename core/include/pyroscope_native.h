@@ -75,6 +75,14 @@ int pn_log_level_parse(const char *s, int *out);
  * another thread may free or move underneath them. Any thread, lock-free. */
 int pn_safe_read(void *dst, const void *addr, size_t n);
 
+/* Bracket a change of the SIGSEGV/SIGBUS handler (any thread; not in a
+ * signal handler): no guarded read runs while one is changed, and the next
+ * checks whether the installed handler is still the guard's. Blocks until
+ * a running read ends (a few loads; bounded at ~0.1 s). Bindings call it
+ * around their runtime's ways to change these handlers. */
+void pn_fault_guard_change_begin(void);
+void pn_fault_guard_change_end(void);
+
 
 /* ------------------------------------------------------ page-backed tables */
 

@@ -241,6 +241,124 @@ static void child_raises_with_default_action(void)
     _exit(0);
 }
 
+/* Python's faulthandler, in short: a handler installed after ours that, on
+ * a fault, reports it (here: counts), puts back the handler it replaced and
+ * raises the signal again. */
+static volatile sig_atomic_t fh_faults;
+static struct sigaction fh_prev;
+
+static void fh_handler(int sig)
+{
+    fh_faults++;
+    sigaction(sig, &fh_prev, NULL);
+    raise(sig);
+}
+
+static void fh_enable(int announce)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fh_handler;
+    sa.sa_flags = SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (announce)
+        pn_fault_guard_change_begin();
+    sigaction(SIGSEGV, &sa, &fh_prev);
+    if (announce)
+        pn_fault_guard_change_end();
+}
+
+static void fh_disable(int announce)
+{
+    if (announce)
+        pn_fault_guard_change_begin();
+    sigaction(SIGSEGV, &fh_prev, NULL);
+    if (announce)
+        pn_fault_guard_change_end();
+}
+
+/* Installed from C between two checks, faulthandler sees our fault first
+ * and re-raises it: still a failed read, not a crash. */
+static void child_reraised_fault_is_ours(void)
+{
+    pn_error e = {0};
+    if (pn_fault_guard_install(&e) != 0 || pn_fault_guard_arm(1) != 1)
+        _exit(10);
+    fh_enable(0);
+    unsigned char buf[8];
+    if (pn_safe_read(buf, (void *)16, sizeof buf) != -1)
+        _exit(11);
+    /* It ran once and put ours back. */
+    if (fh_faults != 1 || pn_fault_guard_arm(1) != 1)
+        _exit(12);
+    _exit(0);
+}
+
+/* An announced change is seen before the next guarded read: faulthandler
+ * never sees a fault of ours, then or after it is disabled again. */
+static void child_announced_change_is_seen(void)
+{
+    pn_error e = {0};
+    if (pn_fault_guard_install(&e) != 0 || pn_fault_guard_arm(1) != 1)
+        _exit(10);
+    unsigned char buf[8];
+    fh_enable(1);
+    if (pn_safe_read(buf, (void *)16, sizeof buf) != -1 || pn_fault_guard_armed())
+        _exit(11);
+    if (pn_safe_read(buf, (void *)16, sizeof buf) != -1 || fh_faults != 0)
+        _exit(12);
+    fh_disable(1);
+    if (pn_fault_guard_arm(1) != 1 || pn_safe_read(buf, (void *)16, sizeof buf) != -1)
+        _exit(13);
+    _exit(fh_faults == 0 ? 0 : 14);
+}
+
+static atomic_int toggling;
+
+static void *toggler(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&toggling)) {
+        fh_enable(1);
+        fh_disable(1);
+    }
+    return NULL;
+}
+
+/* The same with another thread toggling it as fast as it can while this
+ * one reads bad memory (re-arming every 64 reads, as a sampler's ticks). */
+static void child_toggled_while_reading(void)
+{
+    pn_error e = {0};
+    if (pn_fault_guard_install(&e) != 0 || pn_fault_guard_arm(1) != 1)
+        _exit(10);
+    atomic_store(&toggling, 1);
+    pthread_t th;
+    pthread_create(&th, NULL, toggler, NULL);
+    unsigned char buf[8];
+    long failed = 0;
+    double end = pn_test_now_s() + 0.5;
+    long i;
+    for (i = 0; pn_test_now_s() < end; i++) {
+        if (i % 64 == 0)
+            pn_fault_guard_arm(1);
+        failed += pn_safe_read(buf, (void *)16, sizeof buf) == -1;
+    }
+    atomic_store(&toggling, 0);
+    pthread_join(th, NULL);
+    _exit(failed == i && fh_faults == 0 ? 0 : 11);
+}
+
+static void test_foreign_handlers_never_see_our_faults(void)
+{
+    const char *names[] = {"reraise", "announced", "toggled"};
+    for (size_t i = 0; i < 3; i++) {
+        int st = in_child(names[i]);
+        CHECK(WIFEXITED(st));
+        CHECK_EQ_INT(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st), 0);
+    }
+}
+
 static void test_unhandled_faults_still_kill(void)
 {
     int st = in_child("fault");
@@ -332,6 +450,12 @@ __attribute__((constructor)) static void run_scenario(void)
         child_faults_with_default_action();
     else if (strcmp(name, "raise") == 0)
         child_raises_with_default_action();
+    else if (strcmp(name, "reraise") == 0)
+        child_reraised_fault_is_ours();
+    else if (strcmp(name, "announced") == 0)
+        child_announced_change_is_seen();
+    else if (strcmp(name, "toggled") == 0)
+        child_toggled_while_reading();
     _exit(20);
 }
 
@@ -363,4 +487,5 @@ static void test_replaced_handler_disarms(void)
 
 TEST_MAIN(T(test_reads_syscall_path), T(test_reads_guarded_path), T(test_sigbus_is_a_failed_read),
           T(test_threads_read_concurrently), T(test_sampler_thread_survives_bad_reads), T(test_other_faults_reach_the_previous_handler),
-          T(test_unhandled_faults_still_kill), T(test_replaced_handler_disarms))
+          T(test_unhandled_faults_still_kill), T(test_replaced_handler_disarms),
+          T(test_foreign_handlers_never_see_our_faults))

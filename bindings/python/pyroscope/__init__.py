@@ -24,7 +24,7 @@ try:
 except ImportError as exc:  # unsupported or free-threaded interpreter: say which
     raise ImportError(str(exc)) from None
 
-from . import _threads
+from . import _fault_handlers, _threads
 
 __all__ = [
     "LineNo", "ProfilerImplementation", "configure", "shutdown", "flush", "tag_wrapper", "add_thread_tag",
@@ -311,6 +311,7 @@ def configure(
         _native.set_log_sink(_log_sink)
         if report_names:
             _threads.install()
+        _fault_handlers.install()
         _native.start(_core_env(settings), settings, gil_only=gil, line_mode=mode)
     return True
 

@@ -709,8 +709,26 @@ static PyObject *m_fork_child(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* fault_guard_change(True) before a SIGSEGV/SIGBUS handler change,
+ * (False) after it (pyroscope/_fault_handlers.py). The wait for a running
+ * guarded read is a few loads; the sampler never needs the GIL. */
+static PyObject *m_fault_guard_change(PyObject *self, PyObject *begin)
+{
+    (void)self;
+    int b = PyObject_IsTrue(begin);
+    if (b < 0)
+        return NULL;
+    if (b)
+        pn_fault_guard_change_begin();
+    else
+        pn_fault_guard_change_end();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"fork_child", m_fork_child, METH_NOARGS, "fork path: after fork, in the child"},
+    {"fault_guard_change", m_fault_guard_change, METH_O,
+     "True before, False after changing the SIGSEGV/SIGBUS handler"},
     {"start", (PyCFunction)(void (*)(void))m_start, METH_VARARGS | METH_KEYWORDS,
      "start(env, settings, gil_only=True, line_mode=0): start (or restart) the agent"},
     {"stop", m_stop, METH_NOARGS, "flush within stop_timeout and stop; True if it ran"},

@@ -10,9 +10,18 @@
  * the handler that was there before (the application's, faulthandler's, a
  * runtime's, or the default action), and a library that installed its own
  * handler after ours may chain to it. The fast path is used only while our
- * handler is still the installed one (pn_fault_guard_arm, once per tick):
- * someone who replaced it expects to see every fault first, and Python's
- * faulthandler, for one, would print a fatal error for ours.
+ * handler is still the installed one: someone who replaced it expects to
+ * see every fault first, and Python's faulthandler, for one, would print a
+ * fatal error for ours. That is checked when a thread arms (the sampler:
+ * every tick) and again before the next copy after a change announced
+ * with pn_fault_guard_change_begin/_end (the Python binding brackets
+ * faulthandler.enable/disable and signal.signal with them): a copy and an
+ * announced change exclude each other, so no guarded copy runs while such
+ * a handler is being installed, and none after it until the check.
+ *
+ * A fault of a guarded copy that reaches us anyway (a handler installed
+ * from C between two checks, which chained to us or, like faulthandler,
+ * put ours back and re-raised the signal) is still recognised as ours.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -20,6 +29,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "pyroscope_native.h"
 #include "sampling/sampler.h"
@@ -45,8 +56,18 @@ static int installed;           /* under install_mu */
 static atomic_int replaced_logged;
 
 /* Whether this thread's pn_safe_read takes the fast path (per thread, so
- * only a thread that asked for it, the sampler, ever does). */
+ * only a thread that asked for it, the sampler, ever does), and the change
+ * generation its handler check saw. */
 static __thread int tls_armed __attribute__((tls_model("initial-exec")));
+static __thread uint64_t tls_gen __attribute__((tls_model("initial-exec")));
+
+/* Announced handler changes against guarded copies (a Dekker pair, all
+ * seq_cst): a copier counts itself in `copiers`, then checks `changing`; a
+ * changer counts itself in `changing`, then waits for `copiers` to drain.
+ * `gen` counts finished changes, so copiers re-check the handler. Any
+ * thread; the fork path resets them in a child. */
+static atomic_int copiers, changing;
+static _Atomic uint64_t gen;
 
 static void pass_on(int sig, siginfo_t *si, void *uc)
 {
@@ -76,11 +97,17 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     guard *g = tls_guard;
     /* Ours: a fault raised by the kernel inside a guarded copy, at an
-     * address it reads. x86-64 reports a non-canonical address (a torn
-     * pointer) as SI_KERNEL with no address. */
-    if (g && si && si->si_code > 0 &&
-        (si->si_code == SI_KERNEL ||
-         ((uintptr_t)si->si_addr >= g->lo && (uintptr_t)si->si_addr < g->hi)))
+     * address it reads (also when another handler ran first and chained to
+     * us with its siginfo). x86-64 reports a non-canonical address (a torn
+     * pointer) as SI_KERNEL with no address. Or the same fault re-raised
+     * on this thread by a handler that ran first and put ours back
+     * (faulthandler: raise(), so SI_TKILL from our own pid): inside a copy
+     * nothing else runs on this thread that could fault. */
+    if (g && si &&
+        ((si->si_code > 0 &&
+          (si->si_code == SI_KERNEL ||
+           ((uintptr_t)si->si_addr >= g->lo && (uintptr_t)si->si_addr < g->hi))) ||
+         ((si->si_code == SI_TKILL || si->si_code == SI_USER) && si->si_pid == getpid())))
         siglongjmp(g->jb, 1);
     pass_on(sig, si, uc);
 }
@@ -124,6 +151,9 @@ int pn_fault_guard_install(pn_error *e)
 
 int pn_fault_guard_arm(int on)
 {
+    /* The generation before the check: a change finishing during it makes
+     * the next copy check again. */
+    tls_gen = atomic_load(&gen);
     int ours = on && handler_is_ours(SIGSEGV) && handler_is_ours(SIGBUS);
     if (on && !ours && !atomic_exchange(&replaced_logged, 1))
         pn_log(PN_LOG_INFO, "fault_guard: the SIGSEGV/SIGBUS handler is not ours (not "
@@ -135,9 +165,37 @@ int pn_fault_guard_arm(int on)
 
 int pn_fault_guard_armed(void) { return tls_armed; }
 
+void pn_fault_guard_change_begin(void)
+{
+    atomic_fetch_add(&changing, 1);
+    /* A copy is a few loads: copiers drain at once unless the copying
+     * thread was descheduled in one. Bounded, in case it is stopped (a
+     * debugger): then this change races that copy, as an unannounced one
+     * would. */
+    for (int i = 0; atomic_load(&copiers) != 0 && i < 2000; i++) {
+        struct timespec d = {0, i < 100 ? 0 : 50000};
+        nanosleep(&d, NULL);
+    }
+}
+
+void pn_fault_guard_change_end(void)
+{
+    atomic_fetch_add(&gen, 1);
+    atomic_fetch_sub(&changing, 1);
+}
+
+void pn_fault_guard_after_fork(void)
+{
+    /* The child's only thread is the forking one: no copy runs. */
+    atomic_store(&copiers, 0);
+    atomic_store(&changing, 0);
+}
+
 /* Plain loads and stores, not memcpy: a sanitizer's memcpy would check (and
  * report) the source, which is exactly the memory we may not own. The
  * empty asm keeps the compiler from turning the loop back into memcpy. */
+static int guarded_copy(void *dst, const void *src, size_t n);
+
 __attribute__((noinline, no_sanitize("address", "undefined"))) static void
 raw_copy(unsigned char *dst, const unsigned char *src, size_t n)
 {
@@ -161,6 +219,23 @@ int pn_fault_guard_copy(void *dst, const void *src, size_t n)
     uintptr_t lo = (uintptr_t)src;
     if (lo + n < lo)
         return -1;
+    atomic_fetch_add(&copiers, 1);
+    if (atomic_load(&changing) != 0 || atomic_load(&gen) != tls_gen) {
+        atomic_fetch_sub(&copiers, 1);
+        /* A handler is being changed (this read takes the syscall), or
+         * was: check whose it is now, for the reads that follow. */
+        if (atomic_load(&changing) == 0)
+            pn_fault_guard_arm(1);
+        return 1;
+    }
+    int rc = guarded_copy(dst, src, n);
+    atomic_fetch_sub(&copiers, 1);
+    return rc;
+}
+
+static int guarded_copy(void *dst, const void *src, size_t n)
+{
+    uintptr_t lo = (uintptr_t)src;
     guard g;
     g.lo = lo;
     g.hi = lo + n;

@@ -14,12 +14,16 @@
  * before it restarts any sampler, read by any thread. */
 static _Atomic pid_t self_pid;
 
-void pn_safe_read_after_fork(void) { atomic_store(&self_pid, getpid()); }
+void pn_safe_read_after_fork(void)
+{
+    atomic_store(&self_pid, getpid());
+    pn_fault_guard_after_fork();
+}
 
 __attribute__((constructor)) static void safe_read_init(void) { pn_safe_read_after_fork(); }
 
 /* On a thread that armed the fault guard (the sampler), a guarded plain
- * copy. Elsewhere, process_vm_readv on our own pid: it returns EFAULT for
+ * copy, unless the guard declines it. Elsewhere, process_vm_readv on our own pid: it returns EFAULT for
  * unmapped source pages instead of raising SIGSEGV, which is exactly the
  * contract walkers need, at the price of a syscall per read. */
 int pn_safe_read(void *dst, const void *addr, size_t n)
@@ -28,8 +32,11 @@ int pn_safe_read(void *dst, const void *addr, size_t n)
         return 0;
     if (addr == NULL)
         return -1;
-    if (pn_fault_guard_armed())
-        return pn_fault_guard_copy(dst, addr, n);
+    if (pn_fault_guard_armed()) {
+        int rc = pn_fault_guard_copy(dst, addr, n);
+        if (rc <= 0)
+            return rc;
+    }
     pid_t pid = atomic_load_explicit(&self_pid, memory_order_relaxed);
     if (pid == 0)
         pid = getpid(); /* called before constructors ran */

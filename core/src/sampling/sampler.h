@@ -15,11 +15,16 @@
  * never removed; later calls do nothing). arm: per calling thread, 1 to
  * use the fast path from now on if our handler is still the installed one
  * (returns whether it is; the sampler re-arms every tick), 0 for syscall
- * reads. copy: any thread; -1 when a byte of [src, src+n) is unreadable. */
+ * reads. copy: an armed thread; -1 when a byte of [src, src+n) is
+ * unreadable, 1 when the guard cannot be used for this read (a handler is
+ * being changed, or was and is no longer ours: the thread is disarmed);
+ * read another way. change_begin/_end (pyroscope_native.h) bracket a
+ * handler change. after_fork: in a forked child. */
 int pn_fault_guard_install(pn_error *e);
 int pn_fault_guard_arm(int on);
 int pn_fault_guard_armed(void);
 int pn_fault_guard_copy(void *dst, const void *src, size_t n);
+void pn_fault_guard_after_fork(void);
 /* Fork path: thread names' lock (held across fork), and in the child the
  * cached pid safe reads use. */
 void pn_thread_names_fork_prepare(void);
