@@ -55,7 +55,8 @@ static const PyTypeObject *hamt_type, *bitmap_type, *array_type, *collision_type
 #endif
 
 /* Sampler thread (lookups) and application threads (exits, drops). */
-static _Atomic uint64_t n_lookups, n_labelled, n_read_errors, n_exit_unmatched, n_drops;
+static _Atomic uint64_t n_lookups, n_labelled, n_read_errors, n_exit_unmatched, n_drops,
+    n_switched;
 
 static void bump(_Atomic uint64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
@@ -479,6 +480,43 @@ static int learn_layout(void) { return 0; }
 
 #endif /* PNW_CONTEXT_SUPPORTED */
 
+/* ----------------------------------------------------- stack <-> context */
+
+/* context and context_ver are neighbours in every PyThreadState (3.10+). */
+_Static_assert(offsetof(PyThreadState, context_ver) ==
+                   offsetof(PyThreadState, context) + sizeof(PyObject *),
+               "PyThreadState: context_ver does not follow context");
+
+int ctx_stamp_read(const void *ts, ctx_stamp *out)
+{
+    struct {
+        const void *context;
+        uint64_t ver;
+    } raw;
+    if (pn_safe_read(&raw, (const char *)ts + offsetof(PyThreadState, context), sizeof raw) != 0)
+        return -1;
+    out->context = raw.context;
+    out->ver = raw.ver;
+    return 0;
+}
+
+int ctx_labels_if_unchanged(const void *ts, const ctx_stamp *stamp, int last,
+                            const pn_labelset **out)
+{
+    /* Looked up first, so the lookup is inside the checked span too. */
+    const pn_labelset *ls = ctx_labels_of(stamp->context);
+    ctx_stamp now;
+    if (ctx_stamp_read(ts, &now) != 0 || now.context != stamp->context ||
+        now.ver != stamp->ver) {
+        if (last)
+            bump(&n_switched);
+        *out = NULL;
+        return 1;
+    }
+    *out = ls;
+    return 0;
+}
+
 /* ------------------------------------------------------------ module */
 
 /* PyModule_AddObjectRef is 3.10+; the file still compiles for older
@@ -518,4 +556,5 @@ void ctx_labels_get_stats(ctx_labels_stats *out)
     out->read_errors = atomic_load_explicit(&n_read_errors, memory_order_relaxed);
     out->exit_unmatched = atomic_load_explicit(&n_exit_unmatched, memory_order_relaxed);
     out->label_drops = atomic_load_explicit(&n_drops, memory_order_relaxed);
+    out->switched = atomic_load_explicit(&n_switched, memory_order_relaxed);
 }

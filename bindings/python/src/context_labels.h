@@ -35,6 +35,26 @@ int ctx_labels_init(PyObject *module);
  * valid until the recording section (the tick) ends. */
 const pn_labelset *ctx_labels_of(const void *context);
 
+/* Sampler thread: which context a thread state runs, and its version
+ * (tstate->context_ver, bumped by every context switch and ContextVar
+ * set). A stamp taken before a thread's stack was read, and found
+ * unchanged after it, says that the stack ran in that context throughout. */
+typedef struct {
+    const void *context;
+    uint64_t ver;
+} ctx_stamp;
+
+/* Read the stamp of the thread state at ts; -1 when it cannot be read. */
+int ctx_stamp_read(const void *ts, ctx_stamp *out);
+
+/* *out: the labels of stamp->context; 0. Or 1 with *out NULL when the
+ * thread state at ts no longer runs that context at that version: the
+ * thread switched tasks (or set a ContextVar) while its stack was read, and
+ * the labels might be another task's. `last`: the caller gives up on the
+ * sample's labels then (counted as `switched`). */
+int ctx_labels_if_unchanged(const void *ts, const ctx_stamp *stamp, int last,
+                            const pn_labelset **out);
+
 typedef struct {
     uint64_t enabled;         /* 1 when the layout check passed */
     uint64_t lookups;         /* contexts the sampler looked into */
@@ -42,6 +62,7 @@ typedef struct {
     uint64_t read_errors;     /* failed, inconsistent or too deep reads */
     uint64_t exit_unmatched;  /* exits in a context with no entry of theirs */
     uint64_t label_drops;     /* blocks kept without their labels (limits) */
+    uint64_t switched;        /* samples left unlabelled: context changed during the read */
 } ctx_labels_stats;
 
 /* Any thread. */

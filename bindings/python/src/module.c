@@ -375,6 +375,7 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
         {"context_read_errors", c.read_errors},
         {"context_exit_unmatched", c.exit_unmatched},
         {"context_label_drops", c.label_drops},
+        {"context_switched", c.switched},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (put_u64(d, rows[i].k, rows[i].v) != 0) {

@@ -574,12 +574,15 @@ static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64
 
 /* ------------------------------------------------------------- threads */
 
-/* The innermost frame of a thread, from a copy of its thread state. In
- * 3.11/3.12 it is in the _PyCFrame the thread currently runs in (on its C
- * stack or inside the thread state): one more read. -1 when that fails. */
-static int current_frame(const pnw_layout *L, const uint8_t *ts, const void **out)
+/* The innermost frame of the thread state at ts, read now (after the
+ * context stamp, see py_walker_walk). In 3.11/3.12 it is in the _PyCFrame
+ * the thread currently runs in (on its C stack or inside the thread
+ * state): one more read. -1 when a read fails. */
+static int current_frame(const pnw_layout *L, const void *ts, const void **out)
 {
-    const void *p = pnw_ptr(ts, L->ts_frame);
+    const void *p;
+    if (pn_safe_read(&p, (const char *)ts + L->ts_frame, sizeof p) != 0)
+        return -1;
     if (L->cframe_frame == PNW_NONE || p == NULL) {
         *out = p;
         return 0;
@@ -747,10 +750,23 @@ void py_walker_walk(void *ctx, pn_tick *t)
             const void *fp;
             int torn = 0;
             size_t depth = 0;
-            if (current_frame(L, tc, &fp) != 0)
-                torn = 1;
-            else
-                depth = walk_frames(w, fp, syms, gen, &torn);
+            /* The context is stamped before the stack is read and checked
+             * after: labels only for a stack that ran in it throughout. A
+             * task switch in between is rare: one more try, then the
+             * sample goes unlabelled (counted). */
+            const pn_labelset *labels = NULL;
+            for (int tries = 2; tries > 0; tries--) {
+                ctx_stamp stamp;
+                int stamped = ctx_stamp_read(self, &stamp) == 0;
+                torn = 0;
+                depth = 0;
+                if (!stamped || current_frame(L, self, &fp) != 0)
+                    torn = 1;
+                else
+                    depth = walk_frames(w, fp, syms, gen, &torn);
+                if (!stamped || ctx_labels_if_unchanged(self, &stamp, tries == 1, &labels) == 0)
+                    break;
+            }
             /* Wall mode did not read the thread's clock before the walk: a
              * stack that could not be read may be that of a thread that
              * exited, which is no sample (on-CPU mode skipped it already). */
@@ -767,7 +783,7 @@ void py_walker_walk(void *ctx, pn_tick *t)
                     name = w->thread_name;
                 /* Labels: the thread's slot under the running context's. */
                 pn_tick_sample_context(t, tid, w->frames, depth, value, name,
-                                       ctx_labels_of(pnw_ptr(tc, L->ts_context)));
+                                       labels);
                 bump(&w->stacks_walked, 1);
                 bump(&w->nframes, depth);
             }
