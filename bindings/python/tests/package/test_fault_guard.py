@@ -113,3 +113,84 @@ def test_application_crash_still_reaches_faulthandler(tmp_path):
     assert "crashing" in r.stdout, r.stderr
     assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stderr)
     assert "Fatal Python error: Segmentation fault" in r.stderr, r.stderr
+
+
+# Threads recurse to the recursion limit and unwind, over and over (their
+# frame chunks are unmapped as they unwind, so reading their stacks faults
+# now and then), sampled at 1000 Hz, while the main thread changes the
+# SIGSEGV handler as fast as it can: "faulthandler" enables and disables
+# faulthandler; "signal" installs a Python SIGSEGV handler with
+# signal.signal and puts ours back from C (ctypes). Goes on for at least
+# 8 s and until 300 stack reads failed (at most 60 s); prints the toggles,
+# the calls of the Python handler and stats() as JSON.
+TOGGLING = """
+import ctypes, faulthandler, json, os, signal, sys, threading, time
+import pyroscope
+pyroscope.configure(application_name="fg", output_dir=os.environ["OUT"], sample_rate=1000,
+                    gil_only=False, upload_interval=30)
+sys.setswitchinterval(1e-5)
+def rec(n):
+    return rec(n + 1) + 1
+stop = False
+def deep():
+    while not stop:
+        try:
+            rec(0)
+        except RecursionError:
+            pass
+def short_lived():
+    while not stop:
+        t = threading.Thread(target=deep_once)
+        t.start()
+        t.join()
+def deep_once():
+    for _ in range(3):
+        try:
+            rec(0)
+        except RecursionError:
+            pass
+threads = [threading.Thread(target=deep) for _ in range(3)] + \\
+    [threading.Thread(target=short_lived) for _ in range(2)]
+for t in threads:
+    t.start()
+calls = 0
+def handler(sig, frame):
+    global calls
+    calls += 1
+libc = ctypes.CDLL(None)
+ours = ctypes.create_string_buffer(512)  # a struct sigaction
+libc.sigaction(signal.SIGSEGV, None, ours)
+errors0 = pyroscope.stats()["walk_errors"]
+t0 = time.monotonic()
+n = 0
+while True:
+    if n % 1000 == 0:
+        took = time.monotonic() - t0
+        if took > 60 or (took > 8 and pyroscope.stats()["walk_errors"] - errors0 >= 300):
+            break
+    if sys.argv[1] == "faulthandler":
+        faulthandler.enable()
+        faulthandler.disable()
+    else:
+        signal.signal(signal.SIGSEGV, handler)
+        libc.sigaction(signal.SIGSEGV, ours, None)
+    n += 1
+stop = True
+for t in threads:
+    t.join()
+print(json.dumps({"toggles": n, "calls": calls, **pyroscope.stats()}))
+pyroscope.shutdown()
+"""
+
+
+@pytest.mark.parametrize("how", ["faulthandler", "signal"])
+def test_handler_changed_while_reads_fault(tmp_path, how):
+    # Issue 31: faulthandler saw a fault of ours, printed "Fatal Python
+    # error" and re-raised it, and we let it kill the process; a Python
+    # SIGSEGV handler was called for our faults.
+    r = run_python(TOGGLING, env={"OUT": str(tmp_path / "p")}, args=(how,), timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert "Fatal Python error" not in r.stderr, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["calls"] == 0, out
+    assert out["toggles"] > 100 and out["walk_errors"] >= 300, out
