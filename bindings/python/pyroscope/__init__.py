@@ -24,7 +24,7 @@ try:
 except ImportError as exc:  # unsupported or free-threaded interpreter: say which
     raise ImportError(str(exc)) from None
 
-from . import _fault_handlers, _threads
+from . import _fault_handlers, _fork_exit, _threads
 
 __all__ = [
     "LineNo", "ProfilerImplementation", "configure", "shutdown", "flush", "tag_wrapper", "add_thread_tag",
@@ -468,6 +468,7 @@ def _after_fork_in_child():
     # it does not exist here, so the lock would never be released.
     _lock = threading.RLock()
     _threads.after_fork()
+    _fork_exit.after_fork_in_child(shutdown)
 
 
 # The core's one fork path runs inside fork() itself (pthread_atfork), where
@@ -479,5 +480,5 @@ def _after_fork_in_child():
 # in configure. The child hook below repeats the path's entry point (a no-op
 # once done) and re-creates the Python-level locks instead; the native state
 # is consistent wherever configure/shutdown let go of the GIL.
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(before=_fork_exit.before_fork, after_in_child=_after_fork_in_child)
 atexit.register(_native.at_exit)

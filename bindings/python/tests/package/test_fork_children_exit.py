@@ -1,0 +1,78 @@
+"""Forked children that end without interpreter exit keep their last period.
+
+multiprocessing ends its fork children with os._exit() and Pool.terminate()
+(``with Pool(...)``) kills its workers with SIGTERM; billiard-style workers
+os.fork() and os._exit() themselves. Each child's CPU, measured in the child,
+must be in the profile (tagged with its pid) within 10 %: under issue 31
+none of it was, since the upload interval (60 s) never came.
+"""
+
+import json
+
+import pytest
+
+from conftest import check_run
+import pprof_reader
+
+CODE = """
+import json, os, sys, time, multiprocessing as mp
+import pyroscope
+
+def work(seconds):
+    c0 = time.process_time()
+    with pyroscope.tag_wrapper({"job": "j"}):
+        end = c0 + seconds
+        while time.process_time() < end:
+            pass
+    return os.getpid(), time.process_time() - c0
+
+def in_process(q):
+    q.put(work(0.6))
+
+if __name__ == "__main__":
+    pyroscope.configure(application_name="mp", output_dir=sys.argv[1], report_pid=True,
+                        upload_interval=60, stop_timeout=10)
+    cpu = {}
+    how = sys.argv[2]
+    ctx = mp.get_context("fork")
+    if how == "pool":
+        with ctx.Pool(2) as pool:
+            for pid, c in pool.map(work, [0.4] * 4, chunksize=1):
+                cpu[pid] = cpu.get(pid, 0) + c
+    elif how == "process":
+        q = ctx.SimpleQueue()
+        p = ctx.Process(target=in_process, args=(q,))
+        p.start()
+        pid, c = q.get()
+        p.join()
+        assert p.exitcode == 0, p.exitcode
+        cpu[pid] = c
+    else:  # billiard-style: fork, work, os._exit
+        r, w = os.pipe()
+        kid = os.fork()
+        if kid == 0:
+            os.write(w, json.dumps(work(0.6)).encode())
+            os._exit(3)
+        os.close(w)
+        _, status = os.waitpid(kid, 0)
+        assert os.waitstatus_to_exitcode(status) == 3, status
+        pid, c = json.loads(os.read(r, 1000))
+        cpu[pid] = c
+    pyroscope.shutdown()
+    print(json.dumps(cpu))
+"""
+
+
+@pytest.mark.parametrize("how", ["pool", "process", "os_exit"])
+def test_fork_child_keeps_its_last_period(tmp_path, how):
+    out = tmp_path / "p"
+    r = check_run(CODE, args=(str(out), how), timeout=120)
+    cpu = {int(k): v for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+    profiled = {}
+    for s in pprof_reader.samples(pprof_reader.load_dir(str(out))):
+        if "work" in {f[0] for f in s["stack"]}:
+            pid = int(s["labels"].get("pid", 0))
+            profiled[pid] = profiled.get(pid, 0) + s["values"][0] / 1e9
+    assert cpu, r.stdout
+    for pid, c in cpu.items():
+        assert abs(profiled.get(pid, 0) - c) <= 0.1 * c, (how, pid, c, profiled)
