@@ -72,12 +72,24 @@ def _log_sink(level, message, created=None):
     LOGGER.handle(record)
 
 
+def _check_utf8(name, text, what=""):
+    """A str the core can take: no lone surrogate (from a file name or
+    environment undecodable as UTF-8, or an escape). The value is not shown:
+    it may be a password."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name}: {what}has a lone surrogate at index {e.start}, "
+                         "which is not UTF-8 text") from None
+    return text
+
+
 def _check_str(name, value):
     if isinstance(value, os.PathLike) and name == "output_dir":
         value = os.fspath(value)
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    return value
+    return _check_utf8(name, value)
 
 
 def _check_bool(name, value):
@@ -110,6 +122,8 @@ def _check_pairs(name, value):
             raise TypeError(f"{name}: keys must be str, not {type(k).__name__}")
         if not isinstance(v, str):
             raise TypeError(f"{name}: the value of {k!r} must be a str, not {type(v).__name__}")
+        _check_utf8(name, k, "a key ")
+        _check_utf8(name, v, f"the value of {ascii(k)} ")
     return dict(value)
 
 

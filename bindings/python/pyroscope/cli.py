@@ -336,8 +336,14 @@ def _report_run(folder, before, title, top):
     files in the folder are left out)."""
     new = sorted(_profile_files(folder) - before)
     if not new:
-        _say(f"no profiles were written to {folder} (the program ran too briefly, "
-             "or never on the CPU), so there is no flame graph")
+        failed = pyroscope.stats().get("folder_failed", 0)
+        if failed:
+            _say(f"no profiles were written to {folder}: writing failed {failed} "
+                 f"time{'s' if failed != 1 else ''} (the errors are above), so there is "
+                 "no flame graph")
+        else:
+            _say(f"no profiles were written to {folder} (the program ran too briefly, "
+                 "or never on the CPU), so there is no flame graph")
         return
     html = os.path.join(folder, REPORT_NAME)
     try:
@@ -408,6 +414,13 @@ def _run(ns, kind, target, program_args):
     if folder:
         # Absolute, so a program that changes directory writes to the same place.
         settings["output_dir"] = os.path.abspath(folder)
+        # A folder that cannot be made is the reason, not "ran too briefly".
+        try:
+            os.makedirs(settings["output_dir"], exist_ok=True)
+        except OSError as exc:
+            raise UsageError(_flag_message(
+                f"output_dir: cannot create the folder {settings['output_dir']}: "
+                f"{exc.strerror or exc}", settings)) from None
     before = _profile_files(folder) if folder else set()
 
     _setup_logging(ns.enable_logging, ns.log_level)

@@ -481,3 +481,26 @@ def test_example_shop_shape(tmp_path):
         assert sum(s["values"][0] for s in linked) > 0.95 * total
         assert {s["labels"].get("span_name") for s in linked} == {"POST /checkout", "POST /cart"}
     assert "parse_order" in (tmp_path / "out0" / "flamegraph.html").read_text()
+
+
+def test_output_dir_that_cannot_be_made_is_the_reported_cause(tmp_path):
+    # Issue 31: the folder error was logged, then "no profiles were written
+    # ... the program ran too briefly".
+    prog = write(tmp_path / "prog.py", "print('ran')\n")
+    r = run_cli("run", "--output-dir", "/dev/null/x", str(prog), cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "--output-dir" in r.stderr and "Not a directory" in r.stderr, r.stderr
+    assert "too briefly" not in r.stderr and "ran" not in r.stdout, (r.stdout, r.stderr)
+    # The folder goes away while the program runs: the writes' failure is
+    # the reason given for the missing flame graph.
+    out = tmp_path / "out"
+    prog = write(tmp_path / "gone.py", f"""
+        import os, shutil, time
+        shutil.rmtree({str(out)!r})
+        open({str(out)!r}, "w").close()
+        end = time.process_time() + 0.3
+        while time.process_time() < end:
+            pass
+    """)
+    r = run_cli("run", "--output-dir", str(out), str(prog), cwd=tmp_path)
+    assert "writing failed" in r.stderr and "too briefly" not in r.stderr, r.stderr

@@ -132,6 +132,15 @@ BAD_KEYWORDS = [
     ("stop_timeout_negative", {"stop_timeout": -1}, "ValueError", "stop_timeout"),
     ("log_level_word", {"log_level": "loud"}, "ValueError", "log_level"),
     ("unknown_keyword", {"bogus_setting": 1}, "TypeError", "bogus_setting"),
+    # A lone surrogate (from an undecodable file name or environment) was a
+    # bare UnicodeEncodeError naming no setting (issue 31).
+    ("tag_value_surrogate", {"tags": {"k": "\udcff"}}, "ValueError", "tags"),
+    ("tag_key_surrogate", {"tags": {"\udcff": "v"}}, "ValueError", "tags"),
+    ("header_surrogate", {"http_headers": {"X": "a\udcff"}}, "ValueError", "http_headers"),
+    ("app_surrogate", {"application_name": "app\ud800"}, "ValueError", "application_name"),
+    ("password_surrogate", {"basic_auth_username": "u", "basic_auth_password": "\udcff"},
+     "ValueError", "basic_auth_password"),
+    ("dir_surrogate", {"output_dir": "/tmp/\udcff"}, "ValueError", "output_dir"),
 ]
 
 # (variable, bad value); the message must name the variable.
