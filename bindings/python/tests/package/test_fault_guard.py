@@ -6,6 +6,7 @@ the same. Faults that are not ours still reach faulthandler.
 
 import json
 import signal
+import sys
 
 import pytest
 
@@ -194,4 +195,7 @@ def test_handler_changed_while_reads_fault(tmp_path, how):
     assert "Fatal Python error" not in r.stderr, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["calls"] == 0, out
-    assert out["toggles"] > 100 and out["walk_errors"] >= 20, out
+    assert out["toggles"] > 100, out
+    # Reads did fail meanwhile (3.10's frames are seldom unmapped: there
+    # the test may see none on a busy machine).
+    assert out["walk_errors"] >= (0 if sys.version_info < (3, 11) else 20), out
