@@ -5,7 +5,9 @@ the same. Faults that are not ours still reach faulthandler.
 """
 
 import json
+import shutil
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -121,7 +123,9 @@ def test_application_crash_still_reaches_faulthandler(tmp_path):
 # now and then), sampled at 1000 Hz, while the main thread changes the
 # SIGSEGV handler as fast as it can: "faulthandler" enables and disables
 # faulthandler; "signal" installs a Python SIGSEGV handler with
-# signal.signal and puts ours back from C (ctypes). Goes on for at least
+# signal.signal and puts ours back from C (ctypes); "chained" installs an
+# application's C handler that chains to the one it replaced (ours), from
+# C, unannounced, and puts ours back. Goes on for at least
 # 8 s and until 300 stack reads failed (at most 20 s: 3.10 frames are
 # seldom unmapped, its reads fail a few times a second); prints the toggles,
 # the calls of the Python handler and stats() as JSON.
@@ -162,6 +166,8 @@ def handler(sig, frame):
 libc = ctypes.CDLL(None)
 ours = ctypes.create_string_buffer(512)  # a struct sigaction
 libc.sigaction(signal.SIGSEGV, None, ours)
+if sys.argv[1] == "chained":
+    chain = ctypes.CDLL(os.environ["CHAIN_LIB"])
 errors0 = pyroscope.stats()["walk_errors"]
 t0 = time.monotonic()
 n = 0
@@ -173,6 +179,9 @@ while True:
     if sys.argv[1] == "faulthandler":
         faulthandler.enable()
         faulthandler.disable()
+    elif sys.argv[1] == "chained":
+        chain.install()
+        libc.sigaction(signal.SIGSEGV, ours, None)
     else:
         signal.signal(signal.SIGSEGV, handler)
         libc.sigaction(signal.SIGSEGV, ours, None)
@@ -185,12 +194,48 @@ pyroscope.shutdown()
 """
 
 
-@pytest.mark.parametrize("how", ["faulthandler", "signal"])
+# An application's SIGSEGV handler that chains to the handler it replaced
+# with the same siginfo, as crash reporters do.
+CHAIN_C = r"""
+#include <signal.h>
+#include <string.h>
+static struct sigaction prev;
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+    if (prev.sa_flags & SA_SIGINFO)
+        prev.sa_sigaction(sig, si, uc);
+    else
+        signal(sig, SIG_DFL);
+}
+int install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGSEGV, &sa, &prev);
+}
+"""
+
+
+@pytest.mark.parametrize("how", ["faulthandler", "signal", "chained"])
 def test_handler_changed_while_reads_fault(tmp_path, how):
     # Issue 31: faulthandler saw a fault of ours, printed "Fatal Python
     # error" and re-raised it, and we let it kill the process; a Python
-    # SIGSEGV handler was called for our faults.
-    r = run_python(TOGGLING, env={"OUT": str(tmp_path / "p")}, args=(how,), timeout=120)
+    # SIGSEGV handler was called for our faults. A chaining C handler may
+    # see ours (installed unannounced, found at the next tick) and passes
+    # them back.
+    env = {"OUT": str(tmp_path / "p")}
+    if how == "chained":
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            pytest.skip("no C compiler")
+        src, lib = tmp_path / "chain.c", tmp_path / "libchain.so"
+        src.write_text(CHAIN_C)
+        subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+        env["CHAIN_LIB"] = str(lib)
+    r = run_python(TOGGLING, env=env, args=(how,), timeout=120)
     assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
     assert "Fatal Python error" not in r.stderr, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
