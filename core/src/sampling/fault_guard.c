@@ -191,12 +191,12 @@ void pn_fault_guard_after_fork(void)
     atomic_store(&changing, 0);
 }
 
-/* Plain loads and stores, not memcpy: a sanitizer's memcpy would check (and
- * report) the source, which is exactly the memory we may not own. The
- * empty asm keeps the compiler from turning the loop back into memcpy. */
 /* noinline: the valgrind suppressions name it as raw_copy's caller. */
 __attribute__((noinline)) static int guarded_copy(void *dst, const void *src, size_t n);
 
+/* Plain loads and stores, not memcpy: a sanitizer's memcpy would check (and
+ * report) the source, which is exactly the memory we may not own. The
+ * empty asm keeps the compiler from turning the loop back into memcpy. */
 __attribute__((noinline, no_sanitize("address", "undefined"))) static void
 raw_copy(unsigned char *dst, const unsigned char *src, size_t n)
 {
