@@ -13,7 +13,7 @@ PY_SID_LANES := $(addprefix test-python-sid-,$(SID_PYTHONS))
 # One stamp per chroot path, so that another SID_CHROOT is checked too.
 SID_STAMP := $(BUILD)/.sid-chroot$(subst /,-,$(abspath $(SID_CHROOT))).stamp
 
-.PHONY: test-python-sid test-python-in-chroot $(PY_SID_LANES)
+.PHONY: test-python-sid test-python-in-chroot
 
 # Rerun when the script changes; the script itself checks its package list.
 $(SID_STAMP): tests/runtimes/sid_chroot.sh
