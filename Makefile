@@ -6,7 +6,8 @@
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-release  core tests built as Release (-O3): -Werror must hold there too
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
-#   make test-python    Python-side tests for CPython 3.10-3.13 (part of `make test`)
+#   make test-python    Python-side tests for CPython 3.10-3.15 (part of `make test`; 3.14 and
+#                       3.15 in a Debian unstable chroot built once, mk/python-sid.mk)
 #   make test-node      Node binding tests, mocha (part of `make test`; mk/node.mk)
 #   make test-ruby      Ruby gem tests, minitest (part of `make test`; mk/ruby.mk)
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
@@ -60,7 +61,8 @@ build: deps $(BUILD)/CMakeCache.txt
 # periods and child processes, so two lanes on two cores save minutes.
 test: build test-c test-valgrind
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-node-compat test-ruby
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) $(PY_SID_LANES) \
+		test-node test-node-compat test-ruby
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
@@ -85,7 +87,7 @@ PY_LANES = $(addprefix test-python-lane-,$(shell seq $(words $(PYTHONS))))
 
 test-python: build
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES)
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) $(PY_SID_LANES)
 
 test-python-lane-%:
 	@set -e; py=$(word $*,$(PYTHONS)); \

@@ -15,8 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 os.chdir(HERE)  # source paths below are relative, as setuptools wants
 
 if sys.version_info < (3, 10):
-    sys.exit("pyroscope-native supports CPython 3.10, 3.11, 3.12 and 3.13; this is %d.%d"
-             % sys.version_info[:2])
+    sys.exit("pyroscope-native supports CPython 3.10, 3.11, 3.12, 3.13, 3.14 and 3.15; "
+             "this is %d.%d" % sys.version_info[:2])
 
 CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow",
           "-Wvla", "-fvisibility=hidden"]
@@ -112,6 +112,8 @@ setup(
         "Programming Language :: Python :: 3.11",
         "Programming Language :: Python :: 3.12",
         "Programming Language :: Python :: 3.13",
+        "Programming Language :: Python :: 3.14",
+        "Programming Language :: Python :: 3.15",
         "Programming Language :: Python :: Implementation :: CPython",
         "Operating System :: POSIX :: Linux",
     ],

@@ -1,16 +1,27 @@
 /*
- * Where the walker finds things in CPython's memory, for 3.10 to 3.13.
+ * Where the walker finds things in CPython's memory, for 3.10 to 3.15.
  *
  * Every version difference lives in this file, as data: pnw_layout_init
  * fills one pnw_layout (field offsets, how a frame names its instruction,
  * which line-table format) and walker.c reads copied bytes at those
- * offsets, never a version's struct. 3.13 publishes most of the offsets
- * itself in _PyRuntime.debug_offsets ("xdebugpy"); they are taken from
+ * offsets, never a version's struct. 3.13+ publish most of the offsets
+ * themselves in _PyRuntime.debug_offsets ("xdebugpy"); they are taken from
  * there, validated, so a later release with the same debug-offsets
- * version needs the fewest changes here. What 3.13 does not publish
- * (_co_firsttraceable, the frame-owner values, the GIL's address, tstate->context, the str
- * layout) still comes from the internal headers this file is compiled
- * with; so does everything for 3.10-3.12.
+ * version needs the fewest changes here. 3.13 publishes the thread and
+ * interpreter states, frames, code objects and the GIL; 3.14 adds str and
+ * bytes (taken too), generators and, in _asyncio's own section, tasks (not
+ * needed: a running generator's or task's frames are on its thread's chain,
+ * and a suspended one runs no code). What no version publishes still comes
+ * from the internal headers this file is compiled with:
+ *   - _co_firsttraceable (a frame still in its prologue is skipped),
+ *   - the frame-owner values (generator; shims: C stack, 3.14's interpreter),
+ *   - the tag bits of 3.14's _PyStackRef f_executable (Py_TAG_BITS),
+ *   - tstate->context and the PyContext / HAMT layouts (context labels),
+ *   - the str state bit-field's meaning (kind, compact, ascii) and where a
+ *     non-compact str keeps its data (data.any); 3.14's compact size,
+ *   - the GIL's address before 3.13 (from 3.13 it is read through the
+ *     published interp->ceval.gil offset).
+ * Everything for 3.10-3.12 comes from the headers.
  *
  * Include this before anything else in a translation unit: the internal
  * headers need Py_BUILD_CORE, which changes what Python.h declares.
@@ -31,9 +42,16 @@
 
 #include "pyroscope_native.h"
 
-/* A free-threaded build has no GIL and different object headers; later
- * versions are not checked yet. */
-#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+/* A free-threaded build has no GIL and different object headers. Versions
+ * after the newest tested one are refused at import, naming both: their
+ * layouts may differ in ways no check here sees (overridable so that a test
+ * can play a newer interpreter). */
+#define PNW_VERSIONS "3.10, 3.11, 3.12, 3.13, 3.14, 3.15"
+#ifndef PNW_NEWEST_TESTED
+#define PNW_NEWEST_TESTED "3.15"
+#define PNW_TOO_NEW_HEX 0x03100000  /* 3.16 */
+#endif
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < PNW_TOO_NEW_HEX && !defined(Py_GIL_DISABLED)
 #define PNW_SUPPORTED 1
 #else
 #define PNW_SUPPORTED 0
@@ -47,6 +65,14 @@
 #include "internal/pycore_runtime.h"
 #if PY_VERSION_HEX >= 0x030B0000
 #include "internal/pycore_frame.h"
+#endif
+#if PY_VERSION_HEX >= 0x030E0000
+/* Py_TAG_BITS. Its inline functions leave parameters unused in a GIL
+ * build: CPython's warnings, not ours. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "internal/pycore_stackref.h"
+#pragma GCC diagnostic pop
 #endif
 
 /* Bytes of a struct the walker copies at most: every offset it uses must
@@ -80,11 +106,20 @@ typedef struct {
     size_t ts_context;      /* the PyContext running (contextvars), see context_labels.h */
     /* Frame; fr_span bytes are copied. */
     size_t fr_span, fr_type, fr_back, fr_code, fr_instr, fr_owner;
-    int instr_kind, owner_generator, owner_cstack; /* owners: -1 = none */
+    /* Owners: -1 = none. owner_cstack and every value above it are shims
+     * with no Python code of their own (3.12/3.13: FRAME_OWNED_BY_CSTACK,
+     * the largest value; 3.14+: FRAME_OWNED_BY_INTERPRETER and up). */
+    int instr_kind, owner_generator, owner_cstack;
+    uintptr_t fr_code_tag;  /* 3.14+: tag bits of the _PyStackRef f_executable */
     /* Code object; co_span bytes are copied. */
     size_t co_span, co_type, co_units, co_name, co_filename, co_linetable, co_firstlineno,
         co_firsttraceable, co_code;
     int linetable_format;
+    /* str: the state bit-field, length, and where the characters start
+     * (compact ASCII, other compact; non-compact: the data.any pointer). */
+    size_t str_state, str_length, str_ascii_size, str_compact_size, str_data;
+    /* bytes (line tables): ob_size and the first byte. */
+    size_t bytes_size, bytes_sval;
     /* The GIL's state: the struct and its fields. */
     const void *gil;
     size_t gil_span, gil_locked, gil_holder;
@@ -153,7 +188,13 @@ static inline int pnw_layout_spans(pnw_layout *L)
     L->fr_span = pnw_span(fr, sizeof fr / sizeof *fr);
     L->co_span = pnw_span(co, sizeof co / sizeof *co);
     L->gil_span = pnw_span(gil, sizeof gil / sizeof *gil);
-    return L->ts_span && L->fr_span && L->co_span && L->gil_span ? 0 : -1;
+    /* Headers of str and bytes are read whole: they must fit too. */
+    size_t obj[] = {L->str_state, L->str_length, L->str_ascii_size, L->str_compact_size,
+                    L->str_data, L->bytes_size, L->bytes_sval};
+    int objs_fit = pnw_span(obj, sizeof obj / sizeof *obj) != 0 &&
+                   L->str_state < L->str_ascii_size && L->str_length < L->str_ascii_size &&
+                   L->str_ascii_size <= L->str_compact_size;
+    return L->ts_span && L->fr_span && L->co_span && L->gil_span && objs_fit ? 0 : -1;
 }
 
 /* The layout of the headers we were compiled with. Version sections:
@@ -172,6 +213,14 @@ static inline void pnw_layout_headers(pnw_layout *L, PyInterpreterState *interp)
     L->co_linetable = offsetof(PyCodeObject, co_linetable);
     L->co_firstlineno = offsetof(PyCodeObject, co_firstlineno);
     L->owner_generator = L->owner_cstack = -1;
+    L->fr_code_tag = 0;
+    L->str_state = offsetof(PyASCIIObject, state);
+    L->str_length = offsetof(PyASCIIObject, length);
+    L->str_ascii_size = sizeof(PyASCIIObject);
+    L->str_compact_size = sizeof(PyCompactUnicodeObject);
+    L->str_data = offsetof(PyUnicodeObject, data.any);
+    L->bytes_size = offsetof(PyVarObject, ob_size);
+    L->bytes_sval = offsetof(PyBytesObject, ob_sval);
 #if PY_VERSION_HEX < 0x030B0000
     L->interp_threads = offsetof(PyInterpreterState, tstate_head);
     L->ts_frame = offsetof(PyThreadState, frame);
@@ -195,7 +244,12 @@ static inline void pnw_layout_headers(pnw_layout *L, PyInterpreterState *interp)
     L->co_firsttraceable = offsetof(PyCodeObject, _co_firsttraceable);
     L->co_code = offsetof(PyCodeObject, co_code_adaptive);
     L->linetable_format = PNW_LINETABLE_311;
-#if PY_VERSION_HEX >= 0x030C0000
+#if PY_VERSION_HEX >= 0x030E0000
+    /* 3.14 entry frames are FRAME_OWNED_BY_INTERPRETER (3.15 has no
+     * FRAME_OWNED_BY_CSTACK left), and f_executable is a _PyStackRef. */
+    L->owner_cstack = FRAME_OWNED_BY_INTERPRETER;
+    L->fr_code_tag = Py_TAG_BITS;
+#elif PY_VERSION_HEX >= 0x030C0000
     L->owner_cstack = FRAME_OWNED_BY_CSTACK;
 #endif
 #if PY_VERSION_HEX >= 0x030D0000
@@ -233,11 +287,12 @@ static inline void pnw_layout_headers(pnw_layout *L, PyInterpreterState *interp)
 #define PNW_DEBUG_OFFSETS_COOKIE "xdebugpy"
 
 /* Replaces the fields the interpreter publishes in d (a copy of
- * _PyRuntime.debug_offsets) with its values. -1 with a message when d is
- * not what we can use: a wrong cookie, another version, a free-threaded
+ * _PyRuntime.debug_offsets) with its values; interp (GIL held) is where the
+ * GIL's address is read at the published offset. -1 with a message when d
+ * is not what we can use: a wrong cookie, another version, a free-threaded
  * runtime, or offsets outside the copy buffers; L is unchanged then. */
 static inline int pnw_layout_debug_offsets(pnw_layout *L, const _Py_DebugOffsets *d,
-                                           pn_error *e)
+                                           PyInterpreterState *interp, pn_error *e)
 {
     if (memcmp(d->cookie, PNW_DEBUG_OFFSETS_COOKIE, sizeof d->cookie) != 0)
         return pn_fail(e, PN_EINVAL, "_PyRuntime.debug_offsets has no \"xdebugpy\" cookie");
@@ -269,10 +324,24 @@ static inline int pnw_layout_debug_offsets(pnw_layout *L, const _Py_DebugOffsets
     uint64_t gil = d->interpreter_state.gil_runtime_state;
     n.gil_locked = d->interpreter_state.gil_runtime_state_locked - gil;
     n.gil_holder = d->interpreter_state.gil_runtime_state_holder - gil;
+#if PY_VERSION_HEX >= 0x030E0000
+    n.str_state = d->unicode_object.state;
+    n.str_length = d->unicode_object.length;
+    n.str_ascii_size = d->unicode_object.asciiobject_size;
+#if PY_VERSION_HEX >= 0x030F0000
+    n.str_compact_size = d->unicode_object.compactunicodeobject_size;
+#endif
+    n.bytes_size = d->bytes_object.ob_size;
+    n.bytes_sval = d->bytes_object.ob_sval;
+#endif
+    uint64_t ceval_gil = d->interpreter_state.ceval_gil;
     if (d->interpreter_state.gil_runtime_state_locked < gil ||
         d->interpreter_state.gil_runtime_state_holder < gil || pnw_layout_spans(&n) != 0 ||
-        n.co_code > (1u << 16) || n.interp_threads > d->interpreter_state.size)
+        n.co_code > (1u << 16) || n.interp_threads > d->interpreter_state.size ||
+        ceval_gil + sizeof(void *) > d->interpreter_state.size)
         return pn_fail(e, PN_EINVAL, "_PyRuntime.debug_offsets has offsets out of range");
+    /* Our own interpreter, with the GIL: a plain read. */
+    memcpy(&n.gil, (const char *)interp + ceval_gil, sizeof n.gil);
     *L = n;
     return 0;
 }
@@ -280,7 +349,7 @@ static inline int pnw_layout_debug_offsets(pnw_layout *L, const _Py_DebugOffsets
 #define PNW_HAS_DEBUG_OFFSETS 0
 #endif
 
-/* Fills L for the running interpreter (GIL held). 3.13+: from the
+/* Fills L for the running interpreter (GIL held). 3.13-3.15: from the
  * interpreter's debug offsets, falling back to the headers with a logged
  * warning when they cannot be used. -1 only when neither fits. */
 static inline int pnw_layout_init(pnw_layout *L, PyInterpreterState *interp, pn_error *e)
@@ -291,7 +360,7 @@ static inline int pnw_layout_init(pnw_layout *L, PyInterpreterState *interp, pn_
                        "%d bytes", PY_VERSION, PNW_SPAN_MAX);
 #if PNW_HAS_DEBUG_OFFSETS
     pn_error de = {0};
-    if (pnw_layout_debug_offsets(L, &_PyRuntime.debug_offsets, &de) != 0)
+    if (pnw_layout_debug_offsets(L, &_PyRuntime.debug_offsets, interp, &de) != 0)
         pn_log(PN_LOG_WARN, "pyroscope: %s; using the layout of the CPython %s headers instead",
                de.msg, PY_VERSION);
 #endif
@@ -305,11 +374,11 @@ static inline int pnw_layout_init(pnw_layout *L, PyInterpreterState *interp, pn_
  * The execution context a thread runs (contextvars): tstate->context is the
  * PyContext entered last (an asyncio task's step, a greenlet, ctx.run; NULL
  * until a thread first uses contextvars), its ctx_vars an immutable HAMT.
- * These layouts are the same from 3.10 to 3.13. The node structs are
+ * These layouts are the same from 3.10 to 3.15. The node structs are
  * private to Python/hamt.c, so they are repeated here; context_labels.c
  * checks them against live objects at start (with the GIL) and switches
  * itself off when they do not match. */
-#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x03100000 && !defined(Py_GIL_DISABLED)
 #define PNW_CONTEXT_SUPPORTED 1
 #include "internal/pycore_context.h"
 #include "internal/pycore_hamt.h"

@@ -31,10 +31,15 @@ int py_walker_supported(pn_error *e)
 #ifdef Py_GIL_DISABLED
     pn_fail(e, PN_EINVAL,
             "pyroscope: the free-threaded CPython build %s is not supported "
-            "(use a regular 3.10, 3.11, 3.12 or 3.13 build)", PY_VERSION);
-#else
+            "(use a regular build of " PNW_VERSIONS ")", PY_VERSION);
+#elif PY_VERSION_HEX >= PNW_TOO_NEW_HEX
+    /* Names both versions: the one running, and the newest tested. */
     pn_fail(e, PN_EINVAL,
-            "pyroscope: CPython %s is not supported (supported: 3.10, 3.11, 3.12, 3.13)",
+            "pyroscope: CPython %s is newer than CPython " PNW_NEWEST_TESTED ", the newest "
+            "version this release of pyroscope-native is tested on (supported: " PNW_VERSIONS ")",
+            PY_VERSION);
+#else
+    pn_fail(e, PN_EINVAL, "pyroscope: CPython %s is not supported (supported: " PNW_VERSIONS ")",
             PY_VERSION);
 #endif
     return -1;
@@ -185,29 +190,34 @@ static size_t utf8_encode(const uint8_t *raw, size_t n, unsigned kind, char *out
 /* Copy the str at addr into w->str_utf8 as UTF-8; returns its length in
  * bytes, or -1 when it cannot be read or is not a str. Compact ASCII keeps
  * its characters right after PyASCIIObject, other compact strings after
- * PyCompactUnicodeObject, and non-compact ones behind data.any. */
+ * PyCompactUnicodeObject, and non-compact ones behind data.any (sizes and
+ * offsets from the layout; the state bits mean what the headers say). */
 static long read_unicode(py_walker *w, const void *addr, int exact_type)
 {
-    PyASCIIObject a;
-    if (addr == NULL || pn_safe_read(&a, addr, sizeof a) != 0)
+    const pnw_layout *L = &w->L;
+    _Alignas(8) uint8_t h[PNW_SPAN_MAX];
+    if (addr == NULL || pn_safe_read(h, addr, L->str_ascii_size) != 0)
         return -1;
-    if (exact_type && ((PyObject *)&a)->ob_type != &PyUnicode_Type)
+    if (exact_type && pnw_ptr(h, L->co_type) != (const void *)&PyUnicode_Type)
         return -1;
+    PyASCIIObject a; /* only its state bit-field is used */
+    memcpy(&a.state, h + L->str_state, sizeof a.state);
+    int64_t length = pnw_i64(h, L->str_length);
     unsigned kind = a.state.kind;
-    if (!PNW_STR_READY(&a) || a.length < 0 || (kind != 1 && kind != 2 && kind != 4) ||
+    if (!PNW_STR_READY(&a) || length < 0 || (kind != 1 && kind != 2 && kind != 4) ||
         (a.state.ascii && kind != 1))
         return -1;
     const char *data;
     if (a.state.compact) {
-        data = (const char *)addr +
-               (a.state.ascii ? sizeof(PyASCIIObject) : sizeof(PyCompactUnicodeObject));
+        data = (const char *)addr + (a.state.ascii ? L->str_ascii_size : L->str_compact_size);
     } else {
-        PyUnicodeObject u;
-        if (pn_safe_read(&u, addr, sizeof u) != 0 || u.data.any == NULL)
+        const void *any;
+        if (pn_safe_read(&any, (const char *)addr + L->str_data, sizeof any) != 0 ||
+            any == NULL)
             return -1;
-        data = u.data.any;
+        data = any;
     }
-    size_t n = (size_t)a.length < STR_CHARS ? (size_t)a.length : STR_CHARS;
+    size_t n = (size_t)length < STR_CHARS ? (size_t)length : STR_CHARS;
     if (pn_safe_read(w->str_raw, data, n * kind) != 0)
         return -1;
     return (long)utf8_encode(w->str_raw, n, kind, w->str_utf8);
@@ -344,15 +354,15 @@ static int64_t lt_line(py_walker *w, const void *table, int64_t firstlineno, int
 {
     if (addr < 0)
         return firstlineno;
-    PyBytesObject hdr;
-    if (table == NULL || pn_safe_read(&hdr, table, offsetof(PyBytesObject, ob_sval)) != 0)
+    const pnw_layout *L = &w->L;
+    _Alignas(8) uint8_t hdr[PNW_SPAN_MAX];
+    if (table == NULL || pn_safe_read(hdr, table, L->bytes_sval) != 0)
         return -1;
-    Py_ssize_t size = ((PyVarObject *)&hdr)->ob_size;
-    if (((PyObject *)&hdr)->ob_type != &PyBytes_Type || size < 0 ||
-        (size_t)size > LT_MAX_BYTES)
+    int64_t size = pnw_i64(hdr, L->bytes_size);
+    if (pnw_ptr(hdr, L->co_type) != (const void *)&PyBytes_Type || size < 0 ||
+        (uint64_t)size > LT_MAX_BYTES)
         return -1;
-    lt_reader r = {w->lt_buf, (const char *)table + offsetof(PyBytesObject, ob_sval),
-                   (size_t)size, 0, 0, 0};
+    lt_reader r = {w->lt_buf, (const char *)table + L->bytes_sval, (size_t)size, 0, 0, 0};
     int (*entry)(lt_reader *, lt_pos *) =
         w->L.linetable_format == PNW_LINETABLE_310 ? lt_entry_310 : lt_entry_311;
     lt_pos p = {firstlineno, 0, -1};
@@ -507,11 +517,13 @@ static size_t read_chain(py_walker *w, const void *fp, int *torn)
         }
         fp = pnw_ptr(fr, L->fr_back);
         int owner = L->fr_owner == PNW_NONE ? -1 : (int)(int8_t)fr[L->fr_owner];
-        if (L->owner_cstack >= 0 && owner == L->owner_cstack)
-            continue; /* C-stack shim: no Python code of its own */
-        const void *code = pnw_ptr(fr, L->fr_code);
+        if (L->owner_cstack >= 0 && owner >= L->owner_cstack)
+            continue; /* a shim (C stack, interpreter entry): no Python code */
+        /* 3.14+: a _PyStackRef, whose low bits tag the reference. */
+        const void *code =
+            (const void *)((uintptr_t)pnw_ptr(fr, L->fr_code) & ~L->fr_code_tag);
         if (code == (const void *)Py_None)
-            continue; /* 3.13: a frame without a code object */
+            continue; /* 3.13+: a frame without a code object */
         chain_frame *c = &w->chain[n++];
         c->code = code;
         c->instr = L->instr_kind == PNW_INSTR_INDEX ? (uintptr_t)(intptr_t)pnw_i32(fr, L->fr_instr)

@@ -3,11 +3,11 @@
  * core's sampler thread, without the GIL and without calling the
  * interpreter, and records one sample per thread into the tick.
  *
- * Version differences (3.10 to 3.13) are data in one layout
+ * Version differences (3.10 to 3.15) are data in one layout
  * (cpython_layout.h): offsets from the interpreter's internal headers, or
- * on 3.13 from the debug offsets it publishes. A build for any other
+ * from 3.13 on from the debug offsets it publishes. A build for any other
  * version, or a free-threaded build, compiles but py_walker_new fails with
- * a message naming the version.
+ * a message naming the version (and, for a newer one, the newest tested).
  */
 #ifndef PYROSCOPE_PY_WALKER_H
 #define PYROSCOPE_PY_WALKER_H

@@ -15,7 +15,7 @@ from pythons import older_python  # noqa: E402
 import pyroscope
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-SUPPORTED = ["3.10", "3.11", "3.12", "3.13"]
+SUPPORTED = ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15"]
 
 
 def _read(*parts):
@@ -43,17 +43,21 @@ def test_setup_names_the_supported_versions():
     assert 'python_requires=">=3.10"' in setup
     classifiers = re.findall(r'"Programming Language :: Python :: (3\.\d+)"', setup)
     assert classifiers == SUPPORTED
-    assert "supports CPython 3.10, 3.11, 3.12 and 3.13" in setup
+    assert "supports CPython 3.10, 3.11, 3.12, 3.13, 3.14 and 3.15" in setup
 
 
 def test_walker_message_names_the_supported_versions():
-    walker = _read("bindings", "python", "src", "walker.c")
-    assert "(supported: " + ", ".join(SUPPORTED) + ")" in walker
+    layout = _read("bindings", "python", "src", "cpython_layout.h")
+    assert '#define PNW_VERSIONS "' + ", ".join(SUPPORTED) + '"' in layout
+    assert '#define PNW_NEWEST_TESTED "' + SUPPORTED[-1] + '"' in layout
 
 
 def test_makefile_tests_every_supported_version():
+    # pyenv's on the host, Debian unstable's in its chroot (mk/python-sid.mk).
     m = re.search(r"PYTHONS \?= \$\(shell for v in ([\d. ]+);", _read("Makefile"))
-    assert m and m.group(1).split() == SUPPORTED
+    sid = re.search(r"^SID_PYTHONS := ([\d. ]+)$", _read("mk", "python-sid.mk"), re.M)
+    assert m and sid and m.group(1).split() + sid.group(1).split() == SUPPORTED
+    assert "$(PY_SID_LANES)" in _read("Makefile")
 
 
 
@@ -65,4 +69,4 @@ def test_setup_refuses_older_python():
     r = subprocess.run([old, os.path.join(ROOT, "setup.py"), "--name"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode != 0
-    assert "3.10, 3.11, 3.12 and 3.13" in r.stderr
+    assert "3.10, 3.11, 3.12, 3.13, 3.14 and 3.15" in r.stderr

@@ -257,7 +257,7 @@ static PyObject *t_debug_offsets(PyObject *self, PyObject *args)
     pnw_layout_spans(&h);
     L = h;
     pn_error e = {0};
-    if (pnw_layout_debug_offsets(&L, &d, &e) != 0)
+    if (pnw_layout_debug_offsets(&L, &d, PyInterpreterState_Get(), &e) != 0)
         return PyUnicode_FromString(e.msg);
     L.source = h.source;
     if (memcmp(&L, &h, sizeof L) != 0) {

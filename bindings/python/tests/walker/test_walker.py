@@ -8,11 +8,13 @@ import collections
 import importlib
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 import threading
 import time
 import traceback
+import types
 
 import pytest
 
@@ -92,13 +94,15 @@ def all_code_objects():
     for m in mods:
         for v in vars(m).values():
             for obj in (v, *vars(v).values()) if isinstance(v, type) else (v,):
+                # Code objects only: 3.15's traceback holds an object whose
+                # every attribute is another such object.
                 code = getattr(obj, "__code__", None)
-                if code is not None:
+                if isinstance(code, types.CodeType):
                     todo.append(code)
     while todo:
         c = todo.pop()
         seen.append(c)
-        todo.extend(k for k in c.co_consts if hasattr(k, "co_lines"))
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return seen
 
 
@@ -382,7 +386,24 @@ def test_unsupported_version_fails_clearly(tmp_path):
     r = subprocess.run([old, "-c", "import _walker_test as w; w.start()"], cwd=tmp_path,
                        capture_output=True, text=True)
     assert r.returncode == 1
-    assert "is not supported (supported: 3.10, 3.11, 3.12, 3.13)" in r.stderr
+    assert "is not supported (supported: 3.10, 3.11, 3.12, 3.13, 3.14, 3.15)" in r.stderr
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="plays a version after 3.10")
+def test_newer_version_than_tested_fails_clearly(tmp_path):
+    # Built as if the newest tested version were the one before this: the
+    # walker must refuse, naming both, instead of reading an unknown layout.
+    older = "%d.%d" % (sys.version_info[0], sys.version_info[1] - 1)
+    hexv = "0x%02x%02x0000" % sys.version_info[:2]
+    env = dict(os.environ, WALKER_TEST_CFLAGS='-DPNW_NEWEST_TESTED="%s" -DPNW_TOO_NEW_HEX=%s'
+               % (older, hexv))
+    subprocess.run([os.path.join(HERE, "build.sh"), sys.executable, str(tmp_path)], check=True,
+                   stdout=subprocess.DEVNULL, env=env)
+    r = subprocess.run([sys.executable, "-c", "import _walker_test as w; w.start()"],
+                       cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    assert ("CPython %s is newer than CPython %s, the newest version"
+            % (platform.python_version(), older)) in r.stderr, r.stderr
 
 
 # ----------------------------------------------------------------- layout
