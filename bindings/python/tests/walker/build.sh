@@ -20,7 +20,7 @@ $CC $CFLAGS -shared \
     "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c $(find "$ROOT/core/gen" -name '*.c' | sort) \
     "$ROOT/bindings/python/src/pthread_tid.c" \
     "$ROOT/bindings/python/src/context_labels.c" "$ROOT/bindings/python/src/pairs.c" \
-    "$ROOT/bindings/python/src/log_bridge.c" \
+    "$ROOT/bindings/python/src/log_bridge.c" "$ROOT/bindings/python/src/module_lock.c" \
     -lprotobuf-c -lcurl -lz -lpthread -lm \
     -o "$OUT/_walker_test$SUFFIX"
 echo "$OUT/_walker_test$SUFFIX"
