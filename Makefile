@@ -74,11 +74,12 @@ PYTHONS ?= $(shell for v in 3.10 3.11 3.12 3.13; do \
 	[ -n "$$p" ] && echo $$p; done)
 
 # One virtual environment per interpreter under $(BUILD)/venv/<tag>, with
-# the test requirements and this package installed (rebuilt every run).
+# the test requirements (file $(2), default requirements.txt) and this
+# package installed (rebuilt every run).
 define py_venv
 v=$(BUILD)/venv/$$($(1) -c "import sys; print(sys.implementation.cache_tag + sys.abiflags)"); \
 [ -x $$v/bin/python ] || $(1) -m venv $$v; \
-$$v/bin/python -m pip install -q --disable-pip-version-check -r bindings/python/tests/requirements.txt; \
+$$v/bin/python -m pip install -q --disable-pip-version-check -r $(or $(2),bindings/python/tests/requirements.txt); \
 flock $(BUILD)/.pip-install.lock \
 	$$v/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
 endef

@@ -113,6 +113,9 @@ setup(
         "Programming Language :: Python :: 3.12",
         "Programming Language :: Python :: 3.13",
         "Programming Language :: Python :: Implementation :: CPython",
+        # 3.13t: built for the t ABI (cp313t) from the free-threaded
+        # interpreter's own headers; the module runs without the GIL.
+        "Programming Language :: Python :: Free Threading :: 2 - Beta",
         "Operating System :: POSIX :: Linux",
     ],
     package_dir={"": "bindings/python"},

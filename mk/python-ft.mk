@@ -17,7 +17,7 @@ python-ft: deps
 # The lane itself: a missing or failed interpreter build is a failure.
 test-python-ft: build python-ft
 	@set -e; py=$(PYTHON_FT_PREFIX)/bin/python3; \
-	$(call py_venv,$$py); \
+	$(call py_venv,$$py,bindings/python/tests/requirements-ft.txt); \
 	echo "== $$($$v/bin/python -VV | head -1) (free-threaded) =="; \
 	$$v/bin/python -c 'import sys; assert not sys._is_gil_enabled(), "the GIL is on"'; \
 	$$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \

@@ -12,7 +12,13 @@ dest=$(realpath -m "$4") # the build runs elsewhere
 flags="--disable-gil"
 stamp="$dest/.pn-stamp"
 want="$version $sha $flags"
-[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$dest/bin/python3" ] && exit 0
+built() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$dest/bin/python3" ]; }
+built && exit 0
+# One build at a time into DEST (lanes or checkouts sharing it wait).
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock"
+flock 9
+built && exit 0
 mirror=$("$(dirname "$0")/debian_mirror.sh")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -202,3 +202,14 @@ def test_free_threaded_lane_builds_the_tested_version():
     assert "test-python-ft" in test_line, test_line
     if FREE_THREADED:
         assert "%d.%d" % sys.version_info[:2] == "3.13"
+
+
+def test_free_threaded_requirements_pin_what_the_others_do():
+    def pins(name):
+        path = os.path.join(ROOT, "bindings", "python", "tests", name)
+        with open(path, encoding="utf-8") as f:
+            return dict(line.strip().split("==") for line in f
+                        if line.strip() and not line.startswith("#"))
+    ft, gil = pins("requirements-ft.txt"), pins("requirements.txt")
+    assert set(ft) - set(gil) == {"greenlet"} and set(gil) - set(ft) == {"gevent"}, (ft, gil)
+    assert all(ft[k] == gil[k] for k in ft if k in gil), (ft, gil)

@@ -35,7 +35,7 @@ def reported(qualname):
 
 @pytest.fixture(scope="session")
 def wt():
-    out = os.path.join(HERE, "build", sys.implementation.cache_tag)
+    out = os.path.join(HERE, "build", sys.implementation.cache_tag + sys.abiflags)
     subprocess.run([os.path.join(HERE, "build.sh"), sys.executable, out], check=True,
                    stdout=subprocess.DEVNULL)
     sys.path.insert(0, out)
