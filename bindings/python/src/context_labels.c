@@ -473,9 +473,15 @@ static int learn_layout(void)
     int err = 0;
     int small = lookup(ctx, &err) == probe && !err;
     /* More keys than a bitmap node keeps (16) turn the root into an array
-     * node; then look again, through it. */
+     * node; then look again, through it. A var's hash mixes its address
+     * with its name's: with one name, allocators that place the vars at
+     * a fixed stride (mimalloc, on free-threaded builds) leave a few low
+     * hash bits to tell them apart, and the root would stay a bitmap of
+     * sub-nodes. Names of their own spread the hashes. */
     for (int i = 0; i < 64; i++) {
-        PyObject *v = PyContextVar_New("pyroscope_layout_check", NULL);
+        char name[48];
+        snprintf(name, sizeof name, "pyroscope_layout_check_%d", i);
+        PyObject *v = PyContextVar_New(name, NULL);
         PyObject *t = v ? PyContextVar_Set(v, Py_None) : NULL;
         Py_XDECREF(t);
         if (!t || PyList_Append(vars, v) != 0) {
