@@ -8,6 +8,8 @@
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
 #   make test-python    Python-side tests for CPython 3.10-3.15 (part of `make test`; 3.14 and
 #                       3.15 in a Debian unstable chroot built once, mk/python-sid.mk)
+#   make test-python-ft Python-side tests on free-threaded CPython 3.13t, built once
+#                       (part of `make test`; mk/python-ft.mk)
 #   make test-node      Node binding tests, mocha (part of `make test`; mk/node.mk)
 #   make test-ruby      Ruby gem tests, minitest (part of `make test`; mk/ruby.mk)
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
@@ -24,9 +26,11 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # Debian packages the build and the tests need (libssl-dev: the tests' TLS
 # server; libcurl4-openssl-dev brings libcurl4, which uploads load; chromium:
 # the report page test loads the page headless; ruby-dev: the gem's C
-# extension). Node.js 20 with its headers comes with the machine.
+# extension; libffi-dev: ctypes in the free-threaded CPython built for its
+# lane, mk/python-ft.mk). Node.js 20 with its headers comes with the machine.
 APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf-c-dev \
-	libcurl4-openssl-dev zlib1g-dev python3-dev libssl-dev valgrind chromium ruby ruby-dev
+	libcurl4-openssl-dev zlib1g-dev python3-dev libssl-dev valgrind chromium ruby ruby-dev \
+	libffi-dev
 
 .PHONY: all deps build test test-c test-valgrind test-python test-asan test-release proto bench demo demo-c clean
 
@@ -62,7 +66,7 @@ build: deps $(BUILD)/CMakeCache.txt
 test: build test-c test-valgrind
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
 	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) $(PY_SID_LANES) \
-		test-node test-node-compat test-ruby
+		test-python-ft test-node test-node-compat test-ruby
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
@@ -72,11 +76,12 @@ PYTHONS ?= $(shell for v in 3.10 3.11 3.12 3.13; do \
 	[ -n "$$p" ] && echo $$p; done)
 
 # One virtual environment per interpreter under $(BUILD)/venv/<tag>, with
-# the test requirements and this package installed (rebuilt every run).
+# the test requirements (file $(2), default requirements.txt) and this
+# package installed (rebuilt every run).
 define py_venv
-v=$(BUILD)/venv/$$($(1) -c 'import sys; print(sys.implementation.cache_tag)'); \
+v=$(BUILD)/venv/$$($(1) -c "import sys; print(sys.implementation.cache_tag + sys.abiflags)"); \
 [ -x $$v/bin/python ] || $(1) -m venv $$v; \
-$$v/bin/python -m pip install -q --disable-pip-version-check -r bindings/python/tests/requirements.txt; \
+$$v/bin/python -m pip install -q --disable-pip-version-check -r $(or $(2),bindings/python/tests/requirements.txt); \
 flock $(BUILD)/.pip-install.lock \
 	$$v/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps .
 endef

@@ -115,6 +115,9 @@ setup(
         "Programming Language :: Python :: 3.14",
         "Programming Language :: Python :: 3.15",
         "Programming Language :: Python :: Implementation :: CPython",
+        # 3.13t: built for the t ABI (cp313t) from the free-threaded
+        # interpreter's own headers; the module runs without the GIL.
+        "Programming Language :: Python :: Free Threading :: 2 - Beta",
         "Operating System :: POSIX :: Linux",
     ],
     package_dir={"": "bindings/python"},

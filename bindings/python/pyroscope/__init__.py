@@ -292,8 +292,10 @@ def configure(
     settings["runtime_name"] = sys.implementation.name
     settings["runtime_version"] = platform.python_version()
 
+    # A free-threaded CPython has no GIL: the default there is every thread,
+    # and gil_only=True is treated as False (the native side says so once).
     gil = _check_bool("gil_only", gil_only) if gil_only is not None else \
-        _env_bool("PYROSCOPE_GIL_ONLY", True)
+        _env_bool("PYROSCOPE_GIL_ONLY", not _native.free_threaded)
     logs = _check_bool("enable_logging", enable_logging) if enable_logging is not None else \
         _env_bool("PYROSCOPE_ENABLE_LOGGING", False)
     mode = _line_mode(line_no)

@@ -14,6 +14,11 @@
  * has another type (rejected). A pointer read while it changes could be
  * torn, so each write also stores check = set ^ CHECK_SALT and a set
  * counts only when its check matches it in the same copy.
+ *
+ * Without a GIL (free-threaded CPython), an entry shared by several
+ * contexts may be retired on one thread while another reads its set: both
+ * happen in the entry's critical section, and readers take a reference to
+ * the set they use (entry_set_ref).
  */
 #define Py_BUILD_CORE 1
 #include "cpython_layout.h"
@@ -25,6 +30,12 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <string.h>
+
+/* Before 3.13 there are no critical sections: the GIL is enough. */
+#ifndef Py_BEGIN_CRITICAL_SECTION
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
 
 #define CHECK_SALT ((uintptr_t)0x5bd1e9955bd1e995ull)
 #define COLLISION_MAX 64        /* pairs of one collision node we scan */
@@ -39,7 +50,7 @@ typedef struct {
      * NULL for an entry its creator exits by identity). */
     PyObject *parent;
     PyObject *owner;
-    int retired;
+    _Atomic int retired; /* written in the entry's critical section */
     int applied;   /* 0: its tags hit a limit; it labels as its parent */
 } ctx_entry;
 
@@ -62,9 +73,27 @@ static void bump(_Atomic uint64_t *c) { atomic_fetch_add_explicit(c, 1, memory_o
 
 /* ---------------------------------------------------------- entries */
 
-static const pn_labelset *entry_set(PyObject *o)
+/* The set of entry o (empty for NULL) with a reference for the caller: a
+ * retire on another thread may replace and release it meanwhile. */
+static const pn_labelset *entry_set_ref(PyObject *o)
 {
-    return o ? atomic_load(&((ctx_entry *)o)->set) : pn_labelset_empty();
+    const pn_labelset *ls = pn_labelset_empty();
+    if (o) {
+        Py_BEGIN_CRITICAL_SECTION(o);
+        ls = atomic_load(&((ctx_entry *)o)->set);
+        pn_labelset_ref(ls);
+        Py_END_CRITICAL_SECTION();
+    }
+    return ls;
+}
+
+/* A dict of o's labels. */
+static PyObject *entry_dict(PyObject *o)
+{
+    const pn_labelset *ls = entry_set_ref(o);
+    PyObject *d = py_labels_dict(ls);
+    pn_labelset_unref(ls);
+    return d;
 }
 
 /* Publish ls (one reference moves in); returns the previous set, whose
@@ -109,7 +138,7 @@ static void entry_dealloc(PyObject *o)
 static PyObject *entry_labels(PyObject *o, PyObject *unused)
 {
     (void)unused;
-    return py_labels_dict(entry_set(o));
+    return entry_dict(o);
 }
 
 /* The block ended outside the context that runs it (a span ended in
@@ -119,12 +148,12 @@ static PyObject *entry_retire(PyObject *o, PyObject *unused)
 {
     (void)unused;
     ctx_entry *e = (ctx_entry *)o;
+    Py_BEGIN_CRITICAL_SECTION(o);
     if (!e->retired) {
-        const pn_labelset *base = entry_set(live_entry(e->parent));
-        pn_labelset_ref(base);
-        pn_labelset_unref(entry_publish(e, base));
+        pn_labelset_unref(entry_publish(e, entry_set_ref(live_entry(e->parent))));
         e->retired = 1;
     }
+    Py_END_CRITICAL_SECTION();
     Py_RETURN_NONE;
 }
 
@@ -212,14 +241,16 @@ static PyObject *m_context_enter(PyObject *self, PyObject *args)
         return NULL;
     PyObject *cur;
     if (current(&cur) != 0) {
-        PyMem_Free(kv);
+        py_pairs_free(kv);
         return NULL;
     }
     PyObject *base = live_entry(cur);
     pn_error e = {0};
-    const pn_labelset *ls = pn_labelset_merge(entry_set(base), kv, n, &e);
-    PyMem_Free(kv);
+    const pn_labelset *base_set = entry_set_ref(base);
+    const pn_labelset *ls = pn_labelset_merge(base_set, kv, n, &e);
+    py_pairs_free(kv);
     if (!ls && e.code == PN_EINVAL) {
+        pn_labelset_unref(base_set);
         Py_XDECREF(cur);
         PyErr_SetString(PyExc_ValueError, e.msg);
         return NULL;
@@ -229,8 +260,9 @@ static PyObject *m_context_enter(PyObject *self, PyObject *args)
         bump(&n_drops);
         pn_log(PN_LOG_WARN, "pyroscope: labels of a block were not applied: %s", e.msg);
         log_bridge_drain(); /* to the logger now, while the caller is known */
-        ls = entry_set(base);
-        pn_labelset_ref(ls);
+        ls = base_set;
+    } else {
+        pn_labelset_unref(base_set);
     }
     PyObject *entry = entry_new(ls, base, owner);
     if (entry)
@@ -288,7 +320,7 @@ static PyObject *m_context_labels(PyObject *self, PyObject *unused)
     PyObject *cur;
     if (current(&cur) != 0)
         return NULL;
-    PyObject *d = py_labels_dict(entry_set(live_entry(cur)));
+    PyObject *d = entry_dict(live_entry(cur));
     Py_XDECREF(cur);
     return d;
 }
@@ -442,9 +474,15 @@ static int learn_layout(void)
     int err = 0;
     int small = lookup(ctx, &err) == probe && !err;
     /* More keys than a bitmap node keeps (16) turn the root into an array
-     * node; then look again, through it. */
+     * node; then look again, through it. A var's hash mixes its address
+     * with its name's: with one name, allocators that place the vars at
+     * a fixed stride (mimalloc, on free-threaded builds) leave a few low
+     * hash bits to tell them apart, and the root would stay a bitmap of
+     * sub-nodes. Names of their own spread the hashes. */
     for (int i = 0; i < 64; i++) {
-        PyObject *v = PyContextVar_New("pyroscope_layout_check", NULL);
+        char name[48];
+        snprintf(name, sizeof name, "pyroscope_layout_check_%d", i);
+        PyObject *v = PyContextVar_New(name, NULL);
         PyObject *t = v ? PyContextVar_Set(v, Py_None) : NULL;
         Py_XDECREF(t);
         if (!t || PyList_Append(vars, v) != 0) {

@@ -42,16 +42,30 @@
 
 #include "pyroscope_native.h"
 
-/* A free-threaded build has no GIL and different object headers. Versions
- * after the newest tested one are refused at import, naming both: their
- * layouts may differ in ways no check here sees (overridable so that a test
- * can play a newer interpreter). */
+/* Versions after the newest tested one are refused at import, naming both:
+ * their layouts may differ in ways no check here sees (overridable so that
+ * a test can play a newer interpreter). */
 #define PNW_VERSIONS "3.10, 3.11, 3.12, 3.13, 3.14, 3.15"
 #ifndef PNW_NEWEST_TESTED
 #define PNW_NEWEST_TESTED "3.15"
 #define PNW_TOO_NEW_HEX 0x03100000  /* 3.16 */
 #endif
-#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < PNW_TOO_NEW_HEX && !defined(Py_GIL_DISABLED)
+
+/* The free-threaded build (Py_GIL_DISABLED, "3.13t") has no GIL, another
+ * object header (ob_tid, ob_ref_local/shared: ob_type at 24, not 8) and a
+ * larger thread state; the headers it was compiled with and its debug
+ * offsets (which say free_threaded) give all of that, so it is walked as
+ * the regular build of its version. Only 3.13t has been tested; other
+ * free-threaded versions are refused at import. */
+#ifdef Py_GIL_DISABLED
+#define PNW_FREE_THREADED 1
+#define PNW_FREE_THREADED_OK (PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000)
+#else
+#define PNW_FREE_THREADED 0
+#define PNW_FREE_THREADED_OK 1
+#endif
+
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < PNW_TOO_NEW_HEX && PNW_FREE_THREADED_OK
 #define PNW_SUPPORTED 1
 #else
 #define PNW_SUPPORTED 0
@@ -289,8 +303,9 @@ static inline void pnw_layout_headers(pnw_layout *L, PyInterpreterState *interp)
 /* Replaces the fields the interpreter publishes in d (a copy of
  * _PyRuntime.debug_offsets) with its values; interp (GIL held) is where the
  * GIL's address is read at the published offset. -1 with a message when d
- * is not what we can use: a wrong cookie, another version, a free-threaded
- * runtime, or offsets outside the copy buffers; L is unchanged then. */
+ * is not what we can use: a wrong cookie, another version, the other build
+ * flavour (GIL / free-threaded), or offsets outside the copy buffers; L is
+ * unchanged then. */
 static inline int pnw_layout_debug_offsets(pnw_layout *L, const _Py_DebugOffsets *d,
                                            PyInterpreterState *interp, pn_error *e)
 {
@@ -300,8 +315,10 @@ static inline int pnw_layout_debug_offsets(pnw_layout *L, const _Py_DebugOffsets
         return pn_fail(e, PN_EINVAL,
                        "_PyRuntime.debug_offsets is for version 0x%llx, not %d.%d",
                        (unsigned long long)d->version, PY_MAJOR_VERSION, PY_MINOR_VERSION);
-    if (d->free_threaded)
-        return pn_fail(e, PN_EINVAL, "_PyRuntime.debug_offsets is for a free-threaded build");
+    if ((d->free_threaded != 0) != PNW_FREE_THREADED)
+        return pn_fail(e, PN_EINVAL, "_PyRuntime.debug_offsets is for a %s build, this "
+                       "extension for a %s one", d->free_threaded ? "free-threaded" : "GIL",
+                       PNW_FREE_THREADED ? "free-threaded" : "GIL");
     pnw_layout n = *L;
     n.source = "debug_offsets";
     n.interp_threads = d->interpreter_state.threads_head;
@@ -374,11 +391,12 @@ static inline int pnw_layout_init(pnw_layout *L, PyInterpreterState *interp, pn_
  * The execution context a thread runs (contextvars): tstate->context is the
  * PyContext entered last (an asyncio task's step, a greenlet, ctx.run; NULL
  * until a thread first uses contextvars), its ctx_vars an immutable HAMT.
- * These layouts are the same from 3.10 to 3.15. The node structs are
+ * These layouts are the same from 3.10 to 3.15 (3.13t: with its own
+ * object header, which PyObject_HEAD gives). The node structs are
  * private to Python/hamt.c, so they are repeated here; context_labels.c
  * checks them against live objects at start (with the GIL) and switches
  * itself off when they do not match. */
-#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x03100000 && !defined(Py_GIL_DISABLED)
+#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x03100000 && PNW_FREE_THREADED_OK
 #define PNW_CONTEXT_SUPPORTED 1
 #include "internal/pycore_context.h"
 #include "internal/pycore_hamt.h"

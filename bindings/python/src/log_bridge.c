@@ -1,5 +1,6 @@
 /* See log_bridge.h. */
 #include "log_bridge.h"
+#include "module_lock.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -30,7 +31,7 @@ static _Atomic uint64_t dropped, dropped_reported;
 static int deliverer_running, deliverer_quit;
 /* Written by GIL holders (start, close, fork child); joined by close. */
 static pthread_t deliverer;
-/* GIL-protected: the Python callable, a strong reference. */
+/* GIL-protected (module_lock.h): the Python callable, a strong reference. */
 static PyObject *sink;
 
 static void fork_prepare(void) { pthread_mutex_lock(&ring_lock); }
@@ -174,14 +175,18 @@ static void emit(int level, const char *msg, double created)
         fprintf(stderr, "pyroscope: %s\n", msg);
         return;
     }
+    /* Our own reference: the call may let another thread replace the sink. */
+    PyObject *s = sink;
+    Py_INCREF(s);
     /* A server's message may not be UTF-8: replace, never lose the line. */
     PyObject *text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
-    PyObject *r = text ? PyObject_CallFunction(sink, "iOd", level, text, created) : NULL;
+    PyObject *r = text ? PyObject_CallFunction(s, "iOd", level, text, created) : NULL;
     Py_XDECREF(text);
     if (r)
         Py_DECREF(r);
     else
-        PyErr_WriteUnraisable(sink);
+        PyErr_WriteUnraisable(s);
+    Py_DECREF(s);
 }
 
 void log_bridge_drain(void)
@@ -189,6 +194,8 @@ void log_bridge_drain(void)
     /* The sink is an object of the main interpreter. */
     if (PyInterpreterState_Get() != PyInterpreterState_Main())
         return;
+    module_lock l;
+    module_lock_begin(&l);
     /* Keep an exception the caller is raising intact. */
 #if PY_VERSION_HEX >= 0x030C0000
     PyObject *exc = PyErr_GetRaisedException();
@@ -225,6 +232,7 @@ void log_bridge_drain(void)
 #else
     PyErr_Restore(et, ev, tb);
 #endif
+    module_lock_end(&l);
 }
 
 void log_bridge_close(void)

@@ -4,7 +4,9 @@
  * module turns settings into a pn_config, starts the agent with the CPython
  * walker, and exposes labels, thread names, flush/stop, stats and reports.
  *
- * State below is owned by whichever thread holds the GIL. The core's threads
+ * State below is owned by whichever thread holds the GIL (on a free-threaded
+ * CPython: the module lock that stands in for it, module_lock.h; every
+ * function here that touches it goes through locked()). The core's threads
  * never call back into Python: logs go through log_bridge (whose own thread
  * takes the GIL to deliver them), and the walker reads the interpreter
  * without it. Calls that may wait on core threads (stop, flush, joining a
@@ -21,6 +23,7 @@
 
 #include "context_labels.h"
 #include "log_bridge.h"
+#include "module_lock.h"
 #include "pairs.h"
 #include "pyroscope_native.h"
 #include "pyroscope_report.h"
@@ -183,7 +186,7 @@ static int build_config(pn_config *c, PyObject *env, PyObject *settings)
             if (py_dict_pairs(v, name, &kv, &nkv) != 0)
                 return -1;
             rc = pn_config_set_pairs(c, name, kv, nkv, &e);
-            PyMem_Free(kv);
+            py_pairs_free(kv);
         } else {
             const char *s = utf8_of(v, name);
             if (!s)
@@ -216,7 +219,7 @@ static int main_interpreter_only(const char *what)
     return -1;
 }
 
-static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
+static PyObject *m_start_locked(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     if (main_interpreter_only("configure") != 0)
@@ -272,7 +275,7 @@ static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
-static PyObject *m_stop(PyObject *self, PyObject *unused)
+static PyObject *m_stop_locked(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
@@ -283,7 +286,7 @@ static PyObject *m_stop(PyObject *self, PyObject *unused)
     return PyBool_FromLong(was);
 }
 
-static PyObject *m_flush(PyObject *self, PyObject *args)
+static PyObject *m_flush_locked(PyObject *self, PyObject *args)
 {
     (void)self;
     double timeout = 5;
@@ -310,7 +313,7 @@ static PyObject *m_flush(PyObject *self, PyObject *args)
     return PyBool_FromLong(rc == 0);
 }
 
-static PyObject *m_running(PyObject *self, PyObject *unused)
+static PyObject *m_running_locked(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
@@ -325,7 +328,7 @@ static int put_u64(PyObject *d, const char *k, uint64_t v)
     return rc;
 }
 
-static PyObject *m_stats(PyObject *self, PyObject *unused)
+static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
@@ -419,7 +422,7 @@ static PyObject *m_labels_push(PyObject *self, PyObject *tags)
         return NULL;
     pn_error e = {0};
     int rc = pn_labels_push(kv, n, &e);
-    PyMem_Free(kv);
+    py_pairs_free(kv);
     if (rc != 0)
         return raise_pn(&e);
     Py_RETURN_NONE;
@@ -516,7 +519,7 @@ static PyObject *m_thread_names_clear(PyObject *self, PyObject *unused)
 
 /* -------------------------------------------------------------- logging */
 
-static PyObject *m_set_log_sink(PyObject *self, PyObject *sink)
+static PyObject *m_set_log_sink_locked(PyObject *self, PyObject *sink)
 {
     (void)self;
     if (main_interpreter_only("configure") != 0)
@@ -539,7 +542,7 @@ static PyObject *m_set_log_level(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-static PyObject *m_at_exit(PyObject *self, PyObject *unused)
+static PyObject *m_at_exit_locked(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
@@ -698,7 +701,7 @@ static PyObject *m_config_names(PyObject *self, PyObject *unused)
 /* os.register_at_fork(after_in_child=...): the core's fork path entry
  * point. The path already ran inside fork() (pthread_atfork), so this is a
  * no-op then; it is the hook a child reaches in any case. */
-static PyObject *m_fork_child(PyObject *self, PyObject *unused)
+static PyObject *m_fork_child_locked(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
@@ -707,22 +710,6 @@ static PyObject *m_fork_child(PyObject *self, PyObject *unused)
      * agents: forget them without joining (their memory stays). */
     retiring_list = NULL;
     log_bridge_after_fork();
-    Py_RETURN_NONE;
-}
-
-/* fault_guard_change(True) before a SIGSEGV/SIGBUS handler change,
- * (False) after it (pyroscope/_fault_handlers.py). The wait for a running
- * guarded read is a few loads; the sampler never needs the GIL. */
-static PyObject *m_fault_guard_change(PyObject *self, PyObject *begin)
-{
-    (void)self;
-    int b = PyObject_IsTrue(begin);
-    if (b < 0)
-        return NULL;
-    if (b)
-        pn_fault_guard_change_begin();
-    else
-        pn_fault_guard_change_end();
     Py_RETURN_NONE;
 }
 
@@ -770,8 +757,20 @@ PyMODINIT_FUNC PyInit__native(void)
         PyErr_SetString(PyExc_ImportError, e.msg);
         return NULL;
     }
+    if (module_lock_init() != 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && ctx_labels_init(m) != 0)
         Py_CLEAR(m);
+#ifdef Py_GIL_DISABLED
+    /* Safe without the GIL (module_lock.h; the walker never needed it):
+     * importing us does not turn the GIL back on. */
+    if (m && (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) != 0 ||
+              PyModule_AddIntConstant(m, "free_threaded", 1) != 0))
+        Py_CLEAR(m);
+#else
+    if (m && PyModule_AddIntConstant(m, "free_threaded", 0) != 0)
+        Py_CLEAR(m);
+#endif
     return m;
 }

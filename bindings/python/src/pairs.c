@@ -4,6 +4,7 @@
 
 #include "pairs.h"
 
+#include <stddef.h>
 #include <string.h>
 
 const char *py_utf8_c_string(PyObject *o, const char *what, PyObject *key)
@@ -21,8 +22,32 @@ const char *py_utf8_c_string(PyObject *o, const char *what, PyObject *key)
     return s;
 }
 
-/* A dict of str -> str as pairs pointing into the dict's strings (valid
- * while the dict is alive and unchanged). *kv is PyMem-allocated. */
+/* The pairs are allocated behind a header that keeps what their strings
+ * live in. */
+typedef struct {
+    PyObject *keep; /* free-threaded: the dict's copy; else NULL */
+    _Alignas(pn_label) char pairs[];
+} pairs_block;
+
+static pn_label *pairs_of(pairs_block *b) { return (pn_label *)b->pairs; }
+
+static pairs_block *block_of(pn_label *kv)
+{
+    return (pairs_block *)((char *)kv - offsetof(pairs_block, pairs));
+}
+
+void py_pairs_free(pn_label *kv)
+{
+    if (!kv)
+        return;
+    pairs_block *b = block_of(kv);
+    Py_XDECREF(b->keep);
+    PyMem_Free(b);
+}
+
+/* A dict of str -> str as pairs pointing into the dict's strings. Without
+ * a GIL another thread may change the dict meanwhile (and free a string
+ * we point into), so a copy, taken atomically, is read and kept instead. */
 int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
 {
     *kv = NULL;
@@ -32,14 +57,27 @@ int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
                      Py_TYPE(d)->tp_name);
         return -1;
     }
+#ifdef Py_GIL_DISABLED
+    PyObject *keep = PyDict_Copy(d);
+    if (!keep)
+        return -1;
+    d = keep;
+#else
+    PyObject *keep = NULL;
+#endif
     Py_ssize_t size = PyDict_Size(d), pos = 0;
-    if (size == 0)
+    if (size == 0) {
+        Py_XDECREF(keep);
         return 0;
-    *kv = PyMem_Calloc((size_t)size, sizeof **kv);
-    if (!*kv) {
+    }
+    pairs_block *b = PyMem_Calloc(1, sizeof *b + (size_t)size * sizeof(pn_label));
+    if (!b) {
+        Py_XDECREF(keep);
         PyErr_NoMemory();
         return -1;
     }
+    b->keep = keep;
+    *kv = pairs_of(b);
     PyObject *k, *v;
     while (PyDict_Next(d, &pos, &k, &v)) {
         if (!PyUnicode_Check(k)) {
@@ -60,7 +98,7 @@ int py_dict_pairs(PyObject *d, const char *what, pn_label **kv, size_t *n)
     }
     return 0;
 fail:
-    PyMem_Free(*kv);
+    py_pairs_free(*kv);
     *kv = NULL;
     *n = 0;
     return -1;

@@ -31,7 +31,7 @@ int py_walker_supported(pn_error *e)
 #ifdef Py_GIL_DISABLED
     pn_fail(e, PN_EINVAL,
             "pyroscope: the free-threaded CPython build %s is not supported "
-            "(use a regular build of " PNW_VERSIONS ")", PY_VERSION);
+            "(supported: 3.13t, or a regular build of " PNW_VERSIONS ")", PY_VERSION);
 #elif PY_VERSION_HEX >= PNW_TOO_NEW_HEX
     /* Names both versions: the one running, and the newest tested. */
     pn_fail(e, PN_EINVAL,
@@ -651,6 +651,14 @@ py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e)
     pnw_layout L;
     if (pnw_layout_init(&L, interp, e) != 0)
         return NULL;
+#if PNW_FREE_THREADED
+    /* No GIL: every thread may run Python at once, so all are sampled. */
+    static atomic_int told;
+    if (gil_only && !atomic_exchange(&told, 1))
+        pn_log(PN_LOG_WARN, "pyroscope: gil_only has no meaning on a free-threaded CPython "
+               "(no GIL): it is treated as False, every thread that runs Python is sampled");
+    gil_only = 0;
+#endif
     if (gil_only && L.gil == NULL)
         return pn_fail(e, PN_ESTATE, "gil_only: the interpreter has no GIL state yet"), NULL;
     size_t tid_off = 0;

@@ -5,9 +5,11 @@
  *
  * Version differences (3.10 to 3.15) are data in one layout
  * (cpython_layout.h): offsets from the interpreter's internal headers, or
- * from 3.13 on from the debug offsets it publishes. A build for any other
- * version, or a free-threaded build, compiles but py_walker_new fails with
- * a message naming the version (and, for a newer one, the newest tested).
+ * from 3.13 on from the debug offsets it publishes; the free-threaded
+ * 3.13t is walked as 3.13 (its own headers and debug offsets), every
+ * thread, with gil_only treated as False. A build for any other version,
+ * or another free-threaded one, compiles but py_walker_new fails with a
+ * message naming the version (and, for a newer one, the newest tested).
  */
 #ifndef PYROSCOPE_PY_WALKER_H
 #define PYROSCOPE_PY_WALKER_H
@@ -28,7 +30,8 @@ typedef struct py_walker py_walker;
 int py_walker_supported(pn_error *e);
 
 /* Call with the GIL held, from a Python thread. gil_only: sample only the
- * thread holding the GIL (none when nobody holds it). Allocates everything
+ * thread holding the GIL (none when nobody holds it; no meaning on a
+ * free-threaded build: treated as False, logged once). Allocates everything
  * the sampler thread will need. */
 py_walker *py_walker_new(PyInterpreterState *interp, int gil_only, pn_error *e);
 /* Which line a frame reports (pyroscope-io's LineNo): the line running now

@@ -3,6 +3,7 @@
 import glob
 import os
 import shutil
+import sysconfig
 
 
 def older_python():
@@ -15,3 +16,8 @@ def older_python():
         if shutil.which("python" + v):
             return shutil.which("python" + v)
     return None
+
+
+# The interpreter running the tests is a free-threaded build (3.13t: no GIL,
+# so gil_only is treated as False and every thread is sampled).
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))

@@ -10,6 +10,7 @@ Under per-thread labels most of those samples carried the other kind's.
 
 import asyncio
 import json
+import os
 import sys
 import threading
 
@@ -19,6 +20,9 @@ import pprof_reader
 import pyroscope
 from conftest import check_run
 from pyroscope import _native
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pythons import FREE_THREADED  # noqa: E402
 
 
 def ctx():
@@ -524,6 +528,9 @@ print(json.dumps(ids))
 
 
 def test_gevent_greenlets_profile(profile_dir):
+    if FREE_THREADED:
+        pytest.skip("gevent publishes no free-threaded (cp313t) wheel: greenlets are "
+                    "checked by test_greenlets_profile there")
     pytest.importorskip("gevent")
     code = '''
 from gevent import monkey
@@ -538,6 +545,34 @@ def handler(kind):
             gevent.sleep(0)
 
 gevent.joinall([gevent.spawn(handler, k) for _ in range(4) for k in "ab"])
+work_after()
+pyroscope.shutdown()
+'''
+    check_run(code, args=(profile_dir,), timeout=120)
+    seen = label_of_work(profile_dir, "route", ["work_a", "work_b", "work_after"])
+    assert_own(seen, {"work_a": "/a", "work_b": "/b", "work_after": None})
+
+
+def test_greenlets_profile(profile_dir):
+    # greenlet itself (gevent's base; the free-threaded lane has greenlet
+    # without gevent, which publishes no cp313t wheel): each greenlet runs
+    # its own context, switched round-robin on one thread.
+    code = '''
+import greenlet
+''' + WORKLOAD + '''
+
+def handler(kind):
+    with pyroscope.tag_wrapper({"route": "/" + kind}):
+        for _ in range(ROUNDS):
+            WORK[kind]()
+            main.switch()
+
+main = greenlet.getcurrent()
+running = [(greenlet.greenlet(handler), k) for _ in range(4) for k in "ab"]
+while running:
+    for g, kind in running:
+        g.switch(kind)  # starts handler(kind), later resumes its main.switch()
+    running = [(g, kind) for g, kind in running if not g.dead]
 work_after()
 pyroscope.shutdown()
 '''

@@ -7,11 +7,16 @@ JSON; the tests compare that truth with the decoded profiles.
 """
 
 import json
+import os
+import sys
 
 import pytest
 
 from conftest import check_run
 import pprof_reader
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from pythons import FREE_THREADED  # noqa: E402
 
 
 def run_profiled(code, out, **env):
@@ -216,6 +221,10 @@ def test_wall_mode_samples_every_thread_for_the_whole_run(idle_runs):
 
 def test_gil_only_skips_threads_without_the_gil(idle_runs):
     truth, profiles = idle_runs[(0, 1)]
+    if FREE_THREADED:
+        # No GIL: gil_only is treated as False, so this is the wall run.
+        test_wall_mode_samples_every_thread_for_the_whole_run({(0, 0): (truth, profiles)})
+        return
     threads = by_thread(profiles)
     for name in ("idle_wait", "idle_sleep"):
         # Wall mode, but they never hold the GIL, so they are never walked.
@@ -278,6 +287,8 @@ def test_two_python_threads_both_sampled(tmp_path, oncpu, gil):
         assert leaf.get(name, 0) >= 0.25 * both, leaf
     threads = by_thread(profiles)
     main, main_count = threads.get(str(truth["ids"]["main"]), (0, 0))
+    if gil and FREE_THREADED:
+        gil = 0  # no GIL: gil_only is treated as False
     if gil:
         # The main thread holds the GIL only to start the threads and to
         # return from join; it waits without it, so gil_only skips it.

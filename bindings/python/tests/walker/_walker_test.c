@@ -234,7 +234,7 @@ static PyObject *t_layout_source(PyObject *self, PyObject *unused)
 
 #if PNW_HAS_DEBUG_OFFSETS
 /* pnw_layout_debug_offsets on a copy of this interpreter's debug offsets,
- * spoiled as `how` says ("", "cookie", "version", "free_threaded",
+ * spoiled as `how` says ("", "cookie", "version", "free_threaded" (flipped),
  * "range"): None when accepted (and the offsets then equal the headers'),
  * else the error message. */
 static PyObject *t_debug_offsets(PyObject *self, PyObject *args)
@@ -249,7 +249,7 @@ static PyObject *t_debug_offsets(PyObject *self, PyObject *args)
     else if (strcmp(how, "version") == 0)
         d.version += 0x00010000;
     else if (strcmp(how, "free_threaded") == 0)
-        d.free_threaded = 1;
+        d.free_threaded = !d.free_threaded; /* the other build flavour */
     else if (strcmp(how, "range") == 0)
         d.code_object.qualname = 1u << 20;
     pnw_layout h, L;
@@ -341,5 +341,11 @@ PyMODINIT_FUNC PyInit__walker_test(void)
     PyObject *m = PyModule_Create(&moddef);
     if (m && PyModule_AddIntConstant(m, "MAX_FRAMES", PY_WALKER_MAX_FRAMES) != 0)
         Py_CLEAR(m);
+#ifdef Py_GIL_DISABLED
+    /* The tests drive it from one thread; the walker needs no GIL. Without
+     * this, importing it would turn the GIL back on for the whole run. */
+    if (m && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) != 0)
+        Py_CLEAR(m);
+#endif
     return m;
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build the test-only extension _walker_test for one interpreter:
 #   build.sh PYTHON [OUTDIR]
-# OUTDIR defaults to build/<cache tag> next to this script. Extra compiler
+# OUTDIR defaults to build/<cache tag><abiflags> next to this script. Extra compiler
 # flags (e.g. -fsanitize=address) can be passed in WALKER_TEST_CFLAGS.
 set -eu
 PY=${1:?usage: build.sh PYTHON [OUTDIR]}
@@ -9,7 +9,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../../.." && pwd)
 INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 SUFFIX=$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-TAG=$("$PY" -c 'import sys; print(sys.implementation.cache_tag)')
+TAG=$("$PY" -c 'import sys; print(sys.implementation.cache_tag + sys.abiflags)')
 OUT=${2:-$HERE/build/$TAG}
 mkdir -p "$OUT"
 CC=${CC:-gcc}
@@ -20,7 +20,7 @@ $CC $CFLAGS -shared \
     "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c $(find "$ROOT/core/gen" -name '*.c' | sort) \
     "$ROOT/bindings/python/src/pthread_tid.c" \
     "$ROOT/bindings/python/src/context_labels.c" "$ROOT/bindings/python/src/pairs.c" \
-    "$ROOT/bindings/python/src/log_bridge.c" \
+    "$ROOT/bindings/python/src/log_bridge.c" "$ROOT/bindings/python/src/module_lock.c" \
     -lprotobuf-c -lcurl -lz -lpthread -lm \
     -o "$OUT/_walker_test$SUFFIX"
 echo "$OUT/_walker_test$SUFFIX"
