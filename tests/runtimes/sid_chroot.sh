@@ -7,9 +7,14 @@
 # The mirror is the machine's own (read from apt's sources, never written
 # here); the machine's CA bundle and pip settings are copied in, since its
 # registries are reached through them. A stamp records the package list, so a
-# changed list rebuilds on the next run. Needs root (debootstrap, chroot).
+# changed list rebuilds on the next run. Runs under DEST.lock (flock), so
+# lanes and clones sharing one chroot build or update it one at a time.
+# Needs root (debootstrap, chroot).
 set -euo pipefail
 dest=$(realpath -m "$1")
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock"
+flock 9
 packages="python3.14-dev python3.14-venv python3.15-dev python3.15-venv ruby3.3-dev
   build-essential pkg-config libprotobuf-c-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
   nodejs ruby-webrick ruby-minitest ca-certificates"
