@@ -17,7 +17,7 @@ exec 9>"$dest.lock"
 flock 9
 packages="python3.14-dev python3.14-venv python3.15-dev python3.15-venv ruby3.3-dev
   build-essential pkg-config libprotobuf-c-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
-  nodejs ruby-webrick ruby-minitest ca-certificates"
+  nodejs ruby-webrick ruby-minitest ca-certificates python3"
 experimental="ruby3.4 ruby3.4-dev"
 stamp="$dest/.pn-stamp"
 want=$(printf '%s\n' 3 $packages $experimental | sha256sum | cut -c1-16)

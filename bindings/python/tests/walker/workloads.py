@@ -1,19 +1,23 @@
 """Functions the walker tests sample. Each busy loop sits on ONE line (marked
-`# MARK:<tag>`), so every sample taken inside it must carry that line."""
+`# MARK:<tag>`), so every sample taken inside it must carry that line.
+Busy loops run for `seconds` of this thread's CPU (time.thread_time), not of
+wall time: on a loaded machine a thread gets a sliver of a CPU, and the
+on-CPU samples the tests count follow the CPU it used, so they still get
+them (the test just takes longer)."""
 import asyncio
 import time
 
 
 def busy_known(seconds):
-    stop = time.perf_counter() + seconds
+    stop = time.thread_time() + seconds
     x = 0
-    while time.perf_counter() < stop: x += 1  # MARK:busy_known
+    while time.thread_time() < stop: x += 1  # MARK:busy_known
     return x
 
 
 def gen_work(seconds):
-    stop = time.perf_counter() + seconds
-    while time.perf_counter() < stop:
+    stop = time.thread_time() + seconds
+    while time.thread_time() < stop:
         x = 0
         while x < 20000: x += 1  # MARK:gen_work
         yield x
@@ -27,8 +31,8 @@ def drive_gen(seconds):
 
 
 async def coro_work(seconds):
-    stop = time.perf_counter() + seconds
-    while time.perf_counter() < stop:
+    stop = time.thread_time() + seconds
+    while time.thread_time() < stop:
         x = 0
         while x < 20000: x += 1  # MARK:coro_work
         await asyncio.sleep(0)
@@ -39,14 +43,12 @@ spin_lambda = lambda seconds: busy_known(seconds)  # MARK:lambda
 
 class Klass:
     def method(self, seconds):
-        stop = time.perf_counter() + seconds
+        stop = time.thread_time() + seconds
         x = 0
-        while time.perf_counter() < stop: x += 1  # MARK:method
+        while time.thread_time() < stop: x += 1  # MARK:method
         return x
 
 
-# The non-ASCII workloads run for `seconds` of this thread's CPU, not of
-# wall time: on a loaded machine they still get their on-CPU samples.
 def café_naïve(seconds):
     stop = time.thread_time() + seconds
     x = 0
@@ -100,8 +102,8 @@ def tiny(n):
 def many_lines(seconds):
     """Stays in one frame while moving between twelve call sites, more
     instructions than the walker remembers per code object."""
-    stop = time.perf_counter() + seconds
-    while time.perf_counter() < stop:
+    stop = time.thread_time() + seconds
+    while time.thread_time() < stop:
         tiny(300)  # MARK:site0
         tiny(300)  # MARK:site1
         tiny(300)  # MARK:site2
