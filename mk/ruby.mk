@@ -25,11 +25,12 @@ ruby-gem: deps
 ruby-install:
 	$(RUBY_GEM_ENV) $(GEM) install --local --no-document --silent $(RUBY_GEM_FILE)
 
+# Every file runs, the failed ones are named at the end.
 ruby-suite:
-	@set -e; echo "== $$($(RUBY) -v)"; for t in $(RUBY_TESTS); do \
+	@echo "== $$($(RUBY) -v)"; failed=; for t in $(RUBY_TESTS); do \
 		echo "== $$t"; \
-		$(RUBY_GEM_ENV) $(RUBY) -Ibindings/ruby/test $$t; \
-	done
+		$(RUBY_GEM_ENV) $(RUBY) -Ibindings/ruby/test $$t || failed="$$failed $$t"; \
+	done; [ -z "$$failed" ] || { echo "== failed:$$failed"; exit 1; }
 
 build-ruby: ruby-gem
 	@$(MAKE) --no-print-directory ruby-install
