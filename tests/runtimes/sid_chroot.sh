@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds (once) a Debian unstable chroot with today's runtimes: CPython 3.14
 # and 3.15 with their headers, CRuby 3.3 (unstable) and 3.4 (experimental),
-# Debian's Node.js, and what the bindings build with. `make test` runs the
+# Debian's Node.js, what the bindings build with, and python3 (the Ruby
+# upload test's ingest server). `make test` runs the
 # Python and Ruby suites of those runtimes inside it.
 #   sid_chroot.sh DEST
 # The mirror is the machine's own (read from apt's sources, never written
