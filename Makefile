@@ -98,7 +98,7 @@ test-python:
 	tests/lane.sh --summary $(LANE_DIR) $(PY_LANES)
 
 $(PY_LANES): test-python-%:
-	@$(LANE) python-suite PY=$(call python_for,$*) PY_VERSION=$*
+	+@$(LANE) python-suite PY=$(call python_for,$*) PY_VERSION=$*
 
 python-suite:
 	@set -e; py=$(PY); \
@@ -109,7 +109,7 @@ python-suite:
 		bindings/python/tests/package
 
 test-c: build go-tools
-	@$(LANE) ctest-run
+	+@$(LANE) ctest-run
 
 .PHONY: ctest-run valgrind-run
 ctest-run:
@@ -118,7 +118,7 @@ ctest-run:
 # Every C test under memcheck: no leaks, no invalid accesses. Timing checks
 # relax themselves under PN_TEST_SLOW (threads are serialised by valgrind).
 test-valgrind: build go-tools
-	@$(LANE) valgrind-run
+	+@$(LANE) valgrind-run
 
 valgrind-run:
 	@set -e; fail=0; for t in $(BUILD)/test_*; do \

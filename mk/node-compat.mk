@@ -20,11 +20,11 @@ $(NODE_COMPAT_DIR)/%/bin/node:
 	@$@ -e 'if (process.version !== "v$*") process.exit(1)'
 
 test-node-$(NODE_SYSTEM_MAJOR): build-node
-	@$(LANE) node-suite NODE_MAJOR=$(NODE_SYSTEM_MAJOR)
+	+@$(LANE) node-suite NODE_MAJOR=$(NODE_SYSTEM_MAJOR)
 
 define node_compat_lane
 test-node-$(firstword $(subst ., ,$(1))): build-node $(NODE_COMPAT_DIR)/$(1)/bin/node
-	@$$(LANE) node-suite NODE_MAJOR=$(firstword $(subst ., ,$(1))) NODE_BIN_DIR=$(CURDIR)/$(NODE_COMPAT_DIR)/$(1)/bin \
+	+@$$(LANE) node-suite NODE_MAJOR=$(firstword $(subst ., ,$(1))) NODE_BIN_DIR=$(CURDIR)/$(NODE_COMPAT_DIR)/$(1)/bin \
 	  NODE_SUITE_FLAGS="--ignore bindings/node/test/life-soak.test.js"
 endef
 $(foreach v,$(NODE_COMPAT_VERSIONS),$(eval $(call node_compat_lane,$(v))))

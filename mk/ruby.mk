@@ -36,4 +36,4 @@ build-ruby: ruby-gem
 	@$(MAKE) --no-print-directory ruby-install
 
 test-ruby: build-ruby go-tools
-	@$(LANE) ruby-suite
+	+@$(LANE) ruby-suite
