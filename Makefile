@@ -6,12 +6,13 @@
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-release  core tests built as Release (-O3): -Werror must hold there too
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
-#   make test-python    Python-side tests for CPython 3.10-3.15 (part of `make test`; 3.14 and
-#                       3.15 in a Debian unstable chroot built once, mk/python-sid.mk)
-#   make test-python-ft Python-side tests on free-threaded CPython 3.13t, built once
-#                       (part of `make test`; mk/python-ft.mk)
-#   make test-node      Node binding tests, mocha (part of `make test`; mk/node.mk)
-#   make test-ruby      Ruby gem tests, minitest (part of `make test`; mk/ruby.mk)
+#   make test-python    Python-side tests: lanes test-python-3.10 ... 3.13 (pyenv's), 3.14 and
+#                       3.15 (the sid chroot, mk/python-sid.mk), 3.13t (free-threaded, built
+#                       once, mk/python-ft.mk); all in `make test`
+#   make test-node      Node binding tests, mocha, on the machine's Node (mk/node.mk);
+#                       lanes test-node-20/22/24/26 in `make test`
+#   make test-ruby      Ruby gem tests, minitest, on the machine's Ruby (mk/ruby.mk);
+#                       lanes test-ruby (3.1), test-ruby-3.3/3.4 (sid chroot) in `make test`
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
 #   make proto      regenerate core/gen from proto/
 
@@ -32,7 +33,7 @@ APT_PACKAGES := build-essential cmake pkg-config protobuf-c-compiler libprotobuf
 	libcurl4-openssl-dev zlib1g-dev python3-dev libssl-dev valgrind chromium ruby ruby-dev \
 	libffi-dev
 
-.PHONY: all deps build test test-c test-valgrind test-python test-asan test-release proto bench demo demo-c clean
+.PHONY: all deps build test test-c test-valgrind test-asan test-release proto bench demo demo-c clean
 
 all: build
 
@@ -59,21 +60,29 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
-# The C suites first; then the language suites, JOBS at a time (each Python
-# version, Node, Node 22/24 and Ruby is a lane of its own), each lane's output printed
-# together when it ends. Most of their time is spent waiting on profiling
-# periods and child processes, so two lanes on two cores save minutes.
-test: build test-c test-valgrind
-	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) $(PY_SID_LANES) \
-		test-python-ft test-node test-node-compat test-ruby
+# Every suite on every runtime is a lane: the C tests, valgrind, each CPython,
+# each Node line, each CRuby. `make test` builds what they share, then runs
+# the lanes JOBS at a time (most of their time is spent waiting on profiling
+# periods and child processes), each lane's output printed together when it
+# ends; a failing lane never stops the others (make -k), and the run ends
+# with every lane's status and time (tests/lane.sh; records in $(LANE_DIR)),
+# failing if any lane failed or could not run.
+LANE_DIR := $(BUILD)/lanes
+LANE_CMD = tests/lane.sh $(LANE_DIR) $@
+LANE = $(LANE_CMD) $(MAKE) --no-print-directory
+PY_VERSIONS := 3.10 3.11 3.12 3.13
+PY_LANES := $(addprefix test-python-,$(PY_VERSIONS))
+ALL_PY_LANES = $(PY_LANES) $(PY_SID_LANES) $(PY_FT_LANE)
+LANES = test-c test-valgrind $(ALL_PY_LANES) $(NODE_LANES) $(RUBY_LANES)
 
-# Python tests, for each CPython we support that is on the machine (pyenv's
-# 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.
-PYTHONS ?= $(shell for v in 3.10 3.11 3.12 3.13; do \
-	p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$$v.*/bin/python 2>/dev/null | sort -V | tail -1); \
-	[ -n "$$p" ] || p=$$(command -v python$$v 2>/dev/null); \
-	[ -n "$$p" ] && echo $$p; done)
+test:
+	@rm -rf $(LANE_DIR)
+	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target $(LANES); \
+	tests/lane.sh --summary $(LANE_DIR) $(LANES)
+
+# The CPython of each version: pyenv's newest, else python3.1x on PATH.
+python_for = $(shell p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$(1).*/bin/python 2>/dev/null | sort -V | tail -1); \
+	[ -n "$$p" ] || p=$$(command -v python$(1) 2>/dev/null); echo $$p)
 
 # One virtual environment per interpreter under $(BUILD)/venv/<tag>, with
 # the test requirements (file $(2), default requirements.txt) and this
@@ -87,26 +96,38 @@ flock $(BUILD)/.pip-install.lock \
 endef
 # (flock: lanes in parallel would share setuptools' build/ and egg-info.)
 
-# One lane per interpreter: test-python-lane-N runs the N-th of PYTHONS.
-PY_LANES = $(addprefix test-python-lane-,$(shell seq $(words $(PYTHONS))))
+# Python tests, one lane per CPython version (a version missing from the
+# machine fails its lane); pytest is installed into each venv.
+.PHONY: test-python $(PY_LANES) python-suite
+test-python:
+	@rm -rf $(LANE_DIR)
+	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target $(ALL_PY_LANES); \
+	tests/lane.sh --summary $(LANE_DIR) $(ALL_PY_LANES)
 
-test-python: build
-	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) $(PY_SID_LANES)
+$(PY_LANES): test-python-%:
+	+@$(LANE) python-suite PY=$(call python_for,$*) PY_VERSION=$*
 
-test-python-lane-%:
-	@set -e; py=$(word $*,$(PYTHONS)); \
-	$(call py_venv,$$py); \
+python-suite:
+	@set -e; py=$(PY); \
+	[ -n "$$py" ] || { echo "no CPython $(PY_VERSION) on this machine (pyenv or python$(PY_VERSION) on PATH)"; exit 1; }; \
+	mkdir -p $(BUILD); $(call py_venv,$$py); \
 	echo "== $$($$v/bin/python -V) =="; \
 	$$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \
 		bindings/python/tests/package
 
-test-c: build
+test-c: build go-tools
+	+@$(LANE) ctest-run
+
+.PHONY: ctest-run valgrind-run
+ctest-run:
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 # Every C test under memcheck: no leaks, no invalid accesses. Timing checks
 # relax themselves under PN_TEST_SLOW (threads are serialised by valgrind).
-test-valgrind: build
+test-valgrind: build go-tools
+	+@$(LANE) valgrind-run
+
+valgrind-run:
 	@set -e; fail=0; for t in $(BUILD)/test_*; do \
 		[ -x "$$t" ] || continue; \
 		if PN_TEST_SLOW=1 PN_SOURCE_DIR=$(CURDIR) valgrind -q --fair-sched=yes --leak-check=full \

@@ -1,29 +1,46 @@
 #!/usr/bin/env bash
-# Runs a command inside a chroot (made by sid_chroot.sh) with a checkout
-# bind-mounted at the same path, /proc and the host's /dev (thread clocks
-# and names, /dev/shm). The mounts live in a mount namespace of this command
-# only: they vanish when it ends, whether it passed, failed or was killed,
-# and the host never sees them. The environment is reset, except for the
-# proxy and pip settings the chroot's pip needs to reach the registries.
-#   in_chroot.sh CHROOT CHECKOUT CMD [ARG...]
+# Runs a command inside a chroot (the one sid_chroot.sh builds) with a host
+# directory bind-mounted at the same absolute path, so build paths, logs and
+# outputs are the same inside and out.
+#   in_chroot.sh CHROOT DIR CMD [ARG...]
+# The mounts (DIR, /proc, /dev, /sys, a private /tmp) are made in a mount
+# namespace of their own (unshare): they vanish with the command however it
+# ends (failure, signal, kill -9), never show on the host (so `rm -rf` of a
+# chroot under build/ cannot reach through into the checkout), and runs in
+# the same chroot at the same time do not see each other's mounts.
+# The command starts in the caller's directory when that is under DIR, else
+# in DIR, with a clean environment: PATH, HOME, LANG, TERM, the caller's
+# PN_*, PYROSCOPE_* and PIP_* variables and proxy settings (the chroot's pip
+# reaches the registries as the host's does); pass others with
+# `env NAME=VALUE CMD`.
+# IN_CHROOT_BIND="DIR2 DIR3" bind-mounts more host directories the same way.
+# Needs root.
 set -euo pipefail
-root=$(realpath "$1")
-dir=$(realpath "$2")
+[ $# -ge 3 ] || { echo "usage: $0 CHROOT DIR CMD [ARG...]" >&2; exit 2; }
+root=$(realpath -e "$1")
+dir=$(realpath -e "$2")
 shift 2
-[ -x "$root/usr/bin/env" ] || { echo "in_chroot.sh: no chroot at $root" >&2; exit 1; }
-mkdir -p "$root$dir"
-pass=()
-for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST PIP_DEFAULT_TIMEOUT PIP_CERT \
-  http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY PN_TEST_SLOW; do
-  [ -n "${!v:-}" ] && pass+=("$v=${!v}")
-done
-exec unshare --mount --propagation private /bin/bash -ec '
-  root=$1 dir=$2
-  shift 2
-  mount --bind "$dir" "$root$dir"
+[ -x "$root/usr/bin/env" ] || { echo "in_chroot.sh: $root is not a chroot (no /usr/bin/env)" >&2; exit 2; }
+
+case $PWD/ in "$dir"/*) wd=$PWD ;; *) wd=$dir ;; esac
+binds="$dir"
+for d in ${IN_CHROOT_BIND:-}; do binds="$binds $(realpath -e "$d")"; done
+
+# The environment the command gets (NAME=VALUE words for env -i).
+envs=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+  LANG=C.UTF-8 TERM="${TERM:-dumb}")
+while IFS= read -r name; do envs+=("$name=${!name}"); done < <(compgen -e | grep -E '^(PN_|PYROSCOPE_|PIP_|(http|https|no|HTTP|HTTPS|NO)_proxy$)' || true)
+
+# The mount points are made on the host side once (empty directories, kept).
+for d in $binds; do mkdir -p "$root$d"; done
+mkdir -p "$root/proc" "$root/dev" "$root/sys" "$root/tmp"
+
+exec unshare --mount --propagation private -- /bin/bash -euc '
+  root=$1 wd=$2 binds=$3; shift 3
+  for d in $binds; do mount --bind "$d" "$root$d"; done
   mount -t proc proc "$root/proc"
   mount --rbind /dev "$root/dev"
-  cd "$root$dir"
-  exec chroot "$root" /bin/bash -ec "cd \"\$0\"; exec \"\$@\"" "$dir" "$@"' \
-  _ "$root" "$dir" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  HOME=/root LANG=C.UTF-8 "${pass[@]}" "$@"
+  mount --rbind /sys "$root/sys"
+  mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+  exec chroot "$root" /usr/bin/env -i "$@"
+' in_chroot "$root" "$wd" "$binds" "${envs[@]}" /bin/sh -c 'cd "$1" && shift && exec "$@"' sh "$wd" "$@"

@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # Builds (once) a Debian unstable chroot with today's runtimes: CPython 3.14
 # and 3.15 with their headers, CRuby 3.3 (unstable) and 3.4 (experimental),
-# Debian's Node.js, what the bindings build with, and chromium (the report
-# page test loads the page headless). `make test` runs the
+# Debian's Node.js, what the bindings build with, chromium (the report page
+# test loads the page headless) and python3 (the Ruby upload test's ingest
+# server). `make test` runs the
 # Python and Ruby suites of those runtimes inside it.
 #   sid_chroot.sh DEST
 # The mirror is the machine's own (read from apt's sources, never written
 # here); the machine's CA bundle and pip settings are copied in, since its
 # registries are reached through them. A stamp records the package list, so a
-# changed list rebuilds on the next run. Needs root (debootstrap, chroot).
+# changed list rebuilds on the next run. Runs under DEST.lock (flock), so
+# lanes and clones sharing one chroot build or update it one at a time.
+# Needs root (debootstrap, chroot).
 set -euo pipefail
 dest=$(realpath -m "$1")
-packages="python3.14-dev python3.14-venv python3.15-dev python3.15-venv ruby3.3-dev
-  build-essential pkg-config libprotobuf-c-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
-  nodejs ruby-webrick ruby-minitest ca-certificates chromium"
-experimental="ruby3.4 ruby3.4-dev"
-stamp="$dest/.pn-stamp"
-# One builder at a time (lanes of several checkouts may share one chroot).
 mkdir -p "$(dirname "$dest")"
 exec 9>"$dest.lock"
 flock 9
+packages="python3.14-dev python3.14-venv python3.15-dev python3.15-venv ruby3.3-dev
+  build-essential pkg-config libprotobuf-c-dev zlib1g-dev libcurl4-openssl-dev libssl-dev
+  nodejs ruby-webrick ruby-minitest ca-certificates chromium python3"
+experimental="ruby3.4 ruby3.4-dev"
+stamp="$dest/.pn-stamp"
 want=$(printf '%s\n' 3 $packages $experimental | sha256sum | cut -c1-16)
 [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && exit 0
 

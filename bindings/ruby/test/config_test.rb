@@ -125,7 +125,7 @@ class ConfigTest < Minitest::Test
       auth_token: [123, /auth_token must be a String/],
       compression: [1, /compression must be a String/]
     }.each do |key, (value, message)|
-      err = assert_raises(Pyroscope::ConfigError, key) { native_args { |c| c[key] = value } }
+      err = assert_raises(Pyroscope::ConfigError, key.to_s) { native_args { |c| c[key] = value } }
       assert_kind_of ArgumentError, err
       assert_match message, err.message
     end
@@ -142,7 +142,7 @@ class ConfigTest < Minitest::Test
         log_level: ["loud", /log_level/],
         upload_interval: ["soon", /upload_interval/]
       }.each do |key, (value, message)|
-        err = assert_raises(Pyroscope::ConfigError, key) do
+        err = assert_raises(Pyroscope::ConfigError, key.to_s) do
           Pyroscope.configure do |c|
             c.application_name = "cfg.test"
             c.output_dir = dir

@@ -54,8 +54,8 @@ def test_walker_message_names_the_supported_versions():
 
 def test_makefile_tests_every_supported_version():
     # pyenv's on the host, Debian unstable's in its chroot (mk/python-sid.mk).
-    m = re.search(r"PYTHONS \?= \$\(shell for v in ([\d. ]+);", _read("Makefile"))
-    sid = re.search(r"^SID_PYTHONS := ([\d. ]+)$", _read("mk", "python-sid.mk"), re.M)
+    m = re.search(r"^PY_VERSIONS := ([\d. ]+)$", _read("Makefile"), re.M)
+    sid = re.search(r"^PY_SID_VERSIONS := ([\d. ]+)$", _read("mk", "python-sid.mk"), re.M)
     assert m and sid and m.group(1).split() + sid.group(1).split() == SUPPORTED
     assert "$(PY_SID_LANES)" in _read("Makefile")
 
