@@ -19,11 +19,20 @@ typedef struct {
     int64_t pid;                /* process.pid (an int attribute); 0: none */
     const char *scope_name;     /* InstrumentationScope */
     const char *scope_version;
+    /* Static tags: sample attributes on every sample (Pyroscope turns
+     * sample attributes into labels and reads only service.name of the
+     * resource), after the profile's extra labels and never over a
+     * sample's own label of the same key. */
+    const pn_label *tags;
+    size_t ntags;
 } pn_otlp_opts;
 
 /* One ExportProfilesServiceRequest for p: one ResourceProfiles, one
  * ScopeProfiles, and one Profile per sample type of p (OTLP profiles have
- * a single sample type each), all sharing one ProfilesDictionary. Samples
+ * a single sample type each), all sharing one ProfilesDictionary; except an
+ * on-CPU period (period type cpu/nanoseconds with a cpu/nanoseconds
+ * column): one Profile, samples/count with period 1 (ns of cpu), values the
+ * measured CPU ns, which Pyroscope shows as process_cpu (see otlp.c). Samples
  * whose value is zero are left out of that type's Profile. A sample whose
  * labels hold a well-formed trace_id (32 hex digits) and span_id (16 hex
  * digits), neither all zero, points to the Link (trace_id, span_id) and

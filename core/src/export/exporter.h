@@ -93,6 +93,8 @@ typedef struct {
      * service.name among them is overridden by app_name. */
     const pn_label *resource;
     size_t nresource;
+    const pn_label *tags;       /* static tags: attributes of every sample */
+    size_t ntags;
     double timeout_s;           /* 0: the HTTP exporter's default */
 } pn_otlp_exporter_opts;
 

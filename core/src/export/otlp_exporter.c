@@ -31,6 +31,8 @@ typedef struct {
     pn_exporter *http;          /* the transport */
     pn_label *resource;         /* owned keys and values */
     size_t nresource;
+    pn_label *tags;             /* owned: static tags, sample attributes */
+    size_t ntags;
 } otlp_exporter;
 
 int pn_otlp_url(const char *endpoint, char **url, pn_error *e)
@@ -114,6 +116,8 @@ static int otlp_encode(pn_exporter *self, const pn_profile *p, pn_upload ***part
         .pid = (int64_t)getpid(),
         .scope_name = SDK_NAME,
         .scope_version = SDK_VERSION,
+        .tags = x->tags,
+        .ntags = x->ntags,
     };
     uint8_t *raw = NULL, *gz = NULL;
     size_t raw_len = 0, gz_len = 0;
@@ -158,6 +162,7 @@ static void otlp_destroy(pn_exporter *self)
     if (x->http)
         x->http->destroy(x->http);
     pn_pairs_free(x->resource, x->nresource);
+    pn_pairs_free(x->tags, x->ntags);
     free(x);
 }
 
@@ -192,6 +197,19 @@ pn_exporter *pn_otlp_exporter_new(const pn_otlp_exporter_opts *o, pn_error *e)
         otlp_destroy(&x->base);
         return NULL;
     }
+    if (o->ntags && !(x->tags = calloc(o->ntags, sizeof *x->tags))) {
+        otlp_destroy(&x->base);
+        pn_fail(e, PN_ENOMEM, "otlp exporter: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < o->ntags; i++, x->ntags++)
+        if (!(x->tags[i].key = strdup(o->tags[i].key)) ||
+            !(x->tags[i].value = strdup(o->tags[i].value))) {
+            x->ntags++;     /* free the half-made pair too */
+            otlp_destroy(&x->base);
+            pn_fail(e, PN_ENOMEM, "otlp exporter: out of memory");
+            return NULL;
+        }
     if (build_resource(x, o)) {
         otlp_destroy(&x->base);
         pn_fail(e, PN_ENOMEM, "otlp exporter: out of memory");
@@ -219,6 +237,8 @@ pn_exporter *pn_otlp_exporter_from_config(const pn_config *c, pn_error *e)
         .runtime_version = c->runtime_version,
         .resource = res,
         .nresource = nres,
+        .tags = c->tags,
+        .ntags = c->ntags,
     };
     pn_exporter *x = pn_otlp_exporter_new(&o, e);
     pn_pairs_free(res, nres);
