@@ -537,6 +537,27 @@ static void test_otel_env(void)
     CHECK_STR(c.otlp_endpoint, "http://mine:4040");
     pn_config_free(&c);
 
+    /* The protocol: the signal's variable wins, PYROSCOPE_* over both. */
+    pn_config_init(&c);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_HTTP_PROTOBUF);
+    char *env4[] = {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+                    "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=http/json", NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env4, &e), 0);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_HTTP_JSON);
+    char *env5[] = {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env5, &e), 0);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_GRPC);
+    char *env6[] = {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "PYROSCOPE_OTLP_PROTOCOL=http/protobuf",
+                    NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env6, &e), 0);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_HTTP_PROTOBUF);
+    pn_config_free(&c);
+    char *u = NULL;
+    CHECK_EQ_INT(pn_otlp_grpc_url("http://collector:4317/ignored/path", &u, &e), 0);
+    CHECK_STR(u, "http://collector:4317/opentelemetry.proto.collector.profiles.v1development."
+                 "ProfilesService/Export");
+    free(u);
+
     /* Bad values name the variable or the setting. */
     struct {
         const char *var, *needle;
@@ -547,6 +568,8 @@ static void test_otel_env(void)
         {"OTEL_RESOURCE_ATTRIBUTES==v", "OTEL_RESOURCE_ATTRIBUTES"},
         {"PYROSCOPE_OTLP_ENDPOINT=ftp://x", "otlp_endpoint"},
         {"PYROSCOPE_OTLP_HEADERS=Bad Name=1", "otlp_headers"},
+        {"OTEL_EXPORTER_OTLP_PROTOCOL=http", "OTEL_EXPORTER_OTLP_PROTOCOL"},
+        {"OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=GRPC", "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pn_config_init(&c);
@@ -959,6 +982,32 @@ static void test_go_pdata_decodes(void)
     }
     /* A linked sample carries no span_id / trace_id attributes. */
     CHECK(!contains_line(out, "attr samples leaf_b span_id=" SPAN));
+
+    /* The same request as OTLP/JSON (http/json), read by the Collector's
+     * JSON reader, says the same, line for line. */
+    o.json = 1;
+    CHECK_EQ_INT(pn_otlp_encode(&m.p, &o, &buf, &len, &e), 0);
+    snprintf(path, sizeof path, "%s/request.json", dir);
+    f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_EQ_INT(fwrite(buf, 1, len, f), len);
+        fclose(f);
+    }
+    CHECK(len > 0 && memmem(buf, len, "\"traceId\":\"" TRACE "\"", strlen(TRACE) + 11) != NULL);
+    free(buf);
+    snprintf(cmd, sizeof cmd, "'%s/otlp_check' '%s' > '%s/out_json.txt'", dir, path, dir);
+    CHECK_EQ_INT(system(cmd), 0);
+    snprintf(out_path, sizeof out_path, "%s/out_json.txt", dir);
+    char out_json[16384] = "";
+    f = fopen(out_path, "r");
+    if (f) {
+        size_t n = fread(out_json, 1, sizeof out_json - 1, f);
+        out_json[n] = '\0';
+        fclose(f);
+    }
+    CHECK(out[0] != '\0');
+    CHECK_STR(out_json, out);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK_EQ_INT(system(cmd), 0);
 }

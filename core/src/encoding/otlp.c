@@ -795,6 +795,14 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
     req.resource_profiles = &rpp;
     req.dictionary = &d;
 
+    if (o->json) {
+        char *text = NULL;
+        if (pn_otlp_json(&req.base, &text, len, e))
+            goto done;
+        *out = (uint8_t *)text;
+        rc = 0;
+        goto done;
+    }
     size_t n = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__get_packed_size(&req);
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) {

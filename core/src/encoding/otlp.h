@@ -25,6 +25,7 @@ typedef struct {
      * sample's own label of the same key. */
     const pn_label *tags;
     size_t ntags;
+    int json;                   /* 1: *out is OTLP/JSON text, not protobuf */
 } pn_otlp_opts;
 
 /* One ExportProfilesServiceRequest for p: one ResourceProfiles, one
@@ -43,6 +44,10 @@ typedef struct {
  * malloc'ed. Exporter thread. */
 int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, size_t *len,
                    pn_error *e);
+
+/* m as OTLP/JSON (otlp_json.c): *out malloc'ed, not NUL-counted in *len. */
+struct ProtobufCMessage;
+int pn_otlp_json(const struct ProtobufCMessage *m, char **out, size_t *len, pn_error *e);
 
 /* Parses n hex digits (either case) into n/2 bytes; 0, or -1 when
  * malformed or all zero (an invalid trace or span id). */

@@ -113,8 +113,10 @@ def check_otlp(rx, out, auth):
         assert res["process.runtime.name"] == "cpython"
         assert res["process.runtime.version"] == platform.python_version()
         assert res["telemetry.sdk.language"] == "python"
-        (cpu,) = [p for p in msg["profiles"] if p["type"] == "cpu"]
-        assert cpu["unit"] == "nanoseconds"
+        # On-CPU: one Profile, samples/count x period 1 ns of cpu: the
+        # measured CPU (what Pyroscope shows as process_cpu).
+        (cpu,) = msg["profiles"]
+        assert (cpu["type"], cpu["unit"]) == ("samples", "count")
         for s in cpu["samples"]:
             if "burn_inside_span" in s["stack"]:
                 inside += s["value"]
