@@ -9,6 +9,8 @@
 #   make test-python    Python-side tests for CPython 3.10-3.13 (part of `make test`)
 #   make test-node      Node binding tests, mocha (part of `make test`; mk/node.mk)
 #   make test-ruby      Ruby gem tests, minitest (part of `make test`; mk/ruby.mk)
+#   make test-servers   every binding against a real Pyroscope and OTel Collector (part of
+#                       `make test`, after the other lanes; mk/servers.mk)
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
 #   make proto      regenerate core/gen from proto/
 
@@ -58,9 +60,11 @@ build: deps $(BUILD)/CMakeCache.txt
 # version, Node, Node 22/24 and Ruby is a lane of its own), each lane's output printed
 # together when it ends. Most of their time is spent waiting on profiling
 # periods and child processes, so two lanes on two cores save minutes.
-test: build test-c test-valgrind
+test: servers-start build test-c test-valgrind
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-node-compat test-ruby
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-node-compat test-ruby \
+		|| { python3 tests/servers/servers.py stop; exit 1; }
+	$(MAKE) --no-print-directory test-servers
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.

@@ -1,0 +1,24 @@
+# The real backends (tests/servers): Grafana Pyroscope and an OpenTelemetry
+# Collector from the workplace's server folder ($(PN_SERVERS_DIR), default
+# ../shared/servers beside the checkout; absent: the lane says so and skips).
+# `make test` starts them first (Pyroscope needs a minute or more to be
+# ready) and runs test-servers after the other lanes, which reuses their
+# builds: the newest CPython's venv, the Node addon, the Ruby gem.
+PN_SERVERS_DIR ?= $(abspath ../shared/servers)
+export PN_SERVERS_DIR
+SERVERS_PY = $(lastword $(PYTHONS))
+
+.PHONY: servers-start servers-stop test-servers
+
+servers-start:
+	@python3 tests/servers/servers.py start
+
+servers-stop:
+	@python3 tests/servers/servers.py stop
+
+test-servers: build-node build-ruby
+	@set -e; py=$(SERVERS_PY); $(call py_venv,$$py); \
+	t=$$(date +%s); rc=0; \
+	PN_PYTHON=$$v/bin/python $(RUBY_GEM_ENV) PN_RUBY=$(RUBY) python3 tests/servers/run.py || rc=$$?; \
+	python3 tests/servers/servers.py stop; \
+	echo "tests/servers: $$(( $$(date +%s) - t )) s"; exit $$rc
