@@ -404,7 +404,8 @@ static void test_encode_cpu_as_count(void)
     made m;
     make_profile(&m);
     static const pn_label tags[] = {{"env", "staging"}, {"region", "tag-loses"}, {"pid", "no"}};
-    pn_otlp_opts o = {.resource = resource, .nresource = 3, .tags = tags, .ntags = 3};
+    pn_otlp_opts o = {.resource = resource, .nresource = 3, .tags = tags, .ntags = 3,
+                      .file_in_name = 1};
     uint8_t *buf = NULL;
     size_t len = 0;
     pn_error e;
@@ -435,6 +436,11 @@ static void test_encode_cpu_as_count(void)
         CHECK(region && (strcmp(region, "eu") == 0 || strcmp(region, "us") == 0));
     }
     CHECK_EQ_INT(sum, 10 + 20 + 5 + 7 + 1);  /* the cpu column: samples with no CPU left out */
+    /* file_in_name (spy rbspy): "<file> <name>", as Pyroscope names Ruby's pprof frames. */
+    int named = 0;
+    for (size_t i = 1; i < d->n_function_table; i++)
+        named += strcmp(d->string_table[d->function_table[i]->name_strindex], "app.py leaf_b") == 0;
+    CHECK_EQ_INT(named, 1);
     CHECK_EQ_INT(pr->n_samples, 5);
     unpack_free(r);
 }

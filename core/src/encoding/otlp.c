@@ -66,6 +66,7 @@ typedef struct {
     int cols[PN_MAX_VALUES];
     int ncols;
     int cpu_as_count;           /* cols[0] is measured CPU sent as samples/count, period 1 ns */
+    int file_in_name;           /* pn_otlp_opts.file_in_name */
 
     plist strings;              /* char * (the profile's, then owned ones) */
     plist owned;                /* strings this call allocated */
@@ -486,6 +487,20 @@ static int build_frames(enc *x, parts *m)
     for (uint32_t f = 0; f < p->nframes; f++) {
         const uint32_t *fr = p->frames + 3 * (size_t)f;
         uint32_t name = fr[0] < p->nstr ? fr[0] : 0, file = fr[1] < p->nstr ? fr[1] : 0;
+        if (x->file_in_name) {
+            const char *fs = str_at(x, (int32_t)file), *nm = str_at(x, (int32_t)name);
+            size_t n = strlen(fs) + strlen(nm) + 2;
+            char *both = malloc(n);
+            int32_t si;
+            if (!both)
+                return oom(x, "function names");
+            snprintf(both, n, "%s %s", fs, nm);
+            int rc = intern(x, both, &si);
+            free(both);
+            if (rc)
+                return -1;
+            name = (uint32_t)si;
+        }
         int32_t fn;
         if (function_of(x, name, file, &fn))
             return -1;
@@ -662,7 +677,7 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
     if (o->ntags && !o->tags)
         return pn_fail(e, PN_EINVAL, "OTLP encoding: %zu tags but no array", o->ntags);
 
-    enc x = {.p = p, .e = e};
+    enc x = {.p = p, .e = e, .file_in_name = o->file_in_name};
     pick_columns(&x);
     parts m = {0};
     /* The profile's extra labels, then the static tags whose key they do

@@ -26,6 +26,10 @@ typedef struct {
     const pn_label *tags;
     size_t ntags;
     int json;                   /* 1: *out is OTLP/JSON text, not protobuf */
+    /* 1: function names are "<file> <name>", as Pyroscope names the
+     * functions of a pprof upload whose spyName is rbspy, so Ruby frames
+     * look the same in Pyroscope by either path. */
+    int file_in_name;
 } pn_otlp_opts;
 
 /* One ExportProfilesServiceRequest for p: one ResourceProfiles, one

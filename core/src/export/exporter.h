@@ -104,6 +104,9 @@ typedef struct {
     const pn_label *tags;       /* static tags: attributes of every sample */
     size_t ntags;
     int protocol;               /* PN_OTLP_HTTP_PROTOBUF, _HTTP_JSON, _GRPC */
+    /* The pprof upload's spyName: "rbspy" makes function names "<file>
+     * <name>", as Pyroscope shows that upload's (pn_otlp_opts). */
+    const char *spy_name;
     double timeout_s;           /* 0: the HTTP exporter's default */
 } pn_otlp_exporter_opts;
 

@@ -38,6 +38,7 @@ typedef struct {
     pn_label *tags;             /* owned: static tags, sample attributes */
     size_t ntags;
     int protocol;               /* PN_OTLP_* */
+    int file_in_name;           /* spy name rbspy: names as Pyroscope shows Ruby's pprof */
 } otlp_exporter;
 
 int pn_otlp_url(const char *endpoint, char **url, pn_error *e)
@@ -141,6 +142,7 @@ static int otlp_encode(pn_exporter *self, const pn_profile *p, pn_upload ***part
         .tags = x->tags,
         .ntags = x->ntags,
         .json = x->protocol == PN_OTLP_HTTP_JSON,
+        .file_in_name = x->file_in_name,
     };
     uint8_t *raw = NULL, *gz = NULL;
     size_t raw_len = 0, gz_len = 0;
@@ -229,6 +231,7 @@ pn_exporter *pn_otlp_exporter_new(const pn_otlp_exporter_opts *o, pn_error *e)
     ho.nheaders = o->nheaders;
     ho.timeout_s = o->timeout_s;
     x->protocol = o->protocol;
+    x->file_in_name = o->spy_name && strcmp(o->spy_name, "rbspy") == 0;
     ho.raw_content_type = o->protocol == PN_OTLP_GRPC        ? "application/grpc"
                           : o->protocol == PN_OTLP_HTTP_JSON ? "application/json"
                                                              : "application/x-protobuf";
@@ -285,6 +288,7 @@ pn_exporter *pn_otlp_exporter_from_config(const pn_config *c, pn_error *e)
         .tags = c->tags,
         .ntags = c->ntags,
         .protocol = c->otlp_protocol,
+        .spy_name = c->spy_name,
     };
     pn_exporter *x = pn_otlp_exporter_new(&o, e);
     pn_pairs_free(res, nres);
