@@ -163,6 +163,15 @@ def test_otlp_beside_pyroscope_from_otel_variables():
             assert s["labels"].get("trace_id") == out["trace_id"], s["labels"]
 
 
+def test_otel_endpoint_alone_means_otlp_only():
+    # Only OTEL_EXPORTER_OTLP_ENDPOINT: no upload to localhost:4040 beside it.
+    with OtlpReceiver() as rx:
+        out = run_app({}, env={"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url})
+    st = out["stats"]
+    assert st["otlp_sent"] == len(rx.requests) > 0
+    assert not any(k.startswith("http_") for k in st), st
+
+
 def test_bad_otlp_settings_name_the_setting():
     with pytest.raises(ValueError, match="otlp_endpoint"):
         pyroscope.configure(application_name="otlp.bad", otlp_endpoint="ftp://x")
