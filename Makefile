@@ -64,7 +64,7 @@ test: servers-start build test-c test-valgrind
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
 	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-node-compat test-ruby \
 		|| { python3 tests/servers/servers.py stop; exit 1; }
-	$(MAKE) --no-print-directory test-servers
+	$(MAKE) --no-print-directory test-servers SERVERS_REUSE=1
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.

@@ -16,9 +16,14 @@ servers-start:
 servers-stop:
 	@python3 tests/servers/servers.py stop
 
-test-servers: build-node build-ruby
-	@set -e; py=$(SERVERS_PY); $(call py_venv,$$py); \
+# SERVERS_REUSE=1 (from `make test`, after the lanes built everything):
+# no rebuild of the venv's package, the addon or the gem.
+test-servers: $(if $(SERVERS_REUSE),,build-node build-ruby)
+	@set -e; py=$(SERVERS_PY); \
+	if [ -n "$(SERVERS_REUSE)" ]; then \
+		v=$(BUILD)/venv/$$($$py -c 'import sys; print(sys.implementation.cache_tag)'); \
+	else $(call py_venv,$$py); fi; \
 	t=$$(date +%s); rc=0; \
-	PN_PYTHON=$$v/bin/python $(RUBY_GEM_ENV) PN_RUBY=$(RUBY) python3 tests/servers/run.py || rc=$$?; \
+	PN_PYTHON=$$v/bin/python $(RUBY_GEM_ENV) PN_RUBY=$(RUBY) python3 -u tests/servers/run.py || rc=$$?; \
 	python3 tests/servers/servers.py stop; \
 	echo "tests/servers: $$(( $$(date +%s) - t )) s"; exit $$rc
