@@ -75,9 +75,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def pyroscope_args(http, grpc, gossip):
+def pyroscope_args(http, grpc, gossip, raft):
     a = "127.0.0.1"
     return [
+        # the metastore's raft transport (default localhost:9099: taken by
+        # any other Pyroscope on the machine)
+        f"-metastore.raft.bind-address={a}:{raft}", f"-metastore.raft.advertise-address={a}:{raft}",
+        f"-metastore.raft.server-id={a}:{raft}",
         f"-server.http-listen-address={a}", f"-server.http-listen-port={http}",
         f"-server.grpc-listen-address={a}", f"-server.grpc-listen-port={grpc}",
         f"-memberlist.bind-addr={a}", f"-memberlist.advertise-addr={a}",
@@ -130,11 +134,13 @@ def start():
     os.makedirs(os.path.join(work, "pyroscope"))
     os.makedirs(os.path.join(work, "otelcol"))
     st = {"pyroscope_http": free_port(), "pyroscope_grpc": free_port(),
-          "pyroscope_gossip": free_port(), "otel_http": free_port(), "otel_grpc": free_port(),
+          "pyroscope_gossip": free_port(), "pyroscope_raft": free_port(),
+          "otel_http": free_port(), "otel_grpc": free_port(),
           "work": work}
     st["pyroscope_pid"] = _spawn(
         [os.path.join(BUILD, "pyroscope")] + pyroscope_args(
-            st["pyroscope_http"], st["pyroscope_grpc"], st["pyroscope_gossip"]),
+            st["pyroscope_http"], st["pyroscope_grpc"], st["pyroscope_gossip"],
+            st["pyroscope_raft"]),
         os.path.join(work, "pyroscope"), os.path.join(work, "pyroscope.log"))
     cfg = os.path.join(work, "otelcol", "config.yaml")
     with open(cfg, "w") as f:
