@@ -1,8 +1,8 @@
 """What a user of the real backends sees, for each runtime:
 
-  pprof -> Pyroscope (/ingest), OTLP/HTTP -> Pyroscope with a busy process
-  on the same core, OTLP -> the Collector (debug exporter) by gRPC,
-  http/json or http/protobuf;
+  pprof -> Pyroscope (/ingest), OTLP -> Pyroscope (http/protobuf; Ruby
+  grpc) with a busy process on the same core, OTLP -> the Collector (debug
+  exporter) by grpc (Python), http/json (Node) or http/protobuf (Ruby);
 
 checked through Pyroscope's query API (Connect JSON): the profile type
 process_cpu, series and labels (static tags included), the CPU split of two
@@ -195,6 +195,14 @@ def collector_saw(st, app, since, timeout_s=60):
         time.sleep(1)
 
 
+def otlp_all_sent(out, kind):
+    """Every OTLP upload went through (where the binding reports stats)."""
+    st = out.get("stats") or {}
+    if "otlp_sent" in st:
+        check(st["otlp_sent"] > 0 and st.get("otlp_failed", 0) == 0,
+              f"{kind}: OTLP uploads failed", {k: v for k, v in st.items() if k.startswith("otlp")})
+
+
 def run_runtime(rt, st, base):
     pyro_env = {"PYROSCOPE_TAGS": TAGS, "PYROSCOPE_UPLOAD_INTERVAL": "1"}
     # 1. pprof to /ingest.
@@ -208,12 +216,17 @@ def run_runtime(rt, st, base):
     t0 = time.time()
     busy = busy_neighbour(0)
     try:
-        out = run_app(rt, app, dict(pyro_env, OTEL_EXPORTER_OTLP_ENDPOINT=base), pin=0)
+        # Ruby's goes by gRPC (Pyroscope serves it on its HTTP port too)
+        env = dict(pyro_env, OTEL_EXPORTER_OTLP_ENDPOINT=base)
+        if rt == "ruby":
+            env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
+        out = run_app(rt, app, env, pin=0)
     finally:
         busy.kill()
         busy.wait()
     check(not any(k.startswith("http_") for k in out.get("stats") or {}),
           "OTLP only: a Pyroscope exporter was made", out.get("stats"))
+    otlp_all_sent(out, "otlp")
     otlp_names = check_pyroscope(base, rt, app, out, t0, "otlp (busy core)")
     check(otlp_names == pprof_names, "frame names differ between pprof and OTLP",
           pprof_names, otlp_names)
@@ -222,8 +235,9 @@ def run_runtime(rt, st, base):
     port = st["otel_grpc"] if proto == "grpc" else st["otel_http"]
     app = f"srv.{rt}.collector.{RUN}"
     since = os.path.getsize(st["otelcol_log"])
-    run_app(rt, app, dict(pyro_env, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                          OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=proto))
+    out = run_app(rt, app, dict(pyro_env, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                                OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=proto))
+    otlp_all_sent(out, f"collector ({proto})")
     ok, log = collector_saw(st, app, since)
     check(ok, f"the Collector ({proto}) did not log {app}'s samples with tags", log[-3000:])
     print(f"  {rt} collector ({proto}): samples with service.name and tags logged")

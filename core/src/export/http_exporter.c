@@ -483,8 +483,14 @@ static int set_fixed_options(http_exporter *h, CURL *c)
         ok = cu->easy_setopt(c, CURLOPT_PASSWORD, h->o.basic_auth_password) == CURLE_OK;
     if (ok && h->ca_file)
         ok = cu->easy_setopt(c, CURLOPT_CAINFO, h->ca_file) == CURLE_OK;
+    /* gRPC: a new connection per upload. libcurl 7.88 (Debian 12) sends
+     * nothing on a reused h2c (prior knowledge) connection and the upload
+     * ends in "Error in the HTTP2 framing layer" (seen with the Collector
+     * and Pyroscope; `curl --http2-prior-knowledge ... --next ...` alike).
+     * One connection per period costs one handshake. */
     if (ok && h->o.grpc)
-        ok = cu->easy_setopt(c, CURLOPT_HTTP_VERSION,
+        ok = cu->easy_setopt(c, CURLOPT_FORBID_REUSE, 1L) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_HTTP_VERSION,
                              strncasecmp(h->o.server_address, "https://", 8) == 0
                                  ? (long)CURL_HTTP_VERSION_2TLS
                                  : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE) == CURLE_OK &&
