@@ -13,6 +13,8 @@
 #                       lanes test-node-20/22/24/26 in `make test`
 #   make test-ruby      Ruby gem tests, minitest, on the machine's Ruby (mk/ruby.mk);
 #                       lanes test-ruby (3.1), test-ruby-3.3/3.4 (sid chroot) in `make test`
+#   make test-servers   every binding against a real Pyroscope and OTel Collector (lane of
+#                       `make test`, run alone after the other lanes; mk/servers.mk)
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
 #   make proto      regenerate core/gen from proto/
 
@@ -75,10 +77,15 @@ PY_LANES := $(addprefix test-python-,$(PY_VERSIONS))
 ALL_PY_LANES = $(PY_LANES) $(PY_SID_LANES) $(PY_FT_LANE)
 LANES = test-c test-valgrind $(ALL_PY_LANES) $(NODE_LANES) $(RUBY_LANES)
 
+# The real servers (mk/servers.mk) start first, since Pyroscope needs a
+# minute or more to be ready, and their lane runs alone after the others:
+# its CPU split checks want the machine to themselves.
 test:
 	@rm -rf $(LANE_DIR)
+	@$(MAKE) --no-print-directory servers-start || true
 	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target $(LANES); \
-	tests/lane.sh --summary $(LANE_DIR) $(LANES)
+	$(MAKE) --no-print-directory test-servers SERVERS_REUSE=1; \
+	tests/lane.sh --summary $(LANE_DIR) $(LANES) test-servers
 
 # The CPython of each version: pyenv's newest, else python3.1x on PATH.
 python_for = $(shell p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$(1).*/bin/python 2>/dev/null | sort -V | tail -1); \

@@ -493,10 +493,14 @@ typedef struct {
     pn_label *otlp_headers;     /* sent with each OTLP request (auth) */
     size_t notlp_headers;
     char *resource_attributes;  /* "k=v,..." as OTEL_RESOURCE_ATTRIBUTES */
+    int otlp_protocol;          /* PN_OTLP_* below; default http/protobuf */
     char *runtime_name;         /* set by the binding: process.runtime.* */
     char *runtime_version;
     double sampler_cpu_budget;  /* % of one core, default 1; 0: no limit */
 } pn_config;
+
+/* otlp_protocol: OTEL_EXPORTER_OTLP_PROTOCOL's values. */
+enum { PN_OTLP_HTTP_PROTOBUF = 0, PN_OTLP_HTTP_JSON = 1, PN_OTLP_GRPC = 2 };
 
 void pn_config_init(pn_config *c);
 void pn_config_free(pn_config *c);
@@ -517,7 +521,9 @@ int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size
  * OTEL_SERVICE_NAME (application_name, when it passes its rules),
  * OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT or else OTEL_EXPORTER_OTLP_ENDPOINT
  * (otlp_endpoint), OTEL_EXPORTER_OTLP_PROFILES_HEADERS or else
- * OTEL_EXPORTER_OTLP_HEADERS (otlp_headers, values percent-decoded) and
+ * OTEL_EXPORTER_OTLP_HEADERS (otlp_headers, values percent-decoded),
+ * OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL or else OTEL_EXPORTER_OTLP_PROTOCOL
+ * (otlp_protocol: grpc, http/protobuf, http/json) and
  * OTEL_RESOURCE_ATTRIBUTES (resource_attributes). */
 int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e);
 /* Whole-config rules (an application name, at least one destination...). */

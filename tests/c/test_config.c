@@ -144,6 +144,7 @@ static const struct {
     {"fault_guard", "off"},
     {"otlp_endpoint", "http://127.0.0.1:4318"},
     {"otlp_headers", "Authorization=Bearer x"},
+    {"otlp_protocol", "http/json"},
     {"resource_attributes", "deployment.environment=prod"},
     {"runtime_name", "cpython"},
     {"runtime_version", "3.11.7"},

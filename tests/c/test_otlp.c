@@ -287,6 +287,10 @@ static void test_encode_fields(void)
 {
     made m;
     make_profile(&m);
+    /* A wall period: every column is a Profile (an on-CPU one is one
+     * Profile, test_encode_cpu_as_count). */
+    m.p.sample_types[0] = (pn_value_type){"wall", "nanoseconds"};
+    m.p.period_type = (pn_value_type){"wall", "nanoseconds"};
     Request *r = encode_made(&m);
     if (!r)
         return;
@@ -294,7 +298,7 @@ static void test_encode_fields(void)
     const Dict *d = r->dictionary;
 
     /* One profile per sample type, the period's metadata on each. */
-    const Profile *cpu = profile_of(r, "cpu"), *cnt = profile_of(r, "samples");
+    const Profile *cpu = profile_of(r, "wall"), *cnt = profile_of(r, "samples");
     CHECK(cpu && cnt);
     if (!cpu || !cnt) {
         unpack_free(r);
@@ -302,7 +306,7 @@ static void test_encode_fields(void)
     }
     CHECK_STR(d->string_table[cpu->sample_type->unit_strindex], "nanoseconds");
     CHECK_STR(d->string_table[cnt->sample_type->unit_strindex], "count");
-    CHECK_STR(d->string_table[cpu->period_type->type_strindex], "cpu");
+    CHECK_STR(d->string_table[cpu->period_type->type_strindex], "wall");
     CHECK_EQ_INT(cpu->period, 10000000);
     CHECK_EQ_INT(cpu->time_unix_nano, m.p.start_ns);
     CHECK_EQ_INT(cpu->duration_nano, 10LL * 1000000000LL);
@@ -391,6 +395,56 @@ static void test_encode_fields(void)
     unpack_free(r);
 }
 
+/* An on-CPU period is one Profile that Pyroscope shows as process_cpu
+ * (samples/count x period, period type cpu/nanoseconds): the measured CPU
+ * with period 1, not the tick count x the tick period. Static tags are
+ * attributes of every sample, under its own labels and the extra ones. */
+static void test_encode_cpu_as_count(void)
+{
+    made m;
+    make_profile(&m);
+    static const pn_label tags[] = {{"env", "staging"}, {"region", "tag-loses"}, {"pid", "no"}};
+    pn_otlp_opts o = {.resource = resource, .nresource = 3, .tags = tags, .ntags = 3,
+                      .file_in_name = 1};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    pn_error e;
+    CHECK_EQ_INT(pn_otlp_encode(&m.p, &o, &buf, &len, &e), 0);
+    Request *r = buf ? unpack(buf, len) : NULL;
+    free(buf);
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    CHECK_EQ_INT(check_dictionary(r), 0);
+    const Dict *d = r->dictionary;
+    const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp =
+        r->resource_profiles[0]->scope_profiles[0];
+    CHECK_EQ_INT(sp->n_profiles, 1);
+    const Profile *pr = sp->profiles[0];
+    CHECK_STR(d->string_table[pr->sample_type->type_strindex], "samples");
+    CHECK_STR(d->string_table[pr->sample_type->unit_strindex], "count");
+    CHECK_STR(d->string_table[pr->period_type->type_strindex], "cpu");
+    CHECK_STR(d->string_table[pr->period_type->unit_strindex], "nanoseconds");
+    CHECK_EQ_INT(pr->period, 1);
+    int64_t sum = 0;
+    for (size_t s = 0; s < pr->n_samples; s++) {
+        const Sample *sm = pr->samples[s];
+        sum += sm->values[0];
+        CHECK_STR(attr(r, sm, "env"), "staging");
+        CHECK_STR(attr(r, sm, "pid"), "42");             /* the profile's extra label */
+        const char *region = attr(r, sm, "region");     /* extra, or the sample's own */
+        CHECK(region && (strcmp(region, "eu") == 0 || strcmp(region, "us") == 0));
+    }
+    CHECK_EQ_INT(sum, 10 + 20 + 5 + 7 + 1);  /* the cpu column: samples with no CPU left out */
+    /* file_in_name (spy rbspy): "<file> <name>", as Pyroscope names Ruby's pprof frames. */
+    int named = 0;
+    for (size_t i = 1; i < d->n_function_table; i++)
+        named += strcmp(d->string_table[d->function_table[i]->name_strindex], "app.py leaf_b") == 0;
+    CHECK_EQ_INT(named, 1);
+    CHECK_EQ_INT(pr->n_samples, 5);
+    unpack_free(r);
+}
+
 static void test_encode_empty_and_bad(void)
 {
     made m;
@@ -399,7 +453,7 @@ static void test_encode_empty_and_bad(void)
     Request *r = encode_made(&m);
     if (r) {
         CHECK_EQ_INT(check_dictionary(r), 0);
-        CHECK_EQ_INT(profile_of(r, "cpu")->n_samples, 0);
+        CHECK_EQ_INT(profile_of(r, "samples")->n_samples, 0);
         unpack_free(r);
     }
     make_profile(&m);
@@ -489,6 +543,27 @@ static void test_otel_env(void)
     CHECK_STR(c.otlp_endpoint, "http://mine:4040");
     pn_config_free(&c);
 
+    /* The protocol: the signal's variable wins, PYROSCOPE_* over both. */
+    pn_config_init(&c);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_HTTP_PROTOBUF);
+    char *env4[] = {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+                    "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=http/json", NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env4, &e), 0);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_HTTP_JSON);
+    char *env5[] = {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env5, &e), 0);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_GRPC);
+    char *env6[] = {"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", "PYROSCOPE_OTLP_PROTOCOL=http/protobuf",
+                    NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env6, &e), 0);
+    CHECK_EQ_INT(c.otlp_protocol, PN_OTLP_HTTP_PROTOBUF);
+    pn_config_free(&c);
+    char *u = NULL;
+    CHECK_EQ_INT(pn_otlp_grpc_url("http://collector:4317/ignored/path", &u, &e), 0);
+    CHECK_STR(u, "http://collector:4317/opentelemetry.proto.collector.profiles.v1development."
+                 "ProfilesService/Export");
+    free(u);
+
     /* Bad values name the variable or the setting. */
     struct {
         const char *var, *needle;
@@ -499,6 +574,8 @@ static void test_otel_env(void)
         {"OTEL_RESOURCE_ATTRIBUTES==v", "OTEL_RESOURCE_ATTRIBUTES"},
         {"PYROSCOPE_OTLP_ENDPOINT=ftp://x", "otlp_endpoint"},
         {"PYROSCOPE_OTLP_HEADERS=Bad Name=1", "otlp_headers"},
+        {"OTEL_EXPORTER_OTLP_PROTOCOL=http", "OTEL_EXPORTER_OTLP_PROTOCOL"},
+        {"OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=GRPC", "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pn_config_init(&c);
@@ -558,6 +635,7 @@ static int start_run(run *r, test_server *pyro, test_server *otlp, pn_config *c,
     pn_config_set(c, "upload_interval", "3600", NULL);
     pn_config_set(c, "log_level", "off", NULL);
     pn_config_set(c, "report_pid", "true", NULL);
+    pn_config_set(c, "tags", "env=e2e", NULL);
     pn_config_set(c, "runtime_name", "cpython", NULL);
     pn_config_set(c, "runtime_version", "3.11.7", NULL);
     pn_config_set(c, "resource_attributes", "deployment.environment=test", NULL);
@@ -618,8 +696,10 @@ static void check_otlp_request(const test_request *q)
     if (!r)
         return;
     CHECK_EQ_INT(check_dictionary(r), 0);
-    const Profile *cpu = profile_of(r, "cpu");
+    /* On-CPU: one samples/count Profile whose values are the CPU (period 1). */
+    const Profile *cpu = profile_of(r, "samples");
     CHECK(cpu != NULL);
+    CHECK(!cpu || cpu->period == 1);
     int64_t in_span = 0, outside = 0;
     for (size_t s = 0; cpu && s < cpu->n_samples; s++) {
         const Sample *sm = cpu->samples[s];
@@ -641,6 +721,7 @@ static void check_otlp_request(const test_request *q)
             CHECK_EQ_INT(sm->link_index, 0);
         }
         CHECK(attr(r, sm, "pid") != NULL);
+        CHECK_STR(attr(r, sm, "env"), "e2e");    /* a static tag, on every sample */
     }
     CHECK_EQ_INT(in_span, 7000000);
     CHECK_EQ_INT(outside, 5000000);
@@ -851,7 +932,8 @@ static void test_go_pdata_decodes(void)
 
     made m;
     make_profile(&m);
-    pn_otlp_opts o = {.resource = resource, .nresource = 3, .pid = 4242};
+    static const pn_label tags[] = {{"env", "staging"}};
+    pn_otlp_opts o = {.resource = resource, .nresource = 3, .pid = 4242, .tags = tags, .ntags = 1};
     uint8_t *buf = NULL, *gz = NULL;
     size_t len = 0, gz_len = 0;
     pn_error e;
@@ -889,15 +971,15 @@ static void test_go_pdata_decodes(void)
     static const char *const want[] = {
         "service.name otlp.test",
         "process.pid 4242",
-        "profile cpu nanoseconds samples 5 sum 43",
-        "profile samples count samples 6 sum 9",
-        "sample cpu leaf_b 20 link " TRACE " " SPAN,
-        "sample samples leaf_a 3 link " TRACE " " SPAN,
-        "sample cpu leaf_a 10 link - -",
-        "attr cpu leaf_a thread_name=worker",
-        "attr cpu leaf_b endpoint=/a",
-        "attr cpu leaf_b span_id=bad",
-        "attr cpu leaf_b region=us",
+        /* on-CPU: one Profile, the CPU as samples/count (period 1) */
+        "profile samples count samples 5 sum 43",
+        "sample samples leaf_b 20 link " TRACE " " SPAN,
+        "sample samples leaf_a 10 link - -",
+        "attr samples leaf_a thread_name=worker",
+        "attr samples leaf_a env=staging",
+        "attr samples leaf_b endpoint=/a",
+        "attr samples leaf_b span_id=bad",
+        "attr samples leaf_b region=us",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!contains_line(out, want[i]))
@@ -905,11 +987,37 @@ static void test_go_pdata_decodes(void)
         CHECK(contains_line(out, want[i]));
     }
     /* A linked sample carries no span_id / trace_id attributes. */
-    CHECK(!contains_line(out, "attr cpu leaf_b span_id=" SPAN));
+    CHECK(!contains_line(out, "attr samples leaf_b span_id=" SPAN));
+
+    /* The same request as OTLP/JSON (http/json), read by the Collector's
+     * JSON reader, says the same, line for line. */
+    o.json = 1;
+    CHECK_EQ_INT(pn_otlp_encode(&m.p, &o, &buf, &len, &e), 0);
+    snprintf(path, sizeof path, "%s/request.json", dir);
+    f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_EQ_INT(fwrite(buf, 1, len, f), len);
+        fclose(f);
+    }
+    CHECK(len > 0 && memmem(buf, len, "\"traceId\":\"" TRACE "\"", strlen(TRACE) + 11) != NULL);
+    free(buf);
+    snprintf(cmd, sizeof cmd, "'%s/otlp_check' '%s' > '%s/out_json.txt'", dir, path, dir);
+    CHECK_EQ_INT(system(cmd), 0);
+    snprintf(out_path, sizeof out_path, "%s/out_json.txt", dir);
+    char out_json[16384] = "";
+    f = fopen(out_path, "r");
+    if (f) {
+        size_t n = fread(out_json, 1, sizeof out_json - 1, f);
+        out_json[n] = '\0';
+        fclose(f);
+    }
+    CHECK(out[0] != '\0');
+    CHECK_STR(out_json, out);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK_EQ_INT(system(cmd), 0);
 }
 
-TEST_MAIN(T(test_encode_fields), T(test_encode_empty_and_bad), T(test_parse_id_and_url),
+TEST_MAIN(T(test_encode_fields), T(test_encode_cpu_as_count), T(test_encode_empty_and_bad), T(test_parse_id_and_url),
           T(test_otel_env), T(test_export_beside_pyroscope), T(test_exporters_fail_apart),
           T(test_stop_with_both_hanging), T(test_export_alone), T(test_go_pdata_decodes))

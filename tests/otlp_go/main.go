@@ -1,4 +1,5 @@
-// otlp_check decodes an ExportProfilesServiceRequest (raw or gzip'ed) with
+// otlp_check decodes an ExportProfilesServiceRequest (protobuf or OTLP/JSON,
+// raw or gzip'ed) with
 // the OpenTelemetry Collector's own pdata (pprofile), checks that every
 // dictionary index is in range, and prints what it read, one fact a line,
 // for tests/c/test_otlp.c to compare with what it encoded.
@@ -43,7 +44,12 @@ func main() {
 		}
 	}
 	req := pprofileotlp.NewExportRequest()
-	if err := req.UnmarshalProto(data); err != nil {
+	if len(data) > 0 && data[0] == '{' {
+		// OTLP/JSON (otlp_protocol http/json), by the Collector's reader
+		if err := req.UnmarshalJSON(data); err != nil {
+			fail("unmarshal JSON: %v", err)
+		}
+	} else if err := req.UnmarshalProto(data); err != nil {
 		fail("unmarshal: %v", err)
 	}
 	pd := req.Profiles()

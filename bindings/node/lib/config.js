@@ -338,10 +338,12 @@ function resolveConfig(options, env, coreNames) {
     given.add('http_headers');
   }
 
-  // No destination at all: upload to the anchor's default server, as it does.
+  // No destination at all: upload to the anchor's default server, as it does
+  // (an OTLP endpoint, by either OTEL_ variable, is one).
   const hasDest = ['server_address', 'output_dir', 'otlp_endpoint'].some(
     (c) => given.has(c) || envValue(env, envName(c)) !== undefined) ||
-    envValue(env, 'OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT') !== undefined;
+    envValue(env, 'OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT') !== undefined ||
+    envValue(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined;
   if (!hasDest) settings.server_address = DEFAULT_SERVER_ADDRESS;
 
   const heap = {

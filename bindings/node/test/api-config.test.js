@@ -53,6 +53,13 @@ describe('api config: options and variables', () => {
     assert.strictEqual(r.settings.sample_rate, undefined); // the core's 100 Hz
   });
 
+  it('uploads only by OTLP when an OTLP endpoint is the one destination, by either OTEL_ variable', () => {
+    for (const v of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT']) {
+      assert.strictEqual(resolve({ appName: 'a' }, { [v]: 'http://collector:4318' }).settings.server_address,
+        undefined, v);
+    }
+  });
+
   it('start() profiles on-CPU time, wall time with oncpu: false or the anchor\'s wall.collectCpuTime', () => {
     assert.strictEqual(resolve({ appName: 'a' }).kind, 'cpu');
     assert.strictEqual(resolve({ appName: 'a', oncpu: false }).kind, 'wall');

@@ -312,11 +312,13 @@ def configure(
         settings["log_level"] = str(level if logs else max(level, logging.WARNING))
 
     # pyroscope-io uploads to localhost:4040 unless told otherwise; with only
-    # an output folder we upload nowhere.
+    # an output folder or an OTLP endpoint (either OTEL_ variable too) we
+    # upload nowhere else.
     if "server_address" not in settings and not _env_set("server_address") \
             and "output_dir" not in settings and not _env_set("output_dir") \
             and "otlp_endpoint" not in settings and not _env_set("otlp_endpoint") \
-            and not os.environ.get("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "").strip():
+            and not os.environ.get("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "").strip() \
+            and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
         settings["server_address"] = DEFAULT_SERVER
     if not _env_set("spy_name"):
         settings["spy_name"] = "pyspy"  # the server's name for Python profiles

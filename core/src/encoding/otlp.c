@@ -62,6 +62,11 @@ typedef struct {
 typedef struct {
     const pn_profile *p;
     pn_error *e;
+    /* The Profiles sent: value columns of p, in order (see pick_columns). */
+    int cols[PN_MAX_VALUES];
+    int ncols;
+    int cpu_as_count;           /* cols[0] is measured CPU sent as samples/count, period 1 ns */
+    int file_in_name;           /* pn_otlp_opts.file_in_name */
 
     plist strings;              /* char * (the profile's, then owned ones) */
     plist owned;                /* strings this call allocated */
@@ -283,7 +288,7 @@ static int link_of(enc *x, uint32_t trace, uint32_t span, int32_t *out)
 /* Attributes and link of every label set: its own labels (trace_id and
  * span_id become the link when they make one), then the extra labels it
  * does not override. */
-static int build_lsets(enc *x, const int32_t *extra_k, const int32_t *extra_v)
+static int build_lsets(enc *x, size_t n_extra, const int32_t *extra_k, const int32_t *extra_v)
 {
     const pn_profile *p = x->p;
     x->lsets = calloc(p->nlsets ? p->nlsets : 1, sizeof *x->lsets);
@@ -319,7 +324,7 @@ static int build_lsets(enc *x, const int32_t *extra_k, const int32_t *extra_v)
             la->has_tid |= strcmp(str_at(x, (int32_t)k), "thread_id") == 0;
             la->has_tname |= strcmp(str_at(x, (int32_t)k), "thread_name") == 0;
         }
-        for (size_t j = 0; j < p->n_extra; j++) {
+        for (size_t j = 0; j < n_extra; j++) {
             int own = 0;
             for (uint32_t i = 0; i < sp->n && !own; i++)
                 own = strcmp(str_at(x, (int32_t)kv[2 * i]), str_at(x, extra_k[j])) == 0;
@@ -482,6 +487,20 @@ static int build_frames(enc *x, parts *m)
     for (uint32_t f = 0; f < p->nframes; f++) {
         const uint32_t *fr = p->frames + 3 * (size_t)f;
         uint32_t name = fr[0] < p->nstr ? fr[0] : 0, file = fr[1] < p->nstr ? fr[1] : 0;
+        if (x->file_in_name) {
+            const char *fs = str_at(x, (int32_t)file), *nm = str_at(x, (int32_t)name);
+            size_t n = strlen(fs) + strlen(nm) + 2;
+            char *both = malloc(n);
+            int32_t si;
+            if (!both)
+                return oom(x, "function names");
+            snprintf(both, n, "%s %s", fs, nm);
+            int rc = intern(x, both, &si);
+            free(both);
+            if (rc)
+                return -1;
+            name = (uint32_t)si;
+        }
         int32_t fn;
         if (function_of(x, name, file, &fn))
             return -1;
@@ -517,6 +536,38 @@ static int build_frames(enc *x, parts *m)
     return 0;
 }
 
+static int is_type(pn_value_type t, const char *type, const char *unit)
+{
+    return t.type && t.unit && strcmp(t.type, type) == 0 && strcmp(t.unit, unit) == 0;
+}
+
+/* Which value columns become Profiles. Pyroscope (pkg/ingester/otlp/
+ * convert.go) shows a Profile as its default CPU view, process_cpu
+ * (cpu:nanoseconds with period type cpu:nanoseconds), only when its sample
+ * type is samples/count and its period type cpu/nanoseconds, as count x
+ * period; any other type becomes a profile named after its period type
+ * ("cpu"), beside it. Our tick counts x the tick period are not the CPU the
+ * threads used (a tick stands for a whole interval of a thread that ran
+ * for part of it; under load far more), so an on-CPU period is sent as one
+ * Profile: samples/count, period 1 ns of cpu, values the measured CPU in
+ * ns, which every reader of that shape multiplies back to the measured
+ * CPU. Other periods (wall, heap) send every column. */
+static void pick_columns(enc *x)
+{
+    const pn_profile *p = x->p;
+    x->ncols = 0;
+    x->cpu_as_count = 0;
+    if (is_type(p->period_type, "cpu", "nanoseconds"))
+        for (int k = 0; k < p->nvalues; k++)
+            if (is_type(p->sample_types[k], "cpu", "nanoseconds")) {
+                x->cols[x->ncols++] = k;
+                x->cpu_as_count = 1;
+                return;
+            }
+    for (int k = 0; k < p->nvalues; k++)
+        x->cols[x->ncols++] = k;
+}
+
 static int build_samples(enc *x, parts *m)
 {
     const pn_profile *p = x->p;
@@ -530,7 +581,8 @@ static int build_samples(enc *x, parts *m)
     for (size_t s = 0; s < n; s++)
         if (sample_attrs(x, &p->samples[s], &m->sa_first[s], &m->sa_n[s]))
             return -1;
-    for (size_t k = 0; k < nv; k++) {
+    for (int c = 0; c < x->ncols; c++) {
+        size_t k = (size_t)x->cols[c];
         Profile pr = OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__PROFILE__INIT;
         size_t kept = 0;
         for (size_t s = 0; s < n; s++) {
@@ -544,14 +596,14 @@ static int build_samples(enc *x, parts *m)
             sm.link_index = ps->labels < p->nlsets ? x->lsets[ps->labels].link : 0;
             sm.n_values = 1;
             sm.values = (int64_t *)&ps->values[k];
-            Sample *slot = &m->samples[k * n + kept];
+            Sample *slot = &m->samples[(size_t)c * n + kept];
             *slot = sm;
-            m->samplep[k * n + kept] = slot;
+            m->samplep[(size_t)c * n + kept] = slot;
             kept++;
         }
         pr.n_samples = kept;
-        pr.samples = kept ? &m->samplep[k * n] : NULL;
-        m->profiles[k] = pr;
+        pr.samples = kept ? &m->samplep[(size_t)c * n] : NULL;
+        m->profiles[c] = pr;
     }
     return 0;
 }
@@ -622,15 +674,31 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
         return -1;
     if (p->n_extra && !p->extra_labels)
         return pn_fail(e, PN_EINVAL, "OTLP encoding: %zu extra labels but no array", p->n_extra);
+    if (o->ntags && !o->tags)
+        return pn_fail(e, PN_EINVAL, "OTLP encoding: %zu tags but no array", o->ntags);
 
-    enc x = {.p = p, .e = e};
+    enc x = {.p = p, .e = e, .file_in_name = o->file_in_name};
+    pick_columns(&x);
     parts m = {0};
-    int32_t *extra_k = calloc(p->n_extra + 1, sizeof *extra_k);
-    int32_t *extra_v = calloc(p->n_extra + 1, sizeof *extra_v);
+    /* The profile's extra labels, then the static tags whose key they do
+     * not have (with output_dir set the profile already carries them). */
+    size_t nextra = 0;
+    pn_label *extra = calloc(p->n_extra + o->ntags + 1, sizeof *extra);
+    int32_t *extra_k = calloc(p->n_extra + o->ntags + 1, sizeof *extra_k);
+    int32_t *extra_v = calloc(p->n_extra + o->ntags + 1, sizeof *extra_v);
     int rc = -1;
-    if (!extra_k || !extra_v) {
+    if (!extra || !extra_k || !extra_v) {
         oom(&x, "extra labels");
         goto done;
+    }
+    for (size_t i = 0; i < p->n_extra; i++)
+        extra[nextra++] = p->extra_labels[i];
+    for (size_t i = 0; i < o->ntags; i++) {
+        int dup = !o->tags[i].key;
+        for (size_t j = 0; j < p->n_extra && !dup; j++)
+            dup = p->extra_labels[j].key && strcmp(p->extra_labels[j].key, o->tags[i].key) == 0;
+        if (!dup)
+            extra[nextra++] = o->tags[i];
     }
     /* The profile's strings first, so its ids are string indexes. */
     for (uint32_t s = 0; s < p->nstr; s++) {
@@ -658,21 +726,21 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
     }
     if (intern(&x, "thread_id", &x.tid_key) || intern(&x, "thread_name", &x.tname_key))
         goto done;
-    for (size_t i = 0; i < p->n_extra; i++)
-        if (!p->extra_labels[i].key || !p->extra_labels[i].value ||
-            intern(&x, p->extra_labels[i].key, &extra_k[i]) ||
-            intern(&x, p->extra_labels[i].value, &extra_v[i])) {
-            if (!p->extra_labels[i].key || !p->extra_labels[i].value)
+    for (size_t i = 0; i < nextra; i++)
+        if (!extra[i].key || !extra[i].value || intern(&x, extra[i].key, &extra_k[i]) ||
+            intern(&x, extra[i].value, &extra_v[i])) {
+            if (!extra[i].key || !extra[i].value)
                 pn_fail(e, PN_EINVAL, "OTLP encoding: extra label %zu has no key or value", i);
             goto done;
         }
     ValueType types[PN_MAX_VALUES], period_type;
-    for (int k = 0; k < p->nvalues; k++)
-        if (value_type(&x, p->sample_types[k], &types[k]))
+    for (int c = 0; c < x.ncols; c++)
+        if (value_type(&x, x.cpu_as_count ? (pn_value_type){"samples", "count"}
+                                          : p->sample_types[x.cols[c]], &types[c]))
             goto done;
     if (value_type(&x, p->period_type, &period_type))
         goto done;
-    if (build_lsets(&x, extra_k, extra_v) || build_frames(&x, &m) || build_samples(&x, &m))
+    if (build_lsets(&x, nextra, extra_k, extra_v) || build_frames(&x, &m) || build_samples(&x, &m))
         goto done;
 
     /* Every table is final: point the lists at their elements. */
@@ -709,11 +777,11 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
     d.stack_table = m.stackp;
 
     int64_t dur = p->end_ns > p->start_ns ? p->end_ns - p->start_ns : 0;
-    for (int k = 0; k < p->nvalues; k++) {
+    for (int k = 0; k < x.ncols; k++) {
         Profile *pr = &m.profiles[k];
         pr->sample_type = &types[k];
         pr->period_type = &period_type;
-        pr->period = p->period;
+        pr->period = x.cpu_as_count ? 1 : p->period;
         pr->time_unix_nano = p->start_ns > 0 ? (uint64_t)p->start_ns : 0;
         pr->duration_nano = (uint64_t)dur;
         random_id(m.ids[k]);
@@ -726,7 +794,7 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
     scope.version = (char *)(o->scope_version ? o->scope_version : "");
     ScopeProfiles sp = OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__SCOPE_PROFILES__INIT;
     sp.scope = &scope;
-    sp.n_profiles = (size_t)p->nvalues;
+    sp.n_profiles = (size_t)x.ncols;
     sp.profiles = m.profilep;
     ScopeProfiles *spp = &sp;
     Resource res = OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
@@ -742,6 +810,14 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
     req.resource_profiles = &rpp;
     req.dictionary = &d;
 
+    if (o->json) {
+        char *text = NULL;
+        if (pn_otlp_json(&req.base, &text, len, e))
+            goto done;
+        *out = (uint8_t *)text;
+        rc = 0;
+        goto done;
+    }
     size_t n = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__get_packed_size(&req);
     uint8_t *buf = malloc(n ? n : 1);
     if (!buf) {
@@ -752,6 +828,7 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
     *out = buf;
     rc = 0;
 done:
+    free(extra);
     free(extra_k);
     free(extra_v);
     parts_free(&m);

@@ -77,6 +77,7 @@ static int fill_api(void *h, const char *soname, pn_error *e)
     SYM(url, "curl_url");
     SYM(url_set, "curl_url_set");
     SYM(url_cleanup, "curl_url_cleanup");
+    SYM(version_info, "curl_version_info");
     void *us = dlsym(h, "curl_url_strerror");
     memcpy(&a.url_strerror, &us, sizeof us);
 

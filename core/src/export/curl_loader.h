@@ -46,6 +46,7 @@ typedef struct {
     void (*url_cleanup)(CURLU *u);
     /* libcurl 7.80+; NULL in older ones (messages then give the code). */
     const char *(*url_strerror)(CURLUcode code);
+    curl_version_info_data *(*version_info)(CURLversion v);
 } pn_curl_api;
 
 /* The loaded functions, after curl_global_init(); NULL with e naming the

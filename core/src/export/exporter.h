@@ -60,6 +60,14 @@ typedef struct {
      * server_address as given, with this Content-Type and
      * Content-Encoding: gzip (the OTLP exporter). */
     const char *raw_content_type;
+    /* With raw_content_type: the payload is one gRPC message frame sent
+     * over HTTP/2 (prior knowledge on http://, ALPN on https://) with
+     * grpc-encoding gzip instead of Content-Encoding, and the reply's
+     * grpc-status decides. Always libcurl (a binding's sender is not
+     * used); new fails, naming protocol_setting, when libcurl has no
+     * HTTP/2. */
+    int grpc;
+    const char *protocol_setting;
     const char *address_setting; /* named in messages; NULL: "server_address" */
     const char *headers_setting; /* named in messages; NULL: "http_headers" */
 } pn_http_opts;
@@ -93,6 +101,12 @@ typedef struct {
      * service.name among them is overridden by app_name. */
     const pn_label *resource;
     size_t nresource;
+    const pn_label *tags;       /* static tags: attributes of every sample */
+    size_t ntags;
+    int protocol;               /* PN_OTLP_HTTP_PROTOBUF, _HTTP_JSON, _GRPC */
+    /* The pprof upload's spyName: "rbspy" makes function names "<file>
+     * <name>", as Pyroscope shows that upload's (pn_otlp_opts). */
+    const char *spy_name;
     double timeout_s;           /* 0: the HTTP exporter's default */
 } pn_otlp_exporter_opts;
 
@@ -103,6 +117,9 @@ pn_exporter *pn_otlp_exporter_from_config(const pn_config *c, pn_error *e);
 /* endpoint + "/v1development/profiles" unless it already ends so; *url
  * malloc'ed. */
 int pn_otlp_url(const char *endpoint, char **url, pn_error *e);
+/* gRPC: scheme://host[:port] of endpoint (a path is dropped, as the OTLP
+ * spec says for gRPC) + the Export method's path; *url malloc'ed. */
+int pn_otlp_grpc_url(const char *endpoint, char **url, pn_error *e);
 
 typedef struct {
     size_t queue_capacity;      /* uploads held; default 16 */

@@ -42,7 +42,7 @@
 #define MAX_TIMEOUT_S 3600.0
 #define USER_AGENT "pyroscope-native"
 /* Header lines request_headers adds besides the user's, at most. */
-#define MAX_OWN_HEADERS 4
+#define MAX_OWN_HEADERS 5
 #define POLL_STEP_MS 50
 /* Reply body bytes kept for error messages. */
 #define REPLY_KEEP 300
@@ -376,6 +376,8 @@ typedef struct {
     char reply[REPLY_KEEP + 1]; /* first bytes of the reply body */
     size_t reply_len, reply_total;
     int cut;                    /* stopped reading a body longer than REPLY_MAX */
+    int grpc_status;            /* from the headers or trailers; -1: none */
+    char grpc_message[REPLY_KEEP + 1];
 } transfer;
 
 static int aborted(const transfer *t) { return t->abort && __atomic_load_n(t->abort, __ATOMIC_ACQUIRE); }
@@ -424,6 +426,33 @@ static size_t on_reply(char *data, size_t size, size_t n, void *ud)
     return total;
 }
 
+/* gRPC's answer is in grpc-status / grpc-message, a header line of a
+ * Trailers-Only reply or a trailer (libcurl passes both here). */
+static size_t on_header(char *data, size_t size, size_t n, void *ud)
+{
+    transfer *t = ud;
+    size_t len = size * n;
+    static const char st[] = "grpc-status:", msg[] = "grpc-message:";
+    if (len > sizeof st - 1 && strncasecmp(data, st, sizeof st - 1) == 0) {
+        char num[16];
+        size_t k = len - (sizeof st - 1) < sizeof num - 1 ? len - (sizeof st - 1) : sizeof num - 1;
+        memcpy(num, data + sizeof st - 1, k);
+        num[k] = '\0';
+        t->grpc_status = atoi(num);
+    } else if (len > sizeof msg - 1 && strncasecmp(data, msg, sizeof msg - 1) == 0) {
+        size_t k = len - (sizeof msg - 1);
+        if (k > REPLY_KEEP)
+            k = REPLY_KEEP;
+        memcpy(t->grpc_message, data + sizeof msg - 1, k);
+        t->grpc_message[k] = '\0';
+        /* percent-encoded by the spec; shown as sent, without the line end */
+        for (char *p = t->grpc_message; *p; p++)
+            if (*p == '\r' || *p == '\n')
+                *p = '\0';
+    }
+    return len;
+}
+
 static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
 {
     (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
@@ -454,6 +483,18 @@ static int set_fixed_options(http_exporter *h, CURL *c)
         ok = cu->easy_setopt(c, CURLOPT_PASSWORD, h->o.basic_auth_password) == CURLE_OK;
     if (ok && h->ca_file)
         ok = cu->easy_setopt(c, CURLOPT_CAINFO, h->ca_file) == CURLE_OK;
+    /* gRPC: a new connection per upload. libcurl 7.88 (Debian 12) sends
+     * nothing on a reused h2c (prior knowledge) connection and the upload
+     * ends in "Error in the HTTP2 framing layer" (seen with the Collector
+     * and Pyroscope; `curl --http2-prior-knowledge ... --next ...` alike).
+     * One connection per period costs one handshake. */
+    if (ok && h->o.grpc)
+        ok = cu->easy_setopt(c, CURLOPT_FORBID_REUSE, 1L) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_HTTP_VERSION,
+                             strncasecmp(h->o.server_address, "https://", 8) == 0
+                                 ? (long)CURL_HTTP_VERSION_2TLS
+                                 : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE) == CURLE_OK &&
+             cu->easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK;
     if (ok && h->ca_dir)
         ok = cu->easy_setopt(c, CURLOPT_CAPATH, h->ca_dir) == CURLE_OK;
     return ok ? 0 : -1;
@@ -607,6 +648,28 @@ static pn_send_result status_result(http_exporter *h, long status, const char *r
     return (status == 429 || (status >= 500 && status < 600)) ? PN_SEND_RETRY : PN_SEND_FAIL;
 }
 
+/* A gRPC reply that came back with HTTP 200: its status decides; the
+ * codes worth another attempt are the ones the OTLP spec lists as
+ * retryable. */
+static pn_send_result grpc_result(http_exporter *h, const transfer *t, pn_error *e)
+{
+    if (t->grpc_status == 0)
+        return PN_SEND_OK;
+    if (t->grpc_status < 0) {
+        pn_fail(e, PN_EHTTP, "upload to %s: the reply has no grpc-status (not a gRPC server? "
+                "otlp_protocol is grpc)", h->display);
+        return PN_SEND_FAIL;
+    }
+    static const int retry[] = {1, 4, 8, 10, 11, 14, 15};
+    pn_send_result r = PN_SEND_FAIL;
+    for (size_t i = 0; i < sizeof retry / sizeof retry[0]; i++)
+        if (t->grpc_status == retry[i])
+            r = PN_SEND_RETRY;
+    pn_fail(e, PN_EHTTP, "upload to %s: gRPC status %d: %s", h->display, t->grpc_status,
+            t->grpc_message[0] ? t->grpc_message : "(no message)");
+    return r;
+}
+
 static pn_send_result curl_result(http_exporter *h, CURLcode cc, pn_error *e)
 {
     const char *what = h->cu->easy_strerror(cc);
@@ -730,7 +793,8 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
         pn_fail(e, PN_EINVAL, "upload to %s: no profile data", h->display);
         return PN_SEND_FAIL;
     }
-    transfer t = {.abort = abort, .deadline_ns = deadline_ns, .data = u->data, .len = u->len};
+    transfer t = {.abort = abort, .deadline_ns = deadline_ns, .data = u->data, .len = u->len,
+                  .grpc_status = -1};
     if (aborted(&t)) {
         pn_fail(e, PN_EIO, "upload to %s aborted: the exporter is stopping", h->display);
         return PN_SEND_RETRY;
@@ -800,6 +864,8 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
              cu->easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms_until(conn_until, now)) == CURLE_OK &&
              cu->easy_setopt(c, CURLOPT_TIMEOUT_MS, ms_until(until, now)) == CURLE_OK &&
              cu->easy_setopt(c, CURLOPT_WRITEDATA, &t) == CURLE_OK &&
+             /* only with on_header set: else libcurl would write to it */
+             (!h->o.grpc || cu->easy_setopt(c, CURLOPT_HEADERDATA, &t) == CURLE_OK) &&
              cu->easy_setopt(c, CURLOPT_XFERINFODATA, &t) == CURLE_OK;
     free(url);  /* libcurl keeps its own copy */
     h->in_flight = 1;
@@ -816,6 +882,8 @@ static pn_send_result http_send(pn_exporter *self, const pn_upload *u, int64_t d
         long status = 0;
         cu->easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         r = status_result(h, status, t.reply, t.reply_len, e);
+        if (r == PN_SEND_OK && h->o.grpc)
+            r = grpc_result(h, &t, e);
     } else if (end == RUN_STOPPED || cc == CURLE_ABORTED_BY_CALLBACK ||
                (cc == CURLE_OPERATION_TIMEDOUT && deadline_first)) {
         if (aborted(&t))
@@ -965,7 +1033,11 @@ static int user_has_header(const pn_http_opts *o, const char *name)
 static size_t request_headers(const http_exporter *h, int raw_pprof, pn_label *out)
 {
     size_t n = 0;
-    if (h->o.raw_content_type) {
+    if (h->o.raw_content_type && h->o.grpc) {
+        out[n++] = (pn_label){"Content-Type", h->o.raw_content_type};
+        out[n++] = (pn_label){"TE", "trailers"};
+        out[n++] = (pn_label){"grpc-encoding", "gzip"};
+    } else if (h->o.raw_content_type) {
         out[n++] = (pn_label){"Content-Type", h->o.raw_content_type};
         out[n++] = (pn_label){"Content-Encoding", "gzip"};
     } else if (raw_pprof) {
@@ -1005,8 +1077,21 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
     pn_http_sender_fn sender;
     void *sender_ud;
     pn_http_sender_get(&sender, &sender_ud);
+    if (o && o->grpc)
+        sender = NULL, sender_ud = NULL;   /* a binding's sender speaks HTTP/1.1 */
     if (check_opts(o, sender == NULL, e))
         return NULL;
+    if (o->grpc) {
+        const pn_curl_api *cu = pn_curl_load(e);   /* loaded by check_opts */
+        curl_version_info_data *vi = cu ? cu->version_info(CURLVERSION_NOW) : NULL;
+        if (!vi || !(vi->features & CURL_VERSION_HTTP2)) {
+            pn_fail(e, PN_EINVAL, "%s grpc: the libcurl loaded (%s) has no HTTP/2 (nghttp2), "
+                    "which gRPC needs; use http/protobuf (OTLP/HTTP, port 4318) instead",
+                    o->protocol_setting ? o->protocol_setting : "otlp_protocol",
+                    vi && vi->version ? vi->version : "?");
+            return NULL;
+        }
+    }
     http_exporter *h = calloc(1, sizeof *h);
     if (!h) {
         pn_fail(e, PN_ENOMEM, "http exporter: out of memory");
@@ -1029,6 +1114,7 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
     h->o.raw_content_type = dup_or_null(o->raw_content_type, &oom);
     h->o.address_setting = dup_or_null(o->address_setting, &oom);
     h->o.headers_setting = dup_or_null(o->headers_setting, &oom);
+    h->o.protocol_setting = NULL;
     if (!h->o.tags)
         h->o.ntags = 0;
     if (!h->o.headers)

@@ -1,8 +1,11 @@
-/* The OTLP profiles exporter: OTLP/HTTP, binary protobuf.
+/* The OTLP profiles exporter: OTLP/HTTP (binary protobuf or JSON) or OTLP/gRPC.
  *
- * POST <endpoint>/v1development/profiles, Content-Type
- * application/x-protobuf, Content-Encoding gzip, the body one
- * ExportProfilesServiceRequest per period (encoding/otlp.c). The transport
+ * http/protobuf (the default): POST <endpoint>/v1development/profiles,
+ * Content-Type application/x-protobuf, Content-Encoding gzip, the body one
+ * ExportProfilesServiceRequest per period (encoding/otlp.c); http/json the
+ * same as application/json (encoding/otlp_json.c); grpc: the message,
+ * gzip'ed, in one gRPC frame to <scheme://host:port>/opentelemetry.proto.
+ * collector.profiles.v1development.ProfilesService/Export over HTTP/2. The transport
  * is the HTTP exporter's (libcurl, one kept-alive connection, deadlines,
  * abort at stop) in its raw-body mode; retries, backoff, the bounded queue
  * and the bounded stop are the queue's, as for every exporter. Pyroscope
@@ -23,6 +26,7 @@
 #include "pipeline/otel_env.h"
 
 #define OTLP_PATH "/v1development/profiles"
+#define GRPC_PATH "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 #define SDK_NAME "pyroscope-native"
 #define SDK_VERSION "0.1.0"
 
@@ -31,6 +35,10 @@ typedef struct {
     pn_exporter *http;          /* the transport */
     pn_label *resource;         /* owned keys and values */
     size_t nresource;
+    pn_label *tags;             /* owned: static tags, sample attributes */
+    size_t ntags;
+    int protocol;               /* PN_OTLP_* */
+    int file_in_name;           /* spy name rbspy: names as Pyroscope shows Ruby's pprof */
 } otlp_exporter;
 
 int pn_otlp_url(const char *endpoint, char **url, pn_error *e)
@@ -50,6 +58,23 @@ int pn_otlp_url(const char *endpoint, char **url, pn_error *e)
         u[n] = '\0';
     else
         memcpy(u + n, OTLP_PATH, pl + 1);
+    *url = u;
+    return 0;
+}
+
+int pn_otlp_grpc_url(const char *endpoint, char **url, pn_error *e)
+{
+    if (!endpoint || !*endpoint)
+        return pn_fail(e, PN_EINVAL, "otlp_endpoint is empty");
+    const char *host = strstr(endpoint, "://");
+    host = host ? host + 3 : endpoint;
+    size_t n = (size_t)(host - endpoint) + strcspn(host, "/");
+    size_t pl = strlen(GRPC_PATH);
+    char *u = malloc(n + pl + 1);
+    if (!u)
+        return pn_fail(e, PN_ENOMEM, "otlp_endpoint: out of memory");
+    memcpy(u, endpoint, n);
+    memcpy(u + n, GRPC_PATH, pl + 1);
     *url = u;
     return 0;
 }
@@ -114,6 +139,10 @@ static int otlp_encode(pn_exporter *self, const pn_profile *p, pn_upload ***part
         .pid = (int64_t)getpid(),
         .scope_name = SDK_NAME,
         .scope_version = SDK_VERSION,
+        .tags = x->tags,
+        .ntags = x->ntags,
+        .json = x->protocol == PN_OTLP_HTTP_JSON,
+        .file_in_name = x->file_in_name,
     };
     uint8_t *raw = NULL, *gz = NULL;
     size_t raw_len = 0, gz_len = 0;
@@ -123,6 +152,22 @@ static int otlp_encode(pn_exporter *self, const pn_profile *p, pn_upload ***part
     free(raw);
     if (rc < 0)
         return -1;
+    if (x->protocol == PN_OTLP_GRPC) {
+        /* One length-prefixed message: flag 1 (compressed, grpc-encoding
+         * gzip), then its length, big-endian. */
+        uint8_t *framed = gz_len <= UINT32_MAX ? malloc(gz_len + 5) : NULL;
+        if (!framed) {
+            free(gz);
+            return pn_fail(e, PN_ENOMEM, "OTLP export: out of memory");
+        }
+        framed[0] = 1;
+        for (int i = 0; i < 4; i++)
+            framed[1 + i] = (uint8_t)(gz_len >> (24 - 8 * i));
+        memcpy(framed + 5, gz, gz_len);
+        free(gz);
+        gz = framed;
+        gz_len += 5;
+    }
     pn_upload **list = calloc(1, sizeof *list);
     pn_upload *u = calloc(1, sizeof *u);
     if (!list || !u || !(u->app_name = strdup(p->app_name)) ||
@@ -158,6 +203,7 @@ static void otlp_destroy(pn_exporter *self)
     if (x->http)
         x->http->destroy(x->http);
     pn_pairs_free(x->resource, x->nresource);
+    pn_pairs_free(x->tags, x->ntags);
     free(x);
 }
 
@@ -168,7 +214,8 @@ pn_exporter *pn_otlp_exporter_new(const pn_otlp_exporter_opts *o, pn_error *e)
         return NULL;
     }
     char *url = NULL;
-    if (pn_otlp_url(o->endpoint, &url, e))
+    if (o->protocol == PN_OTLP_GRPC ? pn_otlp_grpc_url(o->endpoint, &url, e)
+                                    : pn_otlp_url(o->endpoint, &url, e))
         return NULL;
     otlp_exporter *x = calloc(1, sizeof *x);
     if (!x) {
@@ -183,7 +230,13 @@ pn_exporter *pn_otlp_exporter_new(const pn_otlp_exporter_opts *o, pn_error *e)
     ho.headers = o->headers;
     ho.nheaders = o->nheaders;
     ho.timeout_s = o->timeout_s;
-    ho.raw_content_type = "application/x-protobuf";
+    x->protocol = o->protocol;
+    x->file_in_name = o->spy_name && strcmp(o->spy_name, "rbspy") == 0;
+    ho.raw_content_type = o->protocol == PN_OTLP_GRPC        ? "application/grpc"
+                          : o->protocol == PN_OTLP_HTTP_JSON ? "application/json"
+                                                             : "application/x-protobuf";
+    ho.grpc = o->protocol == PN_OTLP_GRPC;
+    ho.protocol_setting = "otlp_protocol (OTEL_EXPORTER_OTLP_PROTOCOL)";
     ho.address_setting = "otlp_endpoint";
     ho.headers_setting = "otlp_headers";
     x->http = pn_http_exporter_new(&ho, e);
@@ -192,6 +245,19 @@ pn_exporter *pn_otlp_exporter_new(const pn_otlp_exporter_opts *o, pn_error *e)
         otlp_destroy(&x->base);
         return NULL;
     }
+    if (o->ntags && !(x->tags = calloc(o->ntags, sizeof *x->tags))) {
+        otlp_destroy(&x->base);
+        pn_fail(e, PN_ENOMEM, "otlp exporter: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < o->ntags; i++, x->ntags++)
+        if (!(x->tags[i].key = strdup(o->tags[i].key)) ||
+            !(x->tags[i].value = strdup(o->tags[i].value))) {
+            x->ntags++;     /* free the half-made pair too */
+            otlp_destroy(&x->base);
+            pn_fail(e, PN_ENOMEM, "otlp exporter: out of memory");
+            return NULL;
+        }
     if (build_resource(x, o)) {
         otlp_destroy(&x->base);
         pn_fail(e, PN_ENOMEM, "otlp exporter: out of memory");
@@ -219,6 +285,10 @@ pn_exporter *pn_otlp_exporter_from_config(const pn_config *c, pn_error *e)
         .runtime_version = c->runtime_version,
         .resource = res,
         .nresource = nres,
+        .tags = c->tags,
+        .ntags = c->ntags,
+        .protocol = c->otlp_protocol,
+        .spy_name = c->spy_name,
     };
     pn_exporter *x = pn_otlp_exporter_new(&o, e);
     pn_pairs_free(res, nres);

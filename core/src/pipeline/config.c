@@ -330,7 +330,7 @@ static int parse_pairs(const char *setting, const char *v, pair_check check, int
 
 typedef enum {
     K_STR, K_BOOL, K_RATE, K_SECONDS, K_TAGS, K_HEADERS, K_LEVEL, K_U32,
-    K_OTLP_HEADERS, K_PERCENT
+    K_OTLP_HEADERS, K_PERCENT, K_PROTOCOL
 } kind;
 
 typedef struct {
@@ -365,6 +365,7 @@ static const setting settings[] = {
     {"fault_guard", K_BOOL, OFF(fault_guard), 0, 0},
     {"otlp_endpoint", K_STR, OFF(otlp_endpoint), 0, 0},
     {"otlp_headers", K_OTLP_HEADERS, OFF(otlp_headers), 0, 0},
+    {"otlp_protocol", K_PROTOCOL, OFF(otlp_protocol), 0, 0},
     {"resource_attributes", K_STR, OFF(resource_attributes), 0, 0},
     {"runtime_name", K_STR, OFF(runtime_name), 0, 0},
     {"runtime_version", K_STR, OFF(runtime_version), 0, 0},
@@ -477,6 +478,15 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
         return parse_pairs(name, value, check_header, 0, &c->http_headers, &c->nheaders, e);
     case K_OTLP_HEADERS:
         return parse_pairs(name, value, check_header, 0, &c->otlp_headers, &c->notlp_headers, e);
+    case K_PROTOCOL: {
+        /* The values OTEL_EXPORTER_OTLP_PROTOCOL may take (the spec's). */
+        static const char *const names[] = {"http/protobuf", "http/json", "grpc"};
+        for (int i = 0; i < 3; i++)
+            if (strcmp(value, names[i]) == 0)
+                return *(int *)field = i, 0;
+        return pn_fail(e, PN_EINVAL, "%s: \"%.40s\" is not one of grpc, http/protobuf, "
+                       "http/json", name, value);
+    }
     case K_LEVEL: {
         int level;
         double d;
@@ -639,6 +649,11 @@ int pn_config_validate(const pn_config *c, pn_error *e)
             }
             break;
         }
+        case K_PROTOCOL:
+            if (c->otlp_protocol < PN_OTLP_HTTP_PROTOBUF || c->otlp_protocol > PN_OTLP_GRPC)
+                return pn_fail(e, PN_EINVAL, "otlp_protocol: %d is not one of PN_OTLP_*",
+                               c->otlp_protocol);
+            break;
         case K_BOOL:
         case K_LEVEL:
             break;

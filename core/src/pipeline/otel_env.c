@@ -171,6 +171,10 @@ int pn_config_apply_otel_env(pn_config *c, char *const *envp, pn_error *e)
         if (rc != 0)
             return pn_fail(e, why.code, "environment variable %s: %s", var, why.msg);
     }
+    if ((v = env_first(envp, "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                       &var)) &&
+        pn_config_set(c, "otlp_protocol", v, &why) != 0)
+        return pn_fail(e, why.code, "environment variable %s: %s", var, why.msg);
     if ((v = env_get(envp, "OTEL_RESOURCE_ATTRIBUTES")) &&
         pn_config_set(c, "resource_attributes", v, &why) != 0)
         return pn_fail(e, why.code, "environment variable OTEL_RESOURCE_ATTRIBUTES: %s", why.msg);

@@ -113,8 +113,10 @@ def check_otlp(rx, out, auth):
         assert res["process.runtime.name"] == "cpython"
         assert res["process.runtime.version"] == platform.python_version()
         assert res["telemetry.sdk.language"] == "python"
-        (cpu,) = [p for p in msg["profiles"] if p["type"] == "cpu"]
-        assert cpu["unit"] == "nanoseconds"
+        # On-CPU: one Profile, samples/count x period 1 ns of cpu: the
+        # measured CPU (what Pyroscope shows as process_cpu).
+        (cpu,) = msg["profiles"]
+        assert (cpu["type"], cpu["unit"]) == ("samples", "count")
         for s in cpu["samples"]:
             if "burn_inside_span" in s["stack"]:
                 inside += s["value"]
@@ -159,6 +161,15 @@ def test_otlp_beside_pyroscope_from_otel_variables():
         for s in inside:
             assert s["labels"].get("span_id") == out["span_id"], s["labels"]
             assert s["labels"].get("trace_id") == out["trace_id"], s["labels"]
+
+
+def test_otel_endpoint_alone_means_otlp_only():
+    # Only OTEL_EXPORTER_OTLP_ENDPOINT: no upload to localhost:4040 beside it.
+    with OtlpReceiver() as rx:
+        out = run_app({}, env={"OTEL_EXPORTER_OTLP_ENDPOINT": rx.url})
+    st = out["stats"]
+    assert st["otlp_sent"] == len(rx.requests) > 0
+    assert not any(k.startswith("http_") for k in st), st
 
 
 def test_bad_otlp_settings_name_the_setting():
