@@ -100,6 +100,10 @@ class BuildExt(build_ext):
         super().run()
 
 
+# PN_PURE_WHEEL=1: the package without its extension, which
+# packaging/wheels.py completes with a prebuilt module per CPython.
+PURE = os.environ.get("PN_PURE_WHEEL") == "1"
+
 setup(
     name="pyroscope-native",
     version="0.1.0",
@@ -117,8 +121,8 @@ setup(
     ],
     package_dir={"": "bindings/python"},
     packages=["pyroscope"],
-    libraries=[core],
-    ext_modules=[native],
+    libraries=[] if PURE else [core],
+    ext_modules=[] if PURE else [native],
     cmdclass={"build_clib": BuildClib, "build_ext": BuildExt},
     extras_require={"otel": ["opentelemetry-sdk>=1.20"]},
     entry_points={"console_scripts": ["pyroscope-native=pyroscope.cli:main"]},

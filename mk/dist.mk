@@ -1,0 +1,38 @@
+# Artifacts a user installs without a compiler (issue 25), into dist/:
+#   make dist   manylinux_2_17 wheels (x86_64) per supported CPython, each checked
+#               by `auditwheel show`, and the sdist
+# The toolchain (Zig from PyPI's ziglang, auditwheel, wheel) lives in its own
+# venv; protobuf-c and zlib come from Debian's source packages
+# (packaging/sources.sh) and are compiled in. Everything is built under
+# $(DIST_BUILD) and reused: a second `make dist` only recompiles what changed.
+DIST ?= dist
+DIST_BUILD := $(BUILD)/dist
+DIST_TOOLS := $(DIST_BUILD)/tools
+DIST_PY := $(DIST_TOOLS)/bin/python
+DIST_ARCHES ?= x86_64
+DIST_PYTHON_HOST ?= python3
+
+.PHONY: dist dist-tools dist-sources dist-wheels dist-sdist
+
+$(DIST_TOOLS)/.stamp: packaging/requirements.txt
+	@[ -x $(DIST_PY) ] || $(DIST_PYTHON_HOST) -m venv $(DIST_TOOLS)
+	$(DIST_PY) -m pip install -q --disable-pip-version-check -r packaging/requirements.txt
+	@touch $@
+
+dist-tools: $(DIST_TOOLS)/.stamp
+
+dist-sources:
+	packaging/sources.sh $(DIST_BUILD)/src
+
+dist-wheels: dist-tools dist-sources
+	@for a in $(DIST_ARCHES); do \
+		JOBS=$(JOBS) $(DIST_PY) packaging/wheels.py --arch $$a --out $(DIST) --build $(DIST_BUILD) || exit 1; \
+	done
+
+dist-sdist: dist-tools
+	@rm -f $(DIST)/pyroscope_native-*.tar.gz
+	@mkdir -p $(DIST_BUILD)/sdist
+	$(DIST_PY) setup.py -q egg_info --egg-base $(DIST_BUILD)/sdist sdist -d $(DIST) >/dev/null
+
+dist: dist-wheels dist-sdist
+	@ls -l $(DIST)
