@@ -675,6 +675,17 @@ typedef int (*pn_http_sender_fn)(void *ud, const pn_http_request *req, int64_t d
  * libcurl again. Any thread, before the agent starts. */
 void pn_http_set_sender(pn_http_sender_fn fn, void *ud);
 
+/* A sender for when libcurl cannot be loaded (an image without
+ * libcurl.so.4): HTTP exporters made from now on without a sender
+ * (pn_http_set_sender) load libcurl as before and use this one only if
+ * that fails; it then sends every request (declining one fails it). NULL:
+ * none (such an exporter is not made). Any thread, before the agent starts. */
+void pn_http_set_fallback_sender(pn_http_sender_fn fn, void *ud);
+/* Whether libcurl can be loaded (it is, the first time this says yes): a
+ * binding starts what its fallback sender needs only when it cannot. Any
+ * thread. */
+int pn_http_libcurl_available(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,8 +1,10 @@
 /* libcurl, loaded when the first HTTP exporter is made: a missing or wrong
  * library fails that (so configure fails) with a message naming the
  * library and the package to install; the folder exporter needs none; a
- * later load still works. Its own executable: the loader's state is per
+ * later load still works; a binding's fallback sender sends only while
+ * libcurl is missing. Its own executable: the loader's state is per
  * process. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,6 +44,43 @@ static void test_missing_libcurl(void)
     if (f)
         f->destroy(f);
     rmdir(dir);
+}
+
+/* The fallback sender: used, for every request, only while libcurl cannot
+ * be loaded (the exporter is then made); test_loads_after_failure checks it
+ * is left alone once libcurl loads. */
+static int fallback_calls;
+
+static int fallback_sender(void *ud, const pn_http_request *r, int64_t deadline_ns,
+                           const volatile int *abort, pn_http_response *out)
+{
+    (void)ud, (void)deadline_ns, (void)abort;
+    fallback_calls++;
+    CHECK(strstr(r->url, "format=pprof") != NULL);
+    out->status = 200;
+    return PN_SENDER_ANSWERED;
+}
+
+static void test_fallback_sender(void)
+{
+    pn_curl_loader_set_name_for_tests("libpn-no-such-curl.so.4");
+    CHECK(!pn_http_libcurl_available());
+    pn_http_set_fallback_sender(fallback_sender, NULL);
+    pn_error e;
+    pn_error_clear(&e);
+    pn_http_opts o = {.server_address = "http://127.0.0.1:9", .app_name = "app"};
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (!x) {
+        fprintf(stderr, "  %s\n", e.msg);
+        return;
+    }
+    uint8_t data[3] = {1, 2, 3};
+    pn_upload u = {.app_name = "app", .profile_type = "cpu", .from_s = 1, .until_s = 2,
+                   .sample_rate = 100, .data = data, .len = sizeof data};
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
+    CHECK_EQ_INT(fallback_calls, 1);
+    x->destroy(x);
 }
 
 /* A library that is not libcurl is named, with the function it lacks. */
@@ -91,9 +130,11 @@ static void test_loads_after_failure(void)
                        .sample_rate = 100, .data = data, .len = sizeof data};
         CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
         CHECK_EQ_INT(test_server_count(srv), 1);
+        CHECK_EQ_INT(fallback_calls, 1);   /* libcurl sent it, not the fallback */
+        CHECK(pn_http_libcurl_available());
         x->destroy(x);
     }
     test_server_stop(srv);
 }
 
-TEST_MAIN(T(test_missing_libcurl), T(test_wrong_library), T(test_loads_after_failure))
+TEST_MAIN(T(test_missing_libcurl), T(test_fallback_sender), T(test_wrong_library), T(test_loads_after_failure))

@@ -24,7 +24,7 @@ try:
 except ImportError as exc:  # unsupported or free-threaded interpreter: say which
     raise ImportError(str(exc)) from None
 
-from . import _threads
+from . import _sender, _threads
 
 __all__ = [
     "LineNo", "ProfilerImplementation", "configure", "shutdown", "flush", "tag_wrapper", "add_thread_tag",
@@ -311,6 +311,7 @@ def configure(
         _native.set_log_sink(_log_sink)
         if report_names:
             _threads.install()
+        _sender.ensure()   # only without libcurl: uploads through http.client
         _native.start(_core_env(settings), settings, gil_only=gil, line_mode=mode)
     return True
 
@@ -467,6 +468,7 @@ def _after_fork_in_child():
     # it does not exist here, so the lock would never be released.
     _lock = threading.RLock()
     _threads.after_fork()
+    _sender.after_fork_in_child()
 
 
 # The core's one fork path runs inside fork() itself (pthread_atfork), where
