@@ -1,6 +1,7 @@
 # Artifacts a user installs without a compiler (issue 25), into dist/:
 #   make dist   manylinux_2_17 wheels (x86_64) per supported CPython, each checked
-#               by `auditwheel show`, and the sdist
+#               by `auditwheel show`, and the sdist; the npm tarball with
+#               prebuilt addons
 # The toolchain (Zig from PyPI's ziglang, auditwheel, wheel) lives in its own
 # venv; protobuf-c and zlib come from Debian's source packages
 # (packaging/sources.sh) and are compiled in. Everything is built under
@@ -12,7 +13,7 @@ DIST_PY := $(DIST_TOOLS)/bin/python
 DIST_ARCHES ?= x86_64
 DIST_PYTHON_HOST ?= python3
 
-.PHONY: dist dist-tools dist-sources dist-wheels dist-sdist
+.PHONY: dist dist-tools dist-sources dist-wheels dist-sdist dist-node
 
 $(DIST_TOOLS)/.stamp: packaging/requirements.txt
 	@[ -x $(DIST_PY) ] || $(DIST_PYTHON_HOST) -m venv $(DIST_TOOLS)
@@ -34,5 +35,14 @@ dist-sdist: dist-tools
 	@mkdir -p $(DIST_BUILD)/sdist
 	$(DIST_PY) setup.py -q egg_info --egg-base $(DIST_BUILD)/sdist sdist -d $(DIST) >/dev/null
 
-dist: dist-wheels dist-sdist
+# The npm tarball with a prebuilt Node-API addon per CPU (node-gyp-build
+# loads it; npm install compiles only where none fits).
+dist-node: dist-tools dist-sources
+	@rm -rf bindings/node/prebuilds $(DIST)/pyroscope-native-*.tgz
+	@for a in $(DIST_ARCHES); do \
+		JOBS=$(JOBS) $(DIST_PY) packaging/node_addon.py --arch $$a --build $(DIST_BUILD) || exit 1; \
+	done
+	npm pack --silent --pack-destination $(DIST) >/dev/null
+
+dist: dist-wheels dist-sdist dist-node
 	@ls -l $(DIST)

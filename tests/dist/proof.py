@@ -1,0 +1,162 @@
+"""The proof that the artifacts in dist/ install and work without a compiler.
+
+Inside the minimal chroot (minimal_chroot.sh: no compiler, no -dev package,
+no libcurl) each runtime's artifact is installed with the ecosystem's own
+client and its example app runs against a loopback ingest server on the
+host and into a folder; the profiles must arrive with the example's labels
+and span ids. dist/ and the checkout are bind-mounted read-only (in a mount
+namespace of the run's own, so nothing is left mounted).
+
+    python proof.py --chroot DIR --dist DIR --work DIR [--runtimes python ...]
+
+Prints one line per runtime: artifact, size, install time, what arrived.
+"""
+import argparse
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bindings/python/tests/package"))
+import pprof_reader  # noqa: E402
+from ingest_server import IngestServer  # noqa: E402
+
+# Pure-Python wheels the example uses besides ours (OpenTelemetry), fetched
+# once on the host; the chroot installs offline.
+OTEL = "opentelemetry-sdk==1.45.2"
+
+
+class Chroot:
+    def __init__(self, root, dist, work):
+        self.root, self.dist, self.work = root, dist, work
+
+    def run(self, script, timeout=600, env=None):
+        """script (sh) inside the chroot, with /mnt/dist, /mnt/src (read-only)
+        and /mnt/work mounted; CompletedProcess."""
+        mounts = ["mount -t proc proc %s/proc" % shlex.quote(self.root)]
+        for src, name, ro in ((self.dist, "dist", True), (ROOT, "src", True),
+                              (self.work, "work", False)):
+            tgt = shlex.quote(os.path.join(self.root, "mnt", name))
+            mounts.append("mkdir -p %s && mount --bind %s %s" % (tgt, shlex.quote(src), tgt))
+            if ro:
+                mounts.append("mount -o remount,bind,ro %s" % tgt)
+        envs = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8",
+                "no_proxy=127.0.0.1", "NO_PROXY=127.0.0.1"] + \
+            ["%s=%s" % kv for kv in (env or {}).items()]
+        inner = "chroot %s /usr/bin/env -i %s sh -ec %s" % (
+            shlex.quote(self.root), " ".join(shlex.quote(e) for e in envs), shlex.quote(script))
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-ec",
+               " && ".join(mounts) + " && " + inner]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def check(self, script, what, **kw):
+        r = self.run(script, **kw)
+        if r.returncode:
+            raise SystemExit("proof: %s failed (exit %d):\n%s%s" % (what, r.returncode,
+                                                                   r.stdout, r.stderr))
+        return r
+
+
+def timed(ch, script, what):
+    t = time.monotonic()
+    ch.check(script, what)
+    return time.monotonic() - t
+
+
+def check_profiles(kind, server, folder, want_labels):
+    """The uploads and the folder's files: each runtime's samples carry
+    want_labels (key -> allowed values) and span ids. Returns a summary."""
+    if not server.requests:
+        raise SystemExit("proof %s: no upload reached the ingest server" % kind)
+    uploaded = [pprof_reader.decode(r.body) for r in server.requests
+                if r.query.get("format") == "pprof"]
+    if len(uploaded) != len(server.requests):
+        raise SystemExit("proof %s: an upload was not the raw pprof of the runtime's sender "
+                         "(libcurl's multipart?): %s" % (kind, [r.query for r in server.requests]))
+    files = sorted(glob.glob(os.path.join(folder, "**", "*.pb.gz"), recursive=True))
+    if not files:
+        raise SystemExit("proof %s: no profile in the output folder %s" % (kind, folder))
+    written = [pprof_reader.decode(open(f, "rb").read()) for f in files]
+    out = {}
+    for name, profs in (("server", uploaded), ("folder", written)):
+        labels, spans, total = {}, 0, 0
+        for p in profs:
+            for s in p["samples"]:
+                total += 1
+                for k in want_labels:
+                    if k in s["labels"]:
+                        labels.setdefault(k, set()).add(s["labels"][k])
+                spans += "span_id" in s["labels"]
+        for k, allowed in want_labels.items():
+            if not labels.get(k) or not labels[k] <= allowed:
+                raise SystemExit("proof %s (%s): label %s: %s, want some of %s"
+                                 % (kind, name, k, labels.get(k), allowed))
+        if not spans:
+            raise SystemExit("proof %s (%s): no sample carries a span_id" % (kind, name))
+        out[name] = "%d profiles, %d samples, %d with span_id" % (len(profs), total, spans)
+    return out
+
+
+def prove_python(ch, dist, work):
+    wheels = glob.glob(os.path.join(dist, "pyroscope_native-*-manylinux*x86_64*.whl"))
+    if not wheels:
+        raise SystemExit("proof python: no x86_64 wheel in %s (make dist)" % dist)
+    house = os.path.join(work, "wheelhouse")
+    if not glob.glob(os.path.join(house, "opentelemetry_sdk-*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
+                        "--only-binary=:all:", "--python-version", "3.13", "-d", house, OTEL],
+                       check=True)
+    ch.check("rm -rf /tmp/pn-venv && python3 -m venv /tmp/pn-venv && "
+             "/tmp/pn-venv/bin/pip install -q --no-index --find-links /mnt/work/wheelhouse %s"
+             % shlex.quote(OTEL), "python: venv + OpenTelemetry")
+    # What a user types, with dist/ as the index: pip picks the wheel.
+    secs = timed(ch, "/tmp/pn-venv/bin/pip install -q --no-index --find-links /mnt/dist "
+                     "pyroscope-native", "python: pip install")
+    r = ch.check("/tmp/pn-venv/bin/python -c 'import pyroscope, pyroscope._native as n; "
+                 "print(n.__file__, n.libcurl_available())'", "python: import")
+    so, curl = r.stdout.split()
+    if curl != "False":
+        raise SystemExit("proof python: libcurl loads in the chroot")
+    folder = os.path.join(work, "out-python")
+    subprocess.run(["rm", "-rf", folder], check=True)
+    with IngestServer() as srv:
+        ch.check("cd /tmp && /tmp/pn-venv/bin/python -m pyroscope run --server-address %s "
+                 "--output-dir /mnt/work/out-python --upload-interval 1 "
+                 "/mnt/src/examples/python/shop.py --seconds 4" % srv.url, "python: shop.py")
+        got = check_profiles("python", srv, folder,
+                             {"endpoint": {"/checkout", "/cart"}})
+    whl = [w for w in wheels if os.path.basename(so).split(".")[1].split("-")[1] in w]
+    return {"artifact": os.path.basename(whl[0]) if whl else so,
+            "size_kib": os.path.getsize(whl[0]) // 1024 if whl else None,
+            "install_s": round(secs, 1), **got}
+
+
+PROVERS = {"python": prove_python}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chroot", required=True)
+    ap.add_argument("--dist", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--runtimes", nargs="*", default=list(PROVERS))
+    a = ap.parse_args()
+    dist, work = os.path.abspath(a.dist), os.path.abspath(a.work)
+    os.makedirs(work, exist_ok=True)
+    ch = Chroot(os.path.abspath(a.chroot), dist, work)
+    results = {}
+    for rt in a.runtimes:
+        t = time.monotonic()
+        results[rt] = PROVERS[rt](ch, dist, work)
+        results[rt]["proof_s"] = round(time.monotonic() - t, 1)
+        print("proof %-7s %s" % (rt, json.dumps(results[rt])), flush=True)
+    with open(os.path.join(work, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
