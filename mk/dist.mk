@@ -1,7 +1,7 @@
 # Artifacts a user installs without a compiler (issue 25), into dist/:
 #   make dist   manylinux_2_17 wheels (x86_64) per supported CPython, each checked
 #               by `auditwheel show`, and the sdist; the npm tarball with
-#               prebuilt addons
+#               prebuilt addons; the platform gem and the source gem
 # The toolchain (Zig from PyPI's ziglang, auditwheel, wheel) lives in its own
 # venv; protobuf-c and zlib come from Debian's source packages
 # (packaging/sources.sh) and are compiled in. Everything is built under
@@ -13,7 +13,7 @@ DIST_PY := $(DIST_TOOLS)/bin/python
 DIST_ARCHES ?= x86_64
 DIST_PYTHON_HOST ?= python3
 
-.PHONY: dist dist-tools dist-sources dist-wheels dist-sdist dist-node
+.PHONY: dist dist-tools dist-sources dist-wheels dist-sdist dist-node dist-ruby
 
 $(DIST_TOOLS)/.stamp: packaging/requirements.txt
 	@[ -x $(DIST_PY) ] || $(DIST_PYTHON_HOST) -m venv $(DIST_TOOLS)
@@ -44,5 +44,15 @@ dist-node: dist-tools dist-sources
 	done
 	npm pack --silent --pack-destination $(DIST) >/dev/null
 
-dist: dist-wheels dist-sdist dist-node
+# The platform gem (the extension precompiled per Ruby minor whose headers
+# are here: 3.1 from the machine, 3.3/3.4 from the sid chroot) and the
+# source gem beside it.
+dist-ruby: dist-tools dist-sources
+	@rm -f $(DIST)/pyroscope-native-*.gem
+	@for a in $(DIST_ARCHES); do \
+		JOBS=$(JOBS) $(DIST_PY) packaging/ruby_gem.py --arch $$a --out $(DIST) --build $(DIST_BUILD) || exit 1; \
+	done
+	$(call ruby_source_gem,$(abspath $(DIST))/pyroscope-native-$(shell sed -n 's/.*VERSION *= *"\(.*\)".*/\1/p' bindings/ruby/lib/pyroscope/version.rb).gem)
+
+dist: dist-wheels dist-sdist dist-node dist-ruby
 	@ls -l $(DIST)

@@ -11,12 +11,17 @@ RUBY_GEM_FILE := $(abspath $(RUBY_BUILD))/pyroscope-native.gem
 RUBY_TESTS ?= $(sort $(wildcard bindings/ruby/test/*_test.rb))
 RUBY_GEM_ENV = GEM_HOME=$(RUBY_GEMHOME) GEM_PATH=$(RUBY_GEMHOME):$(shell $(RUBY) -e 'print Gem.default_path.join(":")')
 
+# The source gem at $(1) (absolute), with a copy of the core inside.
+define ruby_source_gem
+rm -rf $(RUBY_EXT)/core && mkdir -p $(RUBY_EXT)/core
+cp -r core/include core/src core/report core/gen $(RUBY_EXT)/core/
+cd bindings/ruby && $(GEM) build --silent pyroscope-native.gemspec -o $(1)
+endef
+
 .PHONY: build-ruby test-ruby
 build-ruby: deps
 	@mkdir -p $(RUBY_BUILD)
-	rm -rf $(RUBY_EXT)/core && mkdir -p $(RUBY_EXT)/core
-	cp -r core/include core/src core/report core/gen $(RUBY_EXT)/core/
-	cd bindings/ruby && $(GEM) build --silent pyroscope-native.gemspec -o $(RUBY_GEM_FILE)
+	$(call ruby_source_gem,$(RUBY_GEM_FILE))
 	$(RUBY_GEM_ENV) $(GEM) install --local --no-document --silent $(RUBY_GEM_FILE)
 
 test-ruby: build-ruby

@@ -15,6 +15,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -129,9 +130,9 @@ def prove_python(ch, dist, work):
                  "/mnt/src/examples/python/shop.py --seconds 4" % srv.url, "python: shop.py")
         got = check_profiles("python", srv, folder,
                              {"endpoint": {"/checkout", "/cart"}})
-    whl = [w for w in wheels if os.path.basename(so).split(".")[1].split("-")[1] in w]
-    return {"artifact": os.path.basename(whl[0]) if whl else so,
-            "size_kib": os.path.getsize(whl[0]) // 1024 if whl else None,
+    tag = "cp" + re.search(r"cpython-(\d+)", so).group(1)
+    whl, = [w for w in wheels if "-%s-%s-" % (tag, tag) in os.path.basename(w)]
+    return {"artifact": os.path.basename(whl), "size_kib": os.path.getsize(whl) // 1024,
             "install_s": round(secs, 1), **got}
 
 

@@ -14,7 +14,7 @@
 # it. Labels belong to the running Fiber. See docs/ruby.md.
 
 require "pyroscope/version"
-require "pyroscope/pyroscope_native"
+require "pyroscope/native"
 require "pyroscope/config"
 require "pyroscope/log_relay"
 require "pyroscope/fork"

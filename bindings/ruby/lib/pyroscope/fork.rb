@@ -12,7 +12,7 @@
 # ("Profiling timer expired"), so exec first stops the profiler (its final
 # flush: this process ends here) and discards pending signals; if exec
 # fails, the profiler starts again with the same settings.
-require "pyroscope/pyroscope_native"
+require "pyroscope/native"
 
 module Pyroscope
   module ForkHook
