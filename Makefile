@@ -9,6 +9,8 @@
 #   make test-python    Python-side tests for CPython 3.10-3.13 (part of `make test`)
 #   make test-node      Node binding tests, mocha (part of `make test`; mk/node.mk)
 #   make test-ruby      Ruby gem tests, minitest (part of `make test`; mk/ruby.mk)
+#   make dist       artifacts a user installs without a compiler, into dist/ (mk/dist.mk)
+#   make test-dist  install them in a chroot with no compiler nor libcurl (part of `make test`)
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
 #   make proto      regenerate core/gen from proto/
 
@@ -60,7 +62,8 @@ build: deps $(BUILD)/CMakeCache.txt
 # periods and child processes, so two lanes on two cores save minutes.
 test: build test-c test-valgrind
 	@[ -n "$(strip $(PYTHONS))" ] || { echo "no CPython 3.10-3.13 found"; exit 1; }
-	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-node-compat test-ruby
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(PY_LANES) test-node test-node-compat test-ruby \
+		test-dist
 
 # Python tests, for each CPython we support that is on the machine (pyenv's
 # 3.10/3.11/3.12/3.13, else python3.1x on PATH); pytest is installed if missing.

@@ -13,7 +13,7 @@ DIST_PY := $(DIST_TOOLS)/bin/python
 DIST_ARCHES ?= x86_64
 DIST_PYTHON_HOST ?= python3
 
-.PHONY: dist dist-tools dist-sources dist-wheels dist-sdist dist-node dist-ruby
+.PHONY: dist dist-tools dist-sources dist-wheels dist-sdist dist-node dist-ruby test-dist
 
 $(DIST_TOOLS)/.stamp: packaging/requirements.txt
 	@[ -x $(DIST_PY) ] || $(DIST_PYTHON_HOST) -m venv $(DIST_TOOLS)
@@ -56,3 +56,21 @@ dist-ruby: dist-tools dist-sources
 
 dist: dist-wheels dist-sdist dist-node dist-ruby
 	@ls -l $(DIST)
+
+# The proof (part of `make test`): the x86_64 artifacts installed by pip,
+# npm and gem in a Debian minbase chroot with no compiler, no -dev package
+# and no libcurl (tests/dist/minimal_chroot.sh, built once under
+# $(DIST_BUILD)/proof), each example profiled into a folder and, for Python
+# and Node, to a loopback ingest server (tests/dist/proof.py). The sdist is
+# also built from source on the host (with a compiler) once per tree.
+PROOF := $(DIST_BUILD)/proof
+test-dist: dist
+	tests/dist/minimal_chroot.sh $(PROOF)/trixie-amd64
+	python3 tests/dist/proof.py --chroot $(PROOF)/trixie-amd64 --dist $(DIST) --work $(PROOF)/work
+	@set -e; sd=$$(ls $(DIST)/pyroscope_native-*.tar.gz); key=$$(tar -xOzf $$sd | sha256sum | cut -c1-16); \
+	if [ "$$(cat $(PROOF)/sdist.stamp 2>/dev/null)" != "$$key" ]; then \
+		rm -rf $(PROOF)/sdist-venv && $(DIST_PYTHON_HOST) -m venv $(PROOF)/sdist-venv && \
+		$(PROOF)/sdist-venv/bin/pip install -q --disable-pip-version-check $$sd && \
+		$(PROOF)/sdist-venv/bin/python -c 'import pyroscope._native' && \
+		echo "sdist: built from source and imported" && echo "$$key" >$(PROOF)/sdist.stamp; \
+	fi
