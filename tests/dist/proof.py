@@ -202,13 +202,14 @@ def prove_ruby(ch, dist, work):
                      "--no-document /mnt/dist/%s" % os.path.basename(gem), "ruby: gem install")
     folder = os.path.join(work, "out-ruby")
     subprocess.run(["rm", "-rf", folder], check=True)
-    # Ruby has no sender of its own yet: without libcurl it writes to the
-    # folder only (uploads need libcurl4 on the machine).
-    ch.check("cd /tmp && ruby /mnt/src/examples/ruby/shop.rb --seconds 4 "
-             "--output-dir /mnt/work/out-ruby", "ruby: shop.rb",
-             env={"GEM_HOME": "/tmp/pn-gems", "PYROSCOPE_UPLOAD_INTERVAL": "1s"})
-    got = check_profiles("ruby", None, folder, {"endpoint": {"/checkout", "/cart"}},
-                         spans_wanted=False)
+    with IngestServer() as srv:
+        ch.check("cd /tmp && ruby /mnt/src/examples/ruby/shop.rb --seconds 4 "
+                 "--output-dir /mnt/work/out-ruby", "ruby: shop.rb",
+                 env={"GEM_HOME": "/tmp/pn-gems", "PYROSCOPE_SERVER_ADDRESS": srv.url,
+                      "PYROSCOPE_UPLOAD_INTERVAL": "1s"})
+        # The example has no spans (no OpenTelemetry SDK for Ruby here).
+        got = check_profiles("ruby", srv, folder, {"endpoint": {"/checkout", "/cart"}},
+                             spans_wanted=False)
     return {"artifact": os.path.basename(gem), "size_kib": os.path.getsize(gem) // 1024,
             "install_s": round(secs, 1), **got}
 

@@ -8,7 +8,7 @@
 #endif
 #include <Python.h>
 
-/* Registers the core's fallback sender and its fork hooks (module init). */
+/* Makes the core's relay the fallback sender (module init). */
 void py_sender_install(void);
 /* sender_attach(bool): a Python sender thread starts (True) or ends. */
 PyObject *py_sender_attach(PyObject *self, PyObject *on);

@@ -18,7 +18,10 @@ module Pyroscope
   module ForkHook
     def _fork
       pid = super
-      Pyroscope::Native._after_fork_child if pid.zero?
+      if pid.zero?
+        Pyroscope::Native._after_fork_child
+        Pyroscope::Sender.after_fork_child if defined?(Pyroscope::Sender)
+      end
       pid
     end
   end
