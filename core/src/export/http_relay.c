@@ -23,6 +23,7 @@
 #include "pyroscope_native.h"
 #include "export/http_sender.h"
 #include "support/clock.h"
+#include "support/threads.h"
 
 enum { IDLE, QUEUED, PICKED, ANSWERED };
 
@@ -41,14 +42,7 @@ static unsigned long next_id = 1;
 static int workers;             /* runtime threads attached */
 #define WAIT_STEP_NS 50000000LL /* how often the abort flag is looked at */
 
-static void init_cv(void)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&cv, &a);
-    pthread_condattr_destroy(&a);
-}
+static void init_cv(void) { pn_cond_init_monotonic(&cv); }
 
 /* mu held: wait until `until` (CLOCK_MONOTONIC ns) or a signal. */
 static void wait_until(int64_t until)
