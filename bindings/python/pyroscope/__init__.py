@@ -172,6 +172,14 @@ def _env_set(name):
     return bool(os.environ.get("PYROSCOPE_" + name.upper(), "").strip())
 
 
+def _uploads(settings):
+    """Whether the settings may upload (a server or an OTLP endpoint): only
+    then is libcurl looked for (writing to a folder never loads it)."""
+    return any(k in settings or _env_set(k) for k in ("server_address", "otlp_endpoint")) \
+        or any(os.environ.get(v, "").strip() for v in (
+            "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
 def configure(
         app_name=None,
         application_name=None,
@@ -311,7 +319,8 @@ def configure(
         _native.set_log_sink(_log_sink)
         if report_names:
             _threads.install()
-        _sender.ensure()   # only without libcurl: uploads through http.client
+        if _uploads(settings):
+            _sender.ensure()   # only without libcurl: uploads through http.client
         _native.start(_core_env(settings), settings, gil_only=gil, line_mode=mode)
     return True
 

@@ -58,7 +58,7 @@ module Pyroscope
       Settings.warnings(config).each { |w| warn("pyroscope: #{w}", uplevel: 1) }
       CONTROL.synchronize do
         Native.stop if Native.running?
-        Sender.ensure_running # only without libcurl: uploads through Net::HTTP
+        Sender.ensure_running if Sender.uploads?(settings, env) # only without libcurl
         Native.start(settings, env)
         Report.begin_run(settings, env) # with output_dir: the page at stop covers this run
         @config = config

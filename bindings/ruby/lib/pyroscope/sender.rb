@@ -32,6 +32,13 @@ module Pyroscope
         end
       end
 
+      # Whether the settings may upload (a server or an OTLP endpoint): only
+      # then is libcurl looked for (writing to a folder never loads it).
+      def uploads?(settings, env)
+        %w[server_address otlp_endpoint].any? { |k| settings.key?(k) || env.key?("PYROSCOPE_#{k.upcase}") } ||
+          %w[OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT OTEL_EXPORTER_OTLP_ENDPOINT].any? { |v| env.key?(v) }
+      end
+
       # The thread does not exist in a forked child: start a new one if it ran.
       def after_fork_child
         @lock = Mutex.new
