@@ -4,6 +4,7 @@
  * later load still works; a binding's fallback sender sends only while
  * libcurl is missing. Its own executable: the loader's state is per
  * process. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,50 @@ static void test_fallback_sender(void)
     x->destroy(x);
 }
 
+/* The relay (a runtime's own thread sends): with no thread attached a
+ * request fails at once; an attached thread gets a copy of the request
+ * (raw pprof, format=pprof) and its answer is the exporter's result. */
+static void *relay_worker(void *arg)
+{
+    (void)arg;
+    pn_http_relayed *r = pn_http_relay_next(10);
+    CHECK(r != NULL);
+    if (r) {
+        CHECK(strstr(r->req.url, "format=pprof") != NULL);
+        CHECK_EQ_INT((int)r->req.body_len, 3);
+        pn_http_relay_done(r->id, 200, "ok", 2, NULL, 0);
+        pn_http_relay_free(r);
+    }
+    return NULL;
+}
+
+static void test_relay(void)
+{
+    pn_curl_loader_set_name_for_tests("libpn-no-such-curl.so.4");
+    pn_http_relay_install();
+    pn_error e;
+    pn_error_clear(&e);
+    pn_http_opts o = {.server_address = "http://127.0.0.1:9", .app_name = "app"};
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    if (!x)
+        return;
+    uint8_t data[3] = {1, 2, 3};
+    pn_upload u = {.app_name = "app", .profile_type = "cpu", .from_s = 1, .until_s = 2,
+                   .sample_rate = 100, .data = data, .len = sizeof data};
+    CHECK(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e) != PN_SEND_OK);
+    CHECK(strstr(e.msg, "sender thread is not running") != NULL);
+    pn_http_relay_attach(1);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, relay_worker, NULL) == 0);
+    pn_error_clear(&e);
+    CHECK_EQ_INT(x->send(x, &u, pn_test_deadline_ns(10), NULL, &e), PN_SEND_OK);
+    pthread_join(t, NULL);
+    pn_http_relay_attach(0);
+    x->destroy(x);
+    pn_http_set_fallback_sender(fallback_sender, NULL);
+}
+
 /* A library that is not libcurl is named, with the function it lacks. */
 static void test_wrong_library(void)
 {
@@ -137,4 +182,4 @@ static void test_loads_after_failure(void)
     test_server_stop(srv);
 }
 
-TEST_MAIN(T(test_missing_libcurl), T(test_fallback_sender), T(test_wrong_library), T(test_loads_after_failure))
+TEST_MAIN(T(test_missing_libcurl), T(test_fallback_sender), T(test_relay), T(test_wrong_library), T(test_loads_after_failure))
