@@ -12,6 +12,11 @@ DIST_TOOLS := $(DIST_BUILD)/tools
 DIST_PY := $(DIST_TOOLS)/bin/python
 DIST_ARCHES ?= x86_64
 DIST_PYTHON_HOST ?= python3
+# Headers of CPython 3.14/3.15 and Ruby 3.3/3.4: Debian unstable's, from the
+# chroot tests/runtimes/sid_chroot.sh makes (once; the shared one when the
+# machine has it).
+DIST_SID ?= $(if $(wildcard /work/cache/sid/.pn-stamp),/work/cache/sid,$(BUILD)/sid)
+export PN_SID_ROOT := $(abspath $(DIST_SID))
 
 .PHONY: dist dist-tools dist-sources dist-wheels dist-sdist dist-node dist-ruby test-dist
 
@@ -24,6 +29,7 @@ dist-tools: $(DIST_TOOLS)/.stamp
 
 dist-sources:
 	packaging/sources.sh $(DIST_BUILD)/src
+	tests/runtimes/sid_chroot.sh $(DIST_SID)
 
 dist-wheels: dist-tools dist-sources
 	@for a in $(DIST_ARCHES); do \
