@@ -15,12 +15,16 @@
 #                       lanes test-ruby (3.1), test-ruby-3.3/3.4 (sid chroot) in `make test`
 #   make test-servers   every binding against a real Pyroscope and OTel Collector (lane of
 #                       `make test`, run alone after the other lanes; mk/servers.mk)
+#   make dist       artifacts a user installs without a compiler, into dist/ (mk/dist.mk)
+#   make test-dist  install them in a chroot with no compiler nor libcurl (lane of `make test`)
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
 #   make proto      regenerate core/gen from proto/
 
 SHELL := /bin/bash
 JOBS ?= 2
 BUILD ?= build
+# The Debian unstable chroot with today's runtimes (mk/sid-chroot.mk).
+SID_CHROOT ?= $(BUILD)/sid
 ASAN_BUILD ?= build-asan
 RELEASE_BUILD ?= build-release
 DEMO_DIR ?= pyroscope-profiles
@@ -75,7 +79,7 @@ LANE = $(LANE_CMD) $(MAKE) --no-print-directory
 PY_VERSIONS := 3.10 3.11 3.12 3.13
 PY_LANES := $(addprefix test-python-,$(PY_VERSIONS))
 ALL_PY_LANES = $(PY_LANES) $(PY_SID_LANES) $(PY_FT_LANE)
-LANES = test-c test-valgrind $(ALL_PY_LANES) $(NODE_LANES) $(RUBY_LANES)
+LANES = test-c test-valgrind $(ALL_PY_LANES) $(NODE_LANES) $(RUBY_LANES) test-dist
 
 # The real servers (mk/servers.mk) start first, since Pyroscope needs a
 # minute or more to be ready, and their lane runs alone after the others:

@@ -100,6 +100,20 @@ class BuildExt(build_ext):
         super().run()
 
 
+# Build files go under build/setuptools, away from the CMake build's top
+# level; a read-only checkout (pip install /read-only/path) builds in a
+# temporary folder instead, egg-info included.
+if os.access(HERE, os.W_OK):
+    BUILD_OPTIONS = {"build": {"build_base": "build/setuptools"}}
+else:
+    _tmp = tempfile.mkdtemp(prefix="pyroscope-native-build-")
+    BUILD_OPTIONS = {"build": {"build_base": os.path.join(_tmp, "build")},
+                     "egg_info": {"egg_base": _tmp}}
+
+# PN_PURE_WHEEL=1: the package without its extension, which
+# packaging/wheels.py completes with a prebuilt module per CPython.
+PURE = os.environ.get("PN_PURE_WHEEL") == "1"
+
 setup(
     name="pyroscope-native",
     version="0.1.0",
@@ -122,9 +136,10 @@ setup(
     ],
     package_dir={"": "bindings/python"},
     packages=["pyroscope"],
-    libraries=[core],
-    ext_modules=[native],
+    libraries=[] if PURE else [core],
+    ext_modules=[] if PURE else [native],
     cmdclass={"build_clib": BuildClib, "build_ext": BuildExt},
+    options=BUILD_OPTIONS,
     extras_require={"otel": ["opentelemetry-sdk>=1.20"]},
     entry_points={"console_scripts": ["pyroscope-native=pyroscope.cli:main"]},
 )

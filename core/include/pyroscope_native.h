@@ -689,6 +689,40 @@ typedef int (*pn_http_sender_fn)(void *ud, const pn_http_request *req, int64_t d
  * libcurl again. Any thread, before the agent starts. */
 void pn_http_set_sender(pn_http_sender_fn fn, void *ud);
 
+/* A sender for when libcurl cannot be loaded (an image without
+ * libcurl.so.4): HTTP exporters made from now on without a sender
+ * (pn_http_set_sender) load libcurl as before and use this one only if
+ * that fails; it then sends every request (declining one fails it). NULL:
+ * none (such an exporter is not made). Any thread, before the agent starts. */
+void pn_http_set_fallback_sender(pn_http_sender_fn fn, void *ud);
+/* Whether libcurl can be loaded (it is, the first time this says yes): a
+ * binding starts what its fallback sender needs only when it cannot. Any
+ * thread. */
+int pn_http_libcurl_available(void);
+
+/* The relay: a fallback sender for a binding whose runtime sends on a thread
+ * of its own (Python's http.client, Ruby's Net::HTTP), so the exporter
+ * thread never calls into the runtime. install: make the relay the fallback
+ * sender (module load). A runtime thread attaches (1) while it serves
+ * requests and detaches (0) when it ends; with none attached a request
+ * fails at once. */
+typedef struct {
+    unsigned long id;           /* for pn_http_relay_done */
+    pn_http_request req;        /* a copy, owned by the relayed request */
+} pn_http_relayed;
+
+void pn_http_relay_install(void);
+void pn_http_relay_attach(int on);
+/* The next request, waiting up to wait_s (without any runtime lock: call
+ * it with the GIL/GVL released); NULL when none came. Free it with
+ * pn_http_relay_free. The sender thread. */
+pn_http_relayed *pn_http_relay_next(double wait_s);
+/* Its answer: the server's status and reply bytes, or error (NULL: none)
+ * and whether retrying cannot help. Late answers are dropped. */
+void pn_http_relay_done(unsigned long id, long status, const char *reply, size_t reply_len,
+                        const char *error, int permanent);
+void pn_http_relay_free(pn_http_relayed *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Prints the machine's Debian mirror (the first non-security source in apt's
-# sources, deb822 or one-line), so that no script names a host itself.
+# Prints the machine's Debian mirror: the first deb822 or one-line apt
+# source for the "debian" archive (not -security), without a trailing slash.
+# Scripts that debootstrap or fetch sources read it here, so no host name is
+# written in the repository.
 set -euo pipefail
 mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
   awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }')

@@ -25,12 +25,7 @@ stamp="$dest/.pn-stamp"
 want=$(printf '%s\n' 3 $packages $experimental | sha256sum | cut -c1-16)
 [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && exit 0
 
-# The first deb822 or one-line source for the "debian" archive (not -security).
-mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-  awk '/^URIs:/ { for (i = 2; i <= NF; i++) if ($i !~ /security/) { print $i; exit } }')
-[ -n "$mirror" ] || mirror=$(grep -hE '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
-  awk '$2 !~ /security/ { print $2; exit }')
-[ -n "$mirror" ] || { echo "sid_chroot.sh: no Debian mirror in /etc/apt/sources*" >&2; exit 1; }
+mirror=$("$(dirname "$0")"/debian_mirror.sh)
 command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
 
 if [ ! -x "$dest/usr/bin/apt-get" ]; then

@@ -1,26 +1,22 @@
 'use strict';
-// Loads the compiled addon. The addon is process-wide (one agent, one
+// Loads the native addon through node-gyp-build: a local build
+// (bindings/node/build/Release or Debug, from `npm install` in a checkout
+// or `make build-node`) wins, else the prebuilt one for this platform, CPU
+// and libc (bindings/node/prebuilds/linux-x64 and linux-arm64, glibc 2.17+,
+// shipped in the npm tarball). The addon is process-wide (one agent, one
 // SIGPROF chain for the main thread), so its init refuses worker threads
 // (ERR_PYROSCOPE_WORKER, thrown as is).
 const path = require('path');
 
-const root = path.join(__dirname, '..');  // bindings/node, where node-gyp builds
-let addon;
-let firstError;
-for (const dir of ['Release', 'Debug']) {
-  try {
-    addon = require(path.join(root, 'build', dir, 'pyroscope_native.node'));
-    break;
-  } catch (e) {
-    if (e && e.code === 'ERR_PYROSCOPE_WORKER') throw e;
-    if (!firstError) firstError = e;
-  }
-}
-if (!addon) {
-  const err = new Error('pyroscope-native: the native addon is not built (' +
-    (firstError && firstError.message) + '). Build it with `npm install` (or `npm ci`, or ' +
-    '`make build-node`) in ' + path.join(root, '..', '..'));
+const root = path.join(__dirname, '..');  // bindings/node
+let file;
+try {
+  file = require('node-gyp-build').path(root);
+} catch (e) {
+  const err = new Error('pyroscope-native: no native addon for ' + process.platform + '-' +
+    process.arch + ' (' + e.message + '). Build it with `npm install --build-from-source` ' +
+    '(needs a C compiler and the -dev packages in the README), or `make build-node` in a checkout');
   err.code = 'ERR_PYROSCOPE_NOT_BUILT';
   throw err;
 }
-module.exports = addon;
+module.exports = require(file);

@@ -1,5 +1,6 @@
 'use strict';
-// `npm install` / `npm ci` entry: node-gyp rebuild of binding.gyp, offline.
+// `npm install` / `npm ci` entry: the prebuilt addon when one fits, else
+// node-gyp rebuild of binding.gyp, offline.
 // node-gyp downloads Node's headers unless told where they are; a Debian or
 // distro Node keeps complete headers under <prefix>/include/node, so pass
 // that prefix as --nodedir when it has them.
@@ -44,6 +45,17 @@ function configuredAfterSources() {
   const dirs = [path.join(root, 'src'), path.join(core, 'report'), path.join(core, 'gen')];
   for (const d of fs.readdirSync(path.join(core, 'src'))) dirs.push(path.join(core, 'src', d));
   return dirs.every((d) => !fs.existsSync(d) || fs.statSync(d).mtimeMs <= made);
+}
+// The npm tarball carries prebuilt addons (prebuilds/, glibc 2.17+): where
+// one fits this platform and CPU, nothing is compiled, unless asked
+// (`npm install --build-from-source`, or make build-node's --incremental).
+if (!process.argv.includes('--incremental') &&
+    !/^(true|1)$/.test(process.env.npm_config_build_from_source || '')) {
+  let found = null;
+  try {
+    found = require('node-gyp-build').path(root);
+  } catch (_) { /* none fits: build below */ }
+  if (found && found.split(path.sep).includes('prebuilds')) process.exit(0);
 }
 const incremental = process.argv.includes('--incremental') && configuredAfterSources();
 const args = [nodeGyp(), incremental ? 'build' : 'rebuild'];

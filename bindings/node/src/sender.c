@@ -29,6 +29,7 @@
 
 #include "addon.h"
 #include "support/clock.h"
+#include "support/threads.h"
 
 enum { QUEUED, PICKED, ANSWERED, DECLINED, UNCONFIRMED, CANCELLED };
 
@@ -61,14 +62,7 @@ static _Atomic uint64_t n_sent, n_declined;
 /* Past the request's timeout: the JS timer should have ended it by then. */
 #define WAIT_GRACE_NS 1000000000LL
 
-static void init_cv(void)
-{
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&cv, &a);
-    pthread_condattr_destroy(&a);
-}
+static void init_cv(void) { pn_cond_init_monotonic(&cv); }
 
 /* mu held. Frees j when the other side is done with it. */
 static int unref_locked(job *j) { return --j->refs == 0; }

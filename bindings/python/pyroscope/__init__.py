@@ -24,7 +24,7 @@ try:
 except ImportError as exc:  # unsupported or free-threaded interpreter: say which
     raise ImportError(str(exc)) from None
 
-from . import _fault_handlers, _fork_exit, _threads
+from . import _fault_handlers, _fork_exit, _sender, _threads
 
 __all__ = [
     "LineNo", "ProfilerImplementation", "configure", "shutdown", "flush", "tag_wrapper", "add_thread_tag",
@@ -186,6 +186,14 @@ def _env_set(name):
     return bool(os.environ.get("PYROSCOPE_" + name.upper(), "").strip())
 
 
+def _uploads(settings):
+    """Whether the settings may upload (a server or an OTLP endpoint): only
+    then is libcurl looked for (writing to a folder never loads it)."""
+    return any(k in settings or _env_set(k) for k in ("server_address", "otlp_endpoint")) \
+        or any(os.environ.get(v, "").strip() for v in (
+            "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
+
+
 def configure(
         app_name=None,
         application_name=None,
@@ -330,6 +338,8 @@ def configure(
         if report_names:
             _threads.install()
         _fault_handlers.install()
+        if _uploads(settings):
+            _sender.ensure()   # only without libcurl: uploads through http.client
         _native.start(_core_env(settings), settings, gil_only=gil, line_mode=mode)
     return True
 
@@ -487,6 +497,7 @@ def _after_fork_in_child():
     _lock = threading.RLock()
     _threads.after_fork()
     _fork_exit.after_fork_in_child(shutdown)
+    _sender.after_fork_in_child()
 
 
 # The core's one fork path runs inside fork() itself (pthread_atfork), where

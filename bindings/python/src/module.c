@@ -27,6 +27,7 @@
 #include "pairs.h"
 #include "pyroscope_native.h"
 #include "pyroscope_report.h"
+#include "sender.h"
 #include "walker.h"
 
 static pn_agent *agent;   /* GIL-protected: the running agent or NULL */
@@ -713,6 +714,17 @@ static PyObject *m_fork_child_locked(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *m_libcurl_available(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = pn_http_libcurl_available();
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"fork_child", m_fork_child, METH_NOARGS, "fork path: after fork, in the child"},
     {"fault_guard_change", m_fault_guard_change, METH_O,
@@ -741,6 +753,13 @@ static PyMethodDef methods[] = {
      "report(paths, html_path, title, top, filters, group_by, diff_a, diff_b, hide_files, "
      "view) -> (profiles read, report text)"},
     {"config_names", m_config_names, METH_NOARGS, "the core's setting names"},
+    {"libcurl_available", m_libcurl_available, METH_NOARGS,
+     "whether libcurl loads (else uploads go through pyroscope._sender)"},
+    {"sender_attach", py_sender_attach, METH_O, "a sender thread starts (True) or ends"},
+    {"sender_next", py_sender_next, METH_O,
+     "sender_next(wait_s): the next upload request, or None"},
+    {"sender_done", py_sender_done, METH_VARARGS,
+     "sender_done(gen, status, reply, error, permanent): its answer"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -772,5 +791,7 @@ PyMODINIT_FUNC PyInit__native(void)
     if (m && PyModule_AddIntConstant(m, "free_threaded", 0) != 0)
         Py_CLEAR(m);
 #endif
+    if (m)
+        py_sender_install();
     return m;
 }

@@ -14,10 +14,11 @@
 # it. Labels belong to the running Fiber. See docs/ruby.md.
 
 require "pyroscope/version"
-require "pyroscope/pyroscope_native"
+require "pyroscope/native"
 require "pyroscope/config"
 require "pyroscope/log_relay"
 require "pyroscope/fork"
+require "pyroscope/sender"
 require "pyroscope/report"
 
 module Pyroscope
@@ -57,6 +58,7 @@ module Pyroscope
       Settings.warnings(config).each { |w| warn("pyroscope: #{w}", uplevel: 1) }
       CONTROL.synchronize do
         Native.stop if Native.running?
+        Sender.ensure_running if Sender.uploads?(settings, env) # only without libcurl
         Native.start(settings, env)
         Report.begin_run(settings, env) # with output_dir: the page at stop covers this run
         @config = config

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -373,9 +373,16 @@ static int sample_attrs(enc *x, const pn_profile_sample *s, uint32_t *first, uin
 
 /* ------------------------------------------------------------ profile */
 
+/* The system call, not getrandom(3): glibc has the wrapper only from 2.25,
+ * and the prebuilt artifacts run on glibc 2.17 (a kernel before 3.17 says
+ * ENOSYS and the fallback below is used). */
+#ifndef GRND_NONBLOCK
+#define GRND_NONBLOCK 0x0001
+#endif
+
 static void random_id(uint8_t id[16])
 {
-    if (getrandom(id, 16, GRND_NONBLOCK) == 16)
+    if (syscall(SYS_getrandom, id, 16, GRND_NONBLOCK) == 16)
         return;
     /* No entropy yet (early boot): unique enough for deduplication. */
     uint64_t a = (uint64_t)pn_clock_ns(CLOCK_REALTIME), b = (uint64_t)getpid() * 0x9E3779B97F4A7C15ULL;

@@ -1077,8 +1077,20 @@ pn_exporter *pn_http_exporter_new(const pn_http_opts *o, pn_error *e)
     pn_http_sender_fn sender;
     void *sender_ud;
     pn_http_sender_get(&sender, &sender_ud);
-    if (o && o->grpc)
+    if (o && o->grpc) {
         sender = NULL, sender_ud = NULL;   /* a binding's sender speaks HTTP/1.1 */
+    } else if (!sender) {
+        /* No libcurl on this machine: the binding's runtime sends. */
+        pn_http_sender_fn fb;
+        void *fb_ud;
+        pn_http_fallback_sender_get(&fb, &fb_ud);
+        if (fb && !pn_curl_load(NULL)) {
+            sender = fb;
+            sender_ud = fb_ud;
+            pn_log(PN_LOG_INFO, "libcurl (libcurl.so.4) cannot be loaded: uploads go through "
+                   "the runtime's own HTTP client");
+        }
+    }
     if (check_opts(o, sender == NULL, e))
         return NULL;
     if (o->grpc) {

@@ -4,7 +4,8 @@
  * it, and no handler depends on which part of the core was used first.
  *
  * Order (outermost first): the agent (its mutex, the queue's, the sampler
- * threads parked between ticks), thread names, labels (registry, intern).
+ * threads parked between ticks), thread names, labels (registry, intern),
+ * the HTTP relay's slot.
  * Application threads take at most one of these at a time, and core
  * threads never take a later one while holding an earlier one, so taking
  * them in this order cannot deadlock.
@@ -62,12 +63,14 @@ void pn_fork_prepare(void)
     pn_agent_fork_prepare();
     pn_thread_names_fork_prepare();
     pn_labels_fork_prepare();
+    pn_http_relay_fork_prepare();
 }
 
 void pn_fork_parent(void)
 {
     if (!atomic_exchange(&in_fork, 0))
         return;
+    pn_http_relay_fork_parent();
     pn_labels_fork_parent();
     pn_thread_names_fork_release();
     pn_agent_fork_parent();
@@ -85,6 +88,7 @@ void pn_fork_child(void)
     pn_grace_after_fork();
     pn_labels_fork_child();
     pn_thread_names_fork_release();
+    pn_http_relay_fork_child();
     for (int i = atomic_load(&nhooks) - 1; i >= 0; i--)
         if (hooks[i].child)
             hooks[i].child();

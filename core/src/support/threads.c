@@ -12,6 +12,15 @@
 
 pid_t pn_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
+void pn_cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
 /* The kernel's clock id for "CPU time of thread tid" (what glibc's
  * pthread_getcpuclockid builds): usable for any thread of ours, including
  * ones we hold no pthread_t for, such as an interpreter's threads. */

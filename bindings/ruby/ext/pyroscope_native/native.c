@@ -456,6 +456,7 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     labels_init(g_mNative);
     log_init(g_mNative);
     report_init(g_mNative);
+    sender_init(g_mNative);
     pn_fork_hook(fork_prepare, fork_parent, fork_child);
     ruby_vm_at_exit(at_vm_exit);
 }

@@ -127,6 +127,8 @@ void log_fork_child(void);
 
 /* report_binding.c: Pyroscope::Native.report (the core's report library). */
 void report_init(VALUE mNative);
+/* sender.c: uploads through Net::HTTP when libcurl cannot be loaded. */
+void sender_init(VALUE mNative);
 
 /* Raise the right error for a pn_error (ConfigError for EINVAL). */
 void raise_pn_error(const pn_error *e) __attribute__((noreturn));

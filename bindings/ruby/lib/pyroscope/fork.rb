@@ -12,13 +12,16 @@
 # ("Profiling timer expired"), so exec first stops the profiler (its final
 # flush: this process ends here) and discards pending signals; if exec
 # fails, the profiler starts again with the same settings.
-require "pyroscope/pyroscope_native"
+require "pyroscope/native"
 
 module Pyroscope
   module ForkHook
     def _fork
       pid = super
-      Pyroscope::Native._after_fork_child if pid.zero?
+      if pid.zero?
+        Pyroscope::Native._after_fork_child
+        Pyroscope::Sender.after_fork_child if defined?(Pyroscope::Sender)
+      end
       pid
     end
   end
