@@ -8,11 +8,10 @@
 #include "pyroscope_report.h"
 #include "report_tree.h"
 
-#define NO_VALUE "(none)"
 
 typedef struct {
     int64_t value, count;
-    const char *label;      /* the label's value, or NO_VALUE */
+    const char *label;      /* the label's value, or PN_REPORT_NO_VALUE */
 } group_row;
 
 static int cmp_group(const void *a, const void *b)
@@ -49,7 +48,7 @@ int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn
     for (uint32_t i = 0; i <= r->nnames; i++) {
         if (g[i].value || g[i].count)
             g[n++] = (group_row){g[i].value, g[i].count,
-                                 i == r->nnames ? NO_VALUE : r->names[i]};
+                                 i == r->nnames ? PN_REPORT_NO_VALUE : r->names[i]};
     }
     qsort(g, n, sizeof *g, cmp_group);
 
