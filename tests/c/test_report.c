@@ -1166,6 +1166,13 @@ static void test_labels_select_breakdown_and_diff(void)
     pn_label missing = {"nosuchkey", "x"};
     CHECK_EQ_INT(pn_report_select(r, &missing, 1, &e), 0);
     CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total_n, 0);
+    /* (none): the samples without the label, as the breakdown's row. */
+    pn_label none[2] = {{"route", "(none)"}, {"span_name", "(none)"}};
+    CHECK_EQ_INT(pn_report_select(r, none, 1, &e), 0);
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 7);
+    CHECK_EQ_INT(self_at(node_at(r, "main", "c", NULL)), 7);
+    CHECK_EQ_INT(pn_report_select(r, none + 1, 1, &e), 0);
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 47);
     pn_label bad = {"", "x"};
     CHECK_EQ_INT(pn_report_select(r, &bad, 1, &e), -1);
     CHECK_EQ_INT(e.code, PN_EINVAL);
@@ -1215,6 +1222,43 @@ static void test_functions_keyed_by_name_and_file(void)
     CHECK(strstr(text, "load (x/util.py)  /x/util.py:1\n") != NULL);
     CHECK(strstr(text, "load (y/util.py)  /y/util.py:1\n") != NULL);
     CHECK(strstr(text, "  main  app.py:12\n") != NULL); /* unambiguous: bare */
+    free(text);
+    pn_report_free(r);
+    free(raw);
+    pb_free(b);
+}
+
+/* One naming in every runtime: Node's "./file.js:name:line" frames and
+ * V8's "(garbage collector)" read as Python's and Ruby's do, and files under
+ * the working directory are shown relative to it. */
+static void test_one_naming_across_runtimes(void)
+{
+    char cwd[4096], shop[4200];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    snprintf(shop, sizeof shop, "%s/examples/node/shop.js", cwd);
+    pb *b = pb_new("cpu", "nanoseconds");
+    uint64_t main_loc = pb_loc_in(b, "./examples/node/shop.js:main:3", shop, 3);
+    uint64_t ids[2] = {pb_loc_in(b, "./examples/node/shop.js:parseOrder:58", shop, 58), main_loc};
+    pb_sample_ids(b, 4000, ids, 2);
+    ids[0] = pb_loc_in(b, "express/lib/router.js:handle:12",
+                       "/srv/node_modules/express/lib/router.js", 12);
+    pb_sample_ids(b, 3000, ids, 2);
+    ids[0] = pb_loc_in(b, "a:b:3", "/elsewhere/c.js", 3); /* not its file: kept */
+    pb_sample_ids(b, 2000, ids, 2);
+    ids[0] = pb_loc_in(b, "(garbage collector)", "", 0);
+    pb_sample_ids(b, 1000, ids, 1);
+    size_t len;
+    uint8_t *raw = pb_pack(b, &len);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+    char *text = top_text(r, 0);
+    CHECK(strstr(text, "  parseOrder  examples/node/shop.js:58\n") != NULL);
+    CHECK(strstr(text, "  main  examples/node/shop.js:3\n") != NULL);
+    CHECK(strstr(text, "  handle  /srv/node_modules/express/lib/router.js:12\n") != NULL);
+    CHECK(strstr(text, "  a:b:3  /elsewhere/c.js:3\n") != NULL);
+    CHECK(strstr(text, "  (garbage collection)\n") != NULL);
+    CHECK(strstr(text, "shop.js:parseOrder") == NULL && strstr(text, "collector") == NULL);
     free(text);
     pn_report_free(r);
     free(raw);
@@ -1361,5 +1405,6 @@ TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_empty_folder_and_missing_path), T(test_mixed_sample_types_are_refused),
           T(test_deep_stacks_are_cut_at_the_leaf_end), T(test_limits),
           T(test_bad_arguments), T(test_labels_select_breakdown_and_diff),
-          T(test_functions_keyed_by_name_and_file), T(test_hidden_root_files),
+          T(test_functions_keyed_by_name_and_file), T(test_one_naming_across_runtimes),
+          T(test_hidden_root_files),
           T(test_run_request), T(test_job_owns_what_it_keeps))
