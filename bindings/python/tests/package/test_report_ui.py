@@ -118,7 +118,7 @@ def test_file_line_column_is_in_sight(recorded, tmp_path, width):
             b.js("window.scrollTo(0, document.getElementById('top').getBoundingClientRect().top"
                  " + window.scrollY - 40)")
             cells = b.js("""Array.from(document.querySelectorAll('#top tbody tr')).slice(0, 8).map(tr => {
-                var td = tr.cells[6], r = td.getBoundingClientRect(), sec = document.getElementById('topsec');
+                var td = tr.cells[6], r = td.getBoundingClientRect(), sec = td.closest('section');
                 return {text: td.textContent, right: r.right, width: r.width, scroll: td.scrollWidth,
                         client: td.clientWidth, sec: sec.getBoundingClientRect().right,
                         dir: getComputedStyle(td).direction}; })""")
@@ -130,7 +130,7 @@ def test_file_line_column_is_in_sight(recorded, tmp_path, width):
                 assert c["scroll"] <= c["client"] + 1, (view, width, c)  # not clipped
                 assert c["dir"] == "ltr", c
             assert any(c["text"].startswith(("moda.py:", "modb.py:")) for c in cells), cells
-            bd_hidden = b.js("document.getElementById('bdsec').offsetParent === null")
+            bd_hidden = b.js("document.getElementById('bd').closest('section').offsetParent === null")
             assert bd_hidden == (view["group"] == ""), view
         b.screenshot(str(tmp_path / f"page-{width}.png"))
 
@@ -165,8 +165,14 @@ def test_diff_opens_on_the_current_selection(recorded, tmp_path):
     page = page_of(recorded, tmp_path)
     with Browser() as b:
         b.open(url(page))
-        b.js("document.querySelector('#labels details[data-key=\"route\"]').open = true")
-        b.click('#labels details[data-key="route"] label[data-value="/checkout"] input')
+        # The route value's checkbox, found by its text (as a user would).
+        b.js("""Array.from(document.querySelectorAll('#labels details')).forEach(d => {
+            if (d.querySelector('summary').textContent.startsWith('route')) {
+                d.open = true;
+                Array.from(d.querySelectorAll('label')).forEach(l => {
+                    if (l.textContent.trim().startsWith('/checkout')) l.querySelector('input').id = 'pick'; });
+            } })""")
+        b.click('#pick')
         assert b.js("document.getElementById('filter').value") == "route=/checkout"
         b.click("#mode")
         a, bb = b.js("[document.getElementById('a').value, document.getElementById('b').value]")
