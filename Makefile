@@ -39,12 +39,12 @@ deps:
 	done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
-			echo "installing: $$missing"; \
+			echo "installing:" $$missing; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 				apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 		else \
-			echo "missing Debian packages: $$missing"; \
-			echo "install them with: sudo apt-get install $$missing"; exit 1; \
+			echo "missing Debian packages:" $$missing; \
+			echo "install them with: sudo apt-get install" $$missing; exit 1; \
 		fi; \
 	fi
 

@@ -17,7 +17,8 @@ build-ruby: deps
 	rm -rf $(RUBY_EXT)/core && mkdir -p $(RUBY_EXT)/core
 	cp -r core/include core/src core/report core/gen $(RUBY_EXT)/core/
 	cd bindings/ruby && $(GEM) build --silent pyroscope-native.gemspec -o $(RUBY_GEM_FILE)
-	$(RUBY_GEM_ENV) $(GEM) install --local --no-document --silent $(RUBY_GEM_FILE)
+	@echo "gem install --local $(RUBY_GEM_FILE)   (GEM_HOME=$(RUBY_GEMHOME))"
+	@$(RUBY_GEM_ENV) $(GEM) install --local --no-document --silent $(RUBY_GEM_FILE)
 
 test-ruby: build-ruby
 	@set -e; for t in $(RUBY_TESTS); do \
