@@ -80,7 +80,9 @@ flock $(BUILD)/.pip-install.lock \
 endef
 # (flock: lanes in parallel would share setuptools' build/ and egg-info.)
 
-# One lane per interpreter: test-python-lane-N runs the N-th of PYTHONS.
+# One lane per interpreter: test-python-lane-N runs the N-th of PYTHONS. The
+# report page's browser tests (test_report_ui.py: the C page, the same for
+# every interpreter) run in the first lane only.
 PY_LANES = $(addprefix test-python-lane-,$(shell seq $(words $(PYTHONS))))
 
 test-python: build
@@ -91,8 +93,8 @@ test-python-lane-%:
 	@set -e; py=$(word $*,$(PYTHONS)); \
 	$(call py_venv,$$py); \
 	echo "== $$($$v/bin/python -V) =="; \
-	$$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \
-		bindings/python/tests/package
+	$(if $(filter-out 1,$*),PN_PAGE_UI_ONCE=skip) $$v/bin/python -m pytest -q -p no:cacheprovider \
+		bindings/python/tests/walker bindings/python/tests/package
 
 test-c: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)

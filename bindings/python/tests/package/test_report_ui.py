@@ -11,6 +11,11 @@ import pytest
 
 import pprof_reader
 from headless import Browser
+
+# The page is the C core's, the same under every interpreter: `make test`
+# drives it from its first Python lane only (the others set this).
+pytestmark = pytest.mark.skipif(os.environ.get("PN_PAGE_UI_ONCE") == "skip",
+                                reason="the page's browser tests run in the first Python lane")
 from test_report_page import assert_ok, run_cli, table_rows
 
 APP = """
