@@ -1265,6 +1265,30 @@ static void test_one_naming_across_runtimes(void)
     pb_free(b);
 }
 
+/* By span_id, the breakdown names each span beside its id. */
+static void test_breakdown_by_span_id_names_spans(void)
+{
+    pb *b = pb_new("samples", "count");
+    Perftools__Profiles__Sample *s = pb_sample(b, 3, "main", "a", NULL);
+    pb_label(b, s, "span_id", "00000000000000aa");
+    pb_label(b, s, "span_name", "GET /cart");
+    pb_label(b, pb_sample(b, 2, "main", "b", NULL), "span_id", "00000000000000bb");
+    pb_sample(b, 1, "main", "c", NULL);
+    size_t len;
+    uint8_t *raw = pb_pack(b, &len);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+    char *text = write_text(r, breakdown_by, "span_id");
+    CHECK(strstr(text, "  00000000000000aa GET /cart\n") != NULL);
+    CHECK(strstr(text, "  00000000000000bb\n") != NULL); /* no name known */
+    CHECK(strstr(text, "  (none)\n") != NULL);
+    free(text);
+    pn_report_free(r);
+    free(raw);
+    pb_free(b);
+}
+
 static void test_hidden_root_files(void)
 {
     pb *b = pb_new("samples", "count");
@@ -1406,5 +1430,6 @@ TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_deep_stacks_are_cut_at_the_leaf_end), T(test_limits),
           T(test_bad_arguments), T(test_labels_select_breakdown_and_diff),
           T(test_functions_keyed_by_name_and_file), T(test_one_naming_across_runtimes),
+          T(test_breakdown_by_span_id_names_spans),
           T(test_hidden_root_files),
           T(test_run_request), T(test_job_owns_what_it_keeps))
