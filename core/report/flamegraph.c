@@ -231,7 +231,8 @@ static const char PAGE_SCRIPT[] =
     "  return file ? file + (line ? ':' + line : '') : '';\n"
     "}\n"
     "var R = D.recs, NR = R.length / 5, LO = D.loff, LB = D.lab, NL = LO.length - 1;\n"
-    "var P = D.profs || [], NP = P.length / 2, NONE = '(none)';\n"
+    "/* The timeline's buckets (one or more consecutive profiles each). */\n"
+    "var P = D.profs || [], NP = P.length / 2, PC = D.pcount || [], NONE = '(none)';\n"
     "/* Label keys and their values (name ids), from the label sets. */\n"
     "var keys = {}, keyList = [];\n"
     "for (i = 0; i < LB.length; i += 2) {\n"
@@ -287,7 +288,7 @@ static const char PAGE_SCRIPT[] =
     "}\n"
     "/* Node totals, self values and sample counts of the records a selection\n"
     " * keeps; children come after parents, so a backward pass sums subtrees. */\n"
-    "/* Profiles in the timeline's brushed range (all without one): those whose\n"
+    "/* Buckets in the timeline's brushed range (all without one): those whose\n"
     " * middle falls in it. */\n"
     "function profMask() {\n"
     "  var m = new Uint8Array(NP);\n"
@@ -762,7 +763,7 @@ static const char PAGE_SCRIPT[] =
     "  tlx.setTransform(dpr, 0, 0, dpr, 0, 0);\n"
     "  var ok = lsMatch(st.filter), per = new Float64Array(NP), top = 0, pok = profMask(), n = 0;\n"
     "  for (var j = 0; j < NR; j++) if (ok[R[5 * j + 1]]) per[R[5 * j + 4]] += R[5 * j + 2];\n"
-    "  for (p = 0; p < NP; p++) { per[p] /= Math.max(1, P[2 * p + 1]) / 1000; top = Math.max(top, per[p]); n += pok[p]; }\n"
+    "  for (p = 0; p < NP; p++) { per[p] /= Math.max(1, P[2 * p + 1]) / 1000; top = Math.max(top, per[p]); n += pok[p] * PC[p]; }\n"
     "  tlx.fillStyle = '#f7f7f7'; tlx.fillRect(0, 0, w, h);\n"
     "  if (from === undefined && st.t0 !== null) { from = st.t0; to = st.t1; }\n"
     "  if (from !== undefined) {\n"
@@ -776,11 +777,12 @@ static const char PAGE_SCRIPT[] =
     "    tlx.fillRect(x, h - bh, bw, bh);\n"
     "  }\n"
     "  var box = $('timeline');\n"
-    "  box.dataset.profiles = NP; box.dataset.selected = n; box.dataset.peak = top;\n"
+    "  box.dataset.profiles = D.profiles; box.dataset.buckets = NP; box.dataset.selected = n; box.dataset.peak = top;\n"
     "  if (st.t0 !== null) { box.dataset.from = st.t0; box.dataset.until = st.t1; }\n"
     "  else { delete box.dataset.from; delete box.dataset.until; }\n"
-    "  $('tlsum').textContent = (st.t0 === null ? 'all ' + NP + ' profiles' :\n"
-    "    n + ' of ' + NP + ' profiles, ' + clock(st.t0) + ' \\u2013 ' + clock(st.t1)) + ' \\u00b7 ' +\n"
+    "  $('tlsum').textContent = (st.t0 === null ? 'all ' + D.profiles + ' profiles' :\n"
+    "    n + ' of ' + D.profiles + ' profiles, ' + clock(st.t0) + ' \\u2013 ' + clock(st.t1)) +\n"
+    "    (NP < D.profiles ? ' (bars of ' + Math.ceil(D.profiles / NP) + ')' : '') + ' \\u00b7 ' +\n"
     "    new Date(T0).toLocaleString() + ' \\u2013 ' + clock(T1) + ' \\u00b7 peak ' + fmt(Math.round(top)) +\n"
     "    ' per second \\u00b7 drag to select a time range, click a bar for one profile';\n"
     "  $('tlall').hidden = st.t0 === null;\n"
@@ -832,7 +834,7 @@ static const char PAGE_SCRIPT[] =
     "    ALL = cur.total[0];\n"
     "  }\n"
     "  var info = (D.type ? D.type + ' ' + unitWord + ' \\u00b7 ' : '') + 'total ' + fmt(cur.total[0]) + ' \\u00b7 ' +\n"
-    "    (st.t0 === null ? D.profiles : cur.pok.reduce(function (a, b) { return a + b; }, 0) + ' of ' + D.profiles) +\n"
+    "    (st.t0 === null ? D.profiles : cur.pok.reduce(function (a, b, p) { return a + b * PC[p]; }, 0) + ' of ' + D.profiles) +\n"
     "    (D.profiles === 1 ? ' profile, ' : ' profiles, ') + group3(String(cur.count[0])) + ' samples' +\n"
     "    (selText(st.filter) || st.t0 !== null ? ' selected of ' + group3(String(D.samples)) : '');\n"
     "  var sum = $('summary');\n"
@@ -1006,9 +1008,10 @@ static uint32_t page_str(FILE *f, uint32_t *out_id, uint32_t *next, uint32_t s,
  *   funcs  (display name, file, line) per function, function 0 the root
  *   nodes  (function, depth, line) per shown node, depth-first
  *   loff, lab  label set i is the (key, value) pairs lab[loff[i]..loff[i+1])
- *   recs   (node, label set, value, samples, profile) per stack, label set
- *          and profile
- *   profs  (start, duration) of each profile in ms, for the timeline */
+ *   recs   (node, label set, value, samples, bucket) per stack, label set
+ *          and time bucket (timeline.c)
+ *   profs  (start, duration) of each bucket in ms, for the timeline
+ *   pcount profiles per bucket */
 static int write_data(FILE *f, const pn_report *r, const char *view, const uint32_t *order,
                       const int64_t *all, int64_t cutoff, uint64_t folded, pn_error *e)
 {
@@ -1088,20 +1091,31 @@ static int write_data(FILE *f, const pn_report *r, const char *view, const uint3
     count = 0;
     for (size_t i = 0; i < r->nlab; i++)
         put_num(f, &count, out_id[r->lab[i]]);
+    pn_page_timeline tl;
+    if (pn_report_timeline(r, page_node, r->max_page_recs, &tl, e) != 0)
+        goto done;
     fputs("],\n\"recs\":[", f);
     count = 0;
-    for (uint32_t i = 0; i < r->nrecs; i++) {
-        const pn_report_rec *rec = &r->recs[i];
-        put_num(f, &count, page_node[rec->node]);
+    for (size_t i = 0; i < tl.nrecs; i++) {
+        const pn_page_rec *rec = &tl.recs[i];
+        put_num(f, &count, rec->node);
         put_num(f, &count, rec->lset);
         put_num(f, &count, rec->value);
         put_num(f, &count, rec->count);
-        put_num(f, &count, rec->prof);
+        put_num(f, &count, rec->bucket);
     }
+    /* ms: exact in a JS number */
     fputs("],\n\"profs\":[", f);
     count = 0;
-    for (size_t i = 0; i < 2 * r->profiles; i++)
-        put_num(f, &count, r->prof_time[i] / 1000000); /* ms: exact in a JS number */
+    for (size_t i = 0; i < tl.nbuckets; i++) {
+        put_num(f, &count, tl.buckets[i].start / 1000000);
+        put_num(f, &count, (tl.buckets[i].end - tl.buckets[i].start) / 1000000);
+    }
+    fputs("],\n\"pcount\":[", f);
+    count = 0;
+    for (size_t i = 0; i < tl.nbuckets; i++)
+        put_num(f, &count, tl.buckets[i].profiles);
+    pn_report_timeline_free(&tl);
     fputs("]}", f);
     rc = 0;
 done:

@@ -315,6 +315,7 @@ pn_report *pn_report_new(void)
     r->max_depth = PN_REPORT_MAX_DEPTH;
     r->max_nodes = PN_REPORT_MAX_NODES;
     r->max_names = PN_REPORT_MAX_NAMES;
+    r->max_page_recs = PN_HTML_MAX_RECS;
     r->cwd = getcwd(NULL, 0); /* NULL (no relative paths) if it cannot be read */
     if (slots_build(&r->name_ix, 128, r, 0, 0, name_hash, NULL) != 0 ||
         slots_build(&r->func_ix, 128, r, 0, 0, func_hash, NULL) != 0 ||

@@ -121,6 +121,7 @@ struct pn_report {
     uint32_t max_depth;
     uint32_t max_nodes;
     uint32_t max_names;
+    size_t max_page_recs;   /* the page's records (PN_HTML_MAX_RECS) */
 };
 
 /* Node indices in depth-first order, root first, each node's children in
@@ -163,6 +164,29 @@ int pn_report_tally(const pn_report *r, pn_report_tally_row *t, pn_error *e);
 void pn_report_where(const pn_report *r, uint32_t func, char *buf, size_t len);
 /* s with control characters as '?', for a terminal. */
 int pn_report_put_text(FILE *out, const char *s);
+
+/* The page's records per time bucket (timeline.c): a bucket is one or more
+ * consecutive profiles, so that at most max_recs records are written when
+ * that allows two buckets or more. page_node maps report nodes to the
+ * page's. */
+#define PN_HTML_MAX_RECS 400000u
+typedef struct {
+    uint32_t node, lset, bucket;
+    int64_t value, count;
+} pn_page_rec;
+typedef struct {
+    int64_t start, end;     /* nanoseconds, as the profiles' time_nanos */
+    uint32_t profiles;
+} pn_page_bucket;
+typedef struct {
+    pn_page_rec *recs;
+    size_t nrecs;
+    pn_page_bucket *buckets;
+    size_t nbuckets;
+} pn_page_timeline;
+int pn_report_timeline(const pn_report *r, const uint32_t *page_node, size_t max_recs,
+                       pn_page_timeline *out, pn_error *e);
+void pn_report_timeline_free(pn_page_timeline *t);
 
 /* pn_report_write_html with an explicit node budget (tests use small ones). */
 int pn_report_write_html_max(const pn_report *r, const char *title, const char *view,

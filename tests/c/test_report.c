@@ -769,6 +769,50 @@ static void test_html_folds_beyond_node_budget(void)
     pb_free(b);
 }
 
+/* The timeline: a bucket per profile, fewer and wider buckets when the
+ * page's records would pass their budget. */
+static void test_html_timeline_buckets_within_budget(void)
+{
+    pb *b = pb_new("cpu", "nanoseconds");
+    pb_sample(b, 1, "main", "a", NULL);
+    pb_sample(b, 2, "main", "b", NULL);
+    pb_sample(b, 3, "main", "c", NULL);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    for (int i = 9; i >= 0; i--) { /* merged out of time order */
+        b->p.time_nanos = (int64_t)i * 1000000000;
+        b->p.duration_nanos = 1000000000;
+        size_t len;
+        uint8_t *raw = pb_pack(b, &len);
+        CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+        free(raw);
+    }
+    char *dir = make_dir();
+    char *out = path_in(dir, "tl.html");
+    CHECK_EQ_INT(pn_report_write_html(r, "tl", out, &e), 0);
+    char *page = read_text(out);
+    CHECK(page && strstr(page, "\"pcount\":[1,1,1,1,1,1,1,1,1,1]"));
+    CHECK(page && strstr(page, "\"profs\":[0,1000,1000,1000,2000,1000,"));
+    free(page);
+    /* 3 stacks x 10 profiles > 12 records: 4 buckets of 3, 2, 3, 2 profiles. */
+    r->max_page_recs = 12;
+    CHECK_EQ_INT(pn_report_write_html(r, "tl", out, &e), 0);
+    page = read_text(out);
+    CHECK(page && strstr(page, "\"pcount\":[3,2,3,2]"));
+    CHECK(page && strstr(page, "\"profs\":[0,3000,3000,2000,5000,3000,8000,2000]"));
+    const char *recs = page ? strstr(page, "\"recs\":[") : NULL;
+    const char *close = recs ? strchr(recs, ']') : NULL;
+    int commas = 0;
+    for (const char *c = recs; c && c < close; c++)
+        commas += *c == ',';
+    CHECK_EQ_INT(commas, 5 * 12 - 1);
+    free(page);
+    free(out);
+    remove_dir(dir);
+    pn_report_free(r);
+    pb_free(b);
+}
+
 /* Every malformed input fails with PN_EPROTO and leaves the report as it
  * was. */
 static void expect_proto_error(pn_report *r, const uint8_t *data, size_t len,
@@ -1425,7 +1469,8 @@ TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_inlined_lines_and_symbol_fallbacks), T(test_sparse_ids),
           T(test_top_counts_recursion_once), T(test_top_formats_units_and_names),
           T(test_empty_report_outputs), T(test_html_is_self_contained_and_escaped),
-          T(test_html_folds_beyond_node_budget), T(test_malformed_input_is_rejected),
+          T(test_html_folds_beyond_node_budget), T(test_html_timeline_buckets_within_budget),
+          T(test_malformed_input_is_rejected),
           T(test_empty_folder_and_missing_path), T(test_mixed_sample_types_are_refused),
           T(test_deep_stacks_are_cut_at_the_leaf_end), T(test_limits),
           T(test_bad_arguments), T(test_labels_select_breakdown_and_diff),
