@@ -49,7 +49,7 @@ class Browser:
             [exe, *FLAGS, f"--user-data-dir={self.profile}",
              f"--window-size={self.width},{self.height}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=fds, close_fds=False)
+            preexec_fn=fds, pass_fds=(3, 4))  # and no other descriptor of ours
         os.close(to_child_r)
         os.close(from_child_w)
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
