@@ -249,3 +249,9 @@ def test_timeline_brush_selects_profiles(recorded, tmp_path):
         assert "from=" in b.js("location.hash")
         b.click("#tlall")
         assert summary(b)["total"] == sum(p[2] for p in profiles)
+        # A click on a bar selects that profile alone.
+        t0, t1 = min(p[0] for p in profiles), max(p[0] + p[1] for p in profiles)
+        one = profiles[len(profiles) // 2]
+        b.click_at(box[0] + (one[0] + one[1] / 2 - t0) / (t1 - t0) * box[2], y)
+        assert b.js("document.getElementById('timeline').dataset.selected") == "1"
+        assert summary(b)["total"] == one[2]
