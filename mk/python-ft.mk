@@ -26,5 +26,5 @@ python-ft-suite:
 	$(call py_venv,$$py,bindings/python/tests/requirements-ft.txt); \
 	echo "== $$($$v/bin/python -VV | head -1) (free-threaded) =="; \
 	$$v/bin/python -c 'import sys; assert not sys._is_gil_enabled(), "the GIL is on"'; \
-	$$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \
+	PN_PAGE_UI_ONCE=skip $$v/bin/python -m pytest -q -p no:cacheprovider bindings/python/tests/walker \
 		bindings/python/tests/package

@@ -28,6 +28,7 @@ ruby-gem: deps
 
 # Needs no host package: runs in the chroot too.
 ruby-install:
+	@echo "gem install --local $(RUBY_GEM_FILE)   (GEM_HOME=$(RUBY_GEMHOME))"
 	$(RUBY_GEM_ENV) $(GEM) install --local --no-document --silent $(RUBY_GEM_FILE)
 
 # Every file runs, the failed ones are named at the end.

@@ -22,6 +22,9 @@ Gem::Specification.new do |s|
     Dir["lib/**/*.rb"] + Dir["ext/pyroscope_native/*.{c,h,rb}"] +
       Dir["ext/pyroscope_native/core/**/*.{c,h}"]
   end
+  s.files += ["exe/pyroscope-native"]
+  s.bindir = "exe"
+  s.executables = ["pyroscope-native"] # `pyroscope-native report PATH...`
   s.extensions = ["ext/pyroscope_native/extconf.rb"]
   s.require_paths = ["lib"]
 end

@@ -8,12 +8,30 @@
 #include "pyroscope_report.h"
 #include "report_tree.h"
 
-#define NO_VALUE "(none)"
 
 typedef struct {
     int64_t value, count;
-    const char *label;      /* the label's value, or NO_VALUE */
+    const char *label;      /* the label's value, or PN_REPORT_NO_VALUE */
+    const char *span;       /* by span_id: the span's name, else NULL */
 } group_row;
+
+/* By span_id, each row names its span: the span_name of a label set that
+ * holds both (the page shows it the same way). */
+static const char *span_name_of(const pn_report *r, uint32_t key, uint32_t value)
+{
+    uint32_t sn = pn_report_name_find(r, "span_name");
+    if (sn == PN_REPORT_NONE || value == PN_REPORT_NONE ||
+        strcmp(r->names[key], "span_id") != 0)
+        return NULL;
+    for (uint32_t i = 0; i < r->nlsets; i++) {
+        if (pn_report_lset_value(r, i, key) != value)
+            continue;
+        uint32_t v = pn_report_lset_value(r, i, sn);
+        if (v != PN_REPORT_NONE)
+            return r->names[v];
+    }
+    return NULL;
+}
 
 static int cmp_group(const void *a, const void *b)
 {
@@ -49,7 +67,8 @@ int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn
     for (uint32_t i = 0; i <= r->nnames; i++) {
         if (g[i].value || g[i].count)
             g[n++] = (group_row){g[i].value, g[i].count,
-                                 i == r->nnames ? NO_VALUE : r->names[i]};
+                                 i == r->nnames ? PN_REPORT_NO_VALUE : r->names[i],
+                                 i == r->nnames ? NULL : span_name_of(r, kid, i)};
     }
     qsort(g, n, sizeof *g, cmp_group);
 
@@ -74,6 +93,10 @@ int pn_report_write_breakdown(const pn_report *r, FILE *out, const char *key, pn
                        root->total > 0 ? 100.0 * g[i].value / root->total : 0.0,
                        g[i].count) < 0;
         bad |= pn_report_put_text(out, g[i].label) != 0;
+        if (g[i].span) {
+            bad |= putc(' ', out) == EOF;
+            bad |= pn_report_put_text(out, g[i].span) != 0;
+        }
         bad |= putc('\n', out) == EOF;
     }
     free(g);

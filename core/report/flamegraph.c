@@ -109,16 +109,22 @@ static const char PAGE_STYLE[] =
     "#filter,#a,#b{width:280px}\n"
     "#match{color:#8e24aa;white-space:nowrap}\n"
     "button,select{font:inherit;padding:2px 8px;cursor:pointer}\n"
-    "#main{display:flex;align-items:stretch;border-bottom:1px solid #ddd}\n"
-    "#labels{width:220px;flex:none;max-height:60vh;overflow:auto;padding:6px 8px;border-right:1px solid #ddd}\n"
+    "#main{display:flex;align-items:flex-start;border-bottom:1px solid #ddd}\n"
+    "#labels{width:300px;flex:none;overflow:auto;padding:6px 8px;border-right:1px solid #ddd;box-sizing:border-box}\n"
     "#labels details{margin-bottom:4px}\n"
     "#labels summary{cursor:pointer;font-weight:600}\n"
-    "#labels label{display:block;padding-left:12px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}\n"
+    "#labels label{display:flex;gap:6px;padding-left:12px;white-space:nowrap;cursor:pointer}\n"
+    "#labels label .v{flex:1;min-width:0;overflow:hidden;text-overflow:ellipsis}\n"
+    "#labels .amt,.sn{color:#666;font-variant-numeric:tabular-nums}\n"
     ".hint{color:#777;padding-left:12px}\n"
-    "#view{flex:1;position:relative;height:60vh;overflow-x:hidden;overflow-y:scroll}\n"
+    "#view{flex:1;min-width:0;position:relative;height:240px;overflow-x:hidden;overflow-y:auto;scrollbar-gutter:stable}\n"
     "#fg{position:sticky;top:0;display:block;cursor:pointer}\n"
     "#tables{display:flex;flex-wrap:wrap;gap:8px 24px;padding:0 12px 16px}\n"
-    "#tables section{min-width:360px;flex:1 1 360px;overflow-x:auto}\n"
+    "#tables section{min-width:0;flex:1 1 380px;overflow-x:auto}\n"
+    "#tables #topsec{flex:3 1 760px}\n"
+    "#timeline{padding:4px 12px;border-bottom:1px solid #ddd}\n"
+    "#tl{display:block;width:100%;height:56px;cursor:crosshair}\n"
+    "#tlbar{display:flex;gap:12px;align-items:center;color:#555}\n"
     "#tables #sandwich{flex-basis:100%}\n"
     "table{border-collapse:collapse;width:100%}\n"
     "th,td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;white-space:nowrap}\n"
@@ -126,8 +132,8 @@ static const char PAGE_STYLE[] =
     "th[data-sort]{cursor:pointer;text-decoration:underline dotted}\n"
     "th.sorted::after{content:' \\25BE'}\n"
     "td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
-    "td.fn{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;max-width:520px;overflow:hidden;text-overflow:ellipsis}\n"
-    "td.w{color:#666;max-width:360px;overflow:hidden;text-overflow:ellipsis;direction:rtl;text-align:left}\n"
+    "td.fn{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:normal;overflow-wrap:anywhere;min-width:10em}\n"
+    "td.w{color:#666;white-space:normal;overflow-wrap:anywhere;min-width:14em}\n"
     "tbody tr{cursor:pointer}\n"
     "tbody tr:hover{background:#fff6d6}\n"
     "#sandwich .pair{display:flex;gap:16px}\n"
@@ -164,14 +170,16 @@ static const char PAGE_BODY[] =
     "<span id=\"diffsum\"></span>\n"
     "<span class=\"hint\">red: larger share in B, green: smaller</span>\n"
     "</div>\n"
+    "<div id=\"timeline\" hidden><canvas id=\"tl\" aria-label=\"CPU per profile over time: drag to select a time range\"></canvas>\n"
+    "<div id=\"tlbar\"><span id=\"tlsum\"></span><button id=\"tlall\" type=\"button\" hidden>All time</button></div></div>\n"
     "<div id=\"main\"><div id=\"labels\"></div>\n"
     "<div id=\"view\"><canvas id=\"fg\"></canvas><div id=\"spacer\"></div></div></div>\n"
     "<div id=\"tables\">\n"
     "<section id=\"sandwich\" hidden><h2>Sandwich: <span id=\"swname\"></span> <button id=\"swclose\" type=\"button\">Close</button></h2>\n"
     "<div class=\"pair\"><div><h2>Callers</h2><table id=\"callers\"></table></div>\n"
     "<div><h2>Callees</h2><table id=\"callees\"></table></div></div></section>\n"
-    "<section><h2>Breakdown</h2><table id=\"bd\"></table></section>\n"
-    "<section><h2>Top functions <span id=\"topnote\" class=\"hint\"></span></h2><table id=\"top\"></table></section>\n"
+    "<section id=\"bdsec\" hidden><h2>Breakdown</h2><table id=\"bd\"></table></section>\n"
+    "<section id=\"topsec\"><h2>Top functions <span id=\"topnote\" class=\"hint\"></span></h2><table id=\"top\"></table></section>\n"
     "</div>\n"
     "<div id=\"tip\"></div>\n"
     "<noscript><p>This report needs JavaScript.</p></noscript>\n"
@@ -222,7 +230,9 @@ static const char PAGE_SCRIPT[] =
     "  var file = S[F[3 * f + 1]], line = F[3 * f + 2];\n"
     "  return file ? file + (line ? ':' + line : '') : '';\n"
     "}\n"
-    "var R = D.recs, NR = R.length / 4, LO = D.loff, LB = D.lab, NL = LO.length - 1;\n"
+    "var R = D.recs, NR = R.length / 5, LO = D.loff, LB = D.lab, NL = LO.length - 1;\n"
+    "/* The timeline's buckets (one or more consecutive profiles each). */\n"
+    "var P = D.profs || [], NP = P.length / 2, PC = D.pcount || [], NONE = '(none)';\n"
     "/* Label keys and their values (name ids), from the label sets. */\n"
     "var keys = {}, keyList = [];\n"
     "for (i = 0; i < LB.length; i += 2) {\n"
@@ -234,6 +244,17 @@ static const char PAGE_SCRIPT[] =
     "function labelOf(ls, key) {\n"
     "  for (var j = LO[ls]; j < LO[ls + 1]; j += 2) if (S[LB[j]] === key) return S[LB[j + 1]];\n"
     "  return null;\n"
+    "}\n"
+    "/* A span's name, shown beside its id: from the label sets holding both. */\n"
+    "var spanName = {};\n"
+    "for (i = 0; i < NL; i++) {\n"
+    "  var sid = labelOf(i, 'span_id'), sn = labelOf(i, 'span_name');\n"
+    "  if (sid !== null && sn !== null) spanName[sid] = sn;\n"
+    "}\n"
+    "function valueCell(key, v) {\n"
+    "  var td = el('td', v, 'fn');\n"
+    "  if (key === 'span_id' && spanName[v]) td.appendChild(el('span', ' ' + spanName[v], 'sn'));\n"
+    "  return td;\n"
     "}\n"
     "\n"
     "/* A selection is {key: [values]}: keys ANDed, a key's values ORed. Its text\n"
@@ -257,25 +278,38 @@ static const char PAGE_SCRIPT[] =
     "  var ok = new Uint8Array(NL);\n"
     "  for (var ls = 0; ls < NL; ls++) {\n"
     "    var good = 1;\n"
-    "    for (var k in sel) { if (sel[k].indexOf(labelOf(ls, k)) < 0) { good = 0; break; } }\n"
+    "    for (var k in sel) {\n"
+    "      var v = labelOf(ls, k);  /* (none): samples without the label */\n"
+    "      if (sel[k].indexOf(v === null ? NONE : v) < 0) { good = 0; break; }\n"
+    "    }\n"
     "    ok[ls] = good;\n"
     "  }\n"
     "  return ok;\n"
     "}\n"
     "/* Node totals, self values and sample counts of the records a selection\n"
     " * keeps; children come after parents, so a backward pass sums subtrees. */\n"
+    "/* Buckets in the timeline's brushed range (all without one): those whose\n"
+    " * middle falls in it. */\n"
+    "function profMask() {\n"
+    "  var m = new Uint8Array(NP);\n"
+    "  for (var p = 0; p < NP; p++) {\n"
+    "    var mid = P[2 * p] + P[2 * p + 1] / 2;\n"
+    "    m[p] = st.t0 === null || (mid >= st.t0 && mid < st.t1) ? 1 : 0;\n"
+    "  }\n"
+    "  return m;\n"
+    "}\n"
     "function compute(sel) {\n"
-    "  var ok = lsMatch(sel), t = new Float64Array(N), s = new Float64Array(N);\n"
+    "  var ok = lsMatch(sel), pok = profMask(), t = new Float64Array(N), s = new Float64Array(N);\n"
     "  var c = new Float64Array(N), cs = new Float64Array(N);\n"
     "  for (var j = 0; j < NR; j++) {\n"
-    "    if (!ok[R[4 * j + 1]]) continue;\n"
-    "    s[R[4 * j]] += R[4 * j + 2]; cs[R[4 * j]] += R[4 * j + 3];\n"
+    "    if (!ok[R[5 * j + 1]] || !pok[R[5 * j + 4]]) continue;\n"
+    "    s[R[5 * j]] += R[5 * j + 2]; cs[R[5 * j]] += R[5 * j + 3];\n"
     "  }\n"
     "  for (var n = N - 1; n >= 0; n--) {\n"
     "    t[n] += s[n]; c[n] += cs[n];\n"
     "    if (n > 0) { t[parent[n]] += t[n]; c[parent[n]] += c[n]; }\n"
     "  }\n"
-    "  return {total: t, self: s, count: c, ok: ok};\n"
+    "  return {total: t, self: s, count: c, ok: ok, pok: pok};\n"
     "}\n"
     "\n"
     "function group3(s) {\n"
@@ -310,13 +344,16 @@ static const char PAGE_SCRIPT[] =
     "}\n"
     "\n"
     "/* ------------------------------------------------------------ state */\n"
-    "var st = {filter: {}, group: '', a: '', b: '', fn: -1, mode: 'flame', sort: 'self'};\n"
+    "var st = {filter: {}, group: '', a: '', b: '', fn: -1, mode: 'flame', sort: 'self', t0: null, t1: null};\n"
     "var cur = null, ALL = 0, A = null, B = null;\n"
     "function readHash() {\n"
     "  var h = location.hash.replace(/^#/, '') || D.view || '';\n"
     "  var q = new URLSearchParams(h);\n"
     "  st.filter = parseSel(q.get('filter'));\n"
-    "  st.group = q.get('group') || '';\n"
+    "  st.group = q.get('group') === null && !h ? autoGroup() : q.get('group') || '';\n"
+    "  var t0 = parseFloat(q.get('from')), t1 = parseFloat(q.get('until'));\n"
+    "  st.t0 = isFinite(t0) && isFinite(t1) && t1 > t0 ? t0 : null;\n"
+    "  st.t1 = st.t0 === null ? null : t1;\n"
     "  st.a = q.get('a') || ''; st.b = q.get('b') || '';\n"
     "  st.mode = q.get('diff') !== null || st.a || st.b ? 'diff' : 'flame';\n"
     "  st.fn = -1;\n"
@@ -327,7 +364,8 @@ static const char PAGE_SCRIPT[] =
     "  var q = new URLSearchParams();\n"
     "  var ft = selText(st.filter);\n"
     "  if (ft) q.set('filter', ft);\n"
-    "  if (st.group) q.set('group', st.group);\n"
+    "  q.set('group', st.group);\n"
+    "  if (st.t0 !== null) { q.set('from', String(st.t0)); q.set('until', String(st.t1)); }\n"
     "  if (st.mode === 'diff') { q.set('diff', ''); q.set('a', st.a); q.set('b', st.b); }\n"
     "  if (st.fn > 0) q.set('fn', fname(st.fn));\n"
     "  var h = q.toString();\n"
@@ -387,6 +425,15 @@ static const char PAGE_SCRIPT[] =
     "      cx += total[c];\n"
     "    }\n"
     "  }\n"
+    "  fit();\n"
+    "}\n"
+    "/* The graph's pane is as tall as its rows, at most what the window has\n"
+    " * below the pane's top (then it scrolls); the label panel scrolls beside. */\n"
+    "function fit() {\n"
+    "  var avail = Math.max(8 * ROW, window.innerHeight - (view.getBoundingClientRect().top + window.scrollY) - 8);\n"
+    "  var h = Math.max(ROW, Math.min(rows.length * ROW, avail));\n"
+    "  view.style.height = h + 'px';\n"
+    "  $('labels').style.maxHeight = Math.max(h, 12 * ROW) + 'px';\n"
     "}\n"
     "function draw() {\n"
     "  pending = false;\n"
@@ -556,24 +603,51 @@ static const char PAGE_SCRIPT[] =
     "  $('topnote').textContent = fs.length > TOPN ? 'first ' + TOPN + ' of ' + fs.length + ' functions' :\n"
     "    fs.length + ' functions';\n"
     "}\n"
+    "/* The breakdown of a page opened with no view: the label (not an id, a\n"
+    " * path or a thread) whose 2-50 values cover the most, as the Node and Ruby\n"
+    " * demos open on their endpoints; the application's own labels before\n"
+    " * span_name. */\n"
+    "function autoGroup() {\n"
+    "  var skip = {source: 1, span_id: 1, trace_id: 1, pid: 1, thread_id: 1, thread_name: 1};\n"
+    "  var best = '', bestV = 0;\n"
+    "  keyList.forEach(function (k) {\n"
+    "    var n = Object.keys(keys[k]).length, v = 0;\n"
+    "    if (skip[k] || n < 2 || n > 50) return;\n"
+    "    for (var j = 0; j < NR; j++) if (labelOf(R[5 * j + 1], k) !== null) v += R[5 * j + 2];\n"
+    "    if (k === 'span_name') v /= 4;\n"
+    "    if (v > bestV) { best = k; bestV = v; }\n"
+    "  });\n"
+    "  return best;\n"
+    "}\n"
+    "/* Value and samples per value of key (NONE: without it) over the records\n"
+    " * that pass ok (label sets) and pok (profiles), largest first. */\n"
+    "function amounts(key, ok, pok) {\n"
+    "  var by = {}, names = [];\n"
+    "  for (var j = 0; j < NR; j++) {\n"
+    "    if (!ok[R[5 * j + 1]] || !pok[R[5 * j + 4]]) continue;\n"
+    "    var v = labelOf(R[5 * j + 1], key);\n"
+    "    if (v === null) v = NONE;\n"
+    "    if (!by[v]) { by[v] = [0, 0]; names.push(v); }\n"
+    "    by[v][0] += R[5 * j + 2]; by[v][1] += R[5 * j + 3];\n"
+    "  }\n"
+    "  names.sort(function (x, y) { return by[y][0] - by[x][0] || by[y][1] - by[x][1] || (x < y ? -1 : 1); });\n"
+    "  return {by: by, names: names};\n"
+    "}\n"
+    "\n"
     "function renderBreakdown() {\n"
     "  var sel = $('group'), key = st.group;\n"
     "  sel.value = key;\n"
+    "  $('bdsec').hidden = !key;\n"
     "  if (!key) { $('bd').textContent = ''; return; }\n"
-    "  var by = {}, names = [];\n"
-    "  for (var j = 0; j < NR; j++) {\n"
-    "    if (!cur.ok[R[4 * j + 1]]) continue;\n"
-    "    var v = labelOf(R[4 * j + 1], key);\n"
-    "    if (v === null) v = '(none)';\n"
-    "    if (!by[v]) { by[v] = [0, 0]; names.push(v); }\n"
-    "    by[v][0] += R[4 * j + 2]; by[v][1] += R[4 * j + 3];\n"
-    "  }\n"
-    "  names.sort(function (x, y) { return by[y][0] - by[x][0] || by[y][1] - by[x][1] || (x < y ? -1 : 1); });\n"
+    "  /* Shares of the selection (in a diff too, where the graph's widths are\n"
+    "   * shares of A plus shares of B). */\n"
+    "  var am = amounts(key, cur.ok, cur.pok), by = am.by, names = am.names, all = cur.total[0];\n"
     "  table('bd', [[D.type + ' (' + unitWord + ')'], ['share'], ['samples (count)'], [key]],\n"
     "    names.map(function (v) {\n"
-    "      var tr = row([[fmt(by[v][0]), 'n'], [pct(by[v][0], ALL), 'n'], [String(by[v][1]), 'n'], [v, 'fn']],\n"
+    "      var tr = row([[fmt(by[v][0]), 'n'], [pct(by[v][0], all), 'n'], [String(by[v][1]), 'n']],\n"
     "                   {value: by[v][0], count: by[v][1], label: v});\n"
-    "      tr.title = 'click: filter on ' + key + '=' + v;\n"
+    "      tr.appendChild(valueCell(key, v));\n"
+    "      tr.title = v === NONE ? 'click: samples without ' + key : 'click: filter on ' + key + '=' + v;\n"
     "      tr.addEventListener('click', function () { st.filter[key] = [v]; update(); });\n"
     "      return tr;\n"
     "    }));\n"
@@ -581,12 +655,23 @@ static const char PAGE_SCRIPT[] =
     "function renderLabels() {\n"
     "  var box = $('labels');\n"
     "  box.textContent = '';\n"
+    "  var pok = profMask();\n"
     "  keyList.forEach(function (k) {\n"
-    "    var vals = Object.keys(keys[k]).sort(), d = el('details'), s = el('summary', k + ' (' + vals.length + ')');\n"
+    "    /* Each value's time among the samples the other keys' filters keep,\n"
+    "     * so ticking one value leaves its siblings' amounts in view. */\n"
+    "    var others = {};\n"
+    "    for (var o in st.filter) if (o !== k) others[o] = st.filter[o];\n"
+    "    var am = amounts(k, lsMatch(others), pok), base = 0;\n"
+    "    am.names.forEach(function (v) { base += am.by[v][0]; });\n"
+    "    for (var v0 in keys[k]) if (!am.by[v0]) am.names.push(v0);\n"
+    "    var vals = am.names, d = el('details'), s = el('summary', k + ' (' + Object.keys(keys[k]).length + ')');\n"
+    "    d.dataset.key = k;\n"
     "    if (st.filter[k]) d.open = true;\n"
     "    d.appendChild(s);\n"
     "    vals.slice(0, 300).forEach(function (v) {\n"
-    "      var lab = el('label'), cb = el('input');\n"
+    "      var lab = el('label'), cb = el('input'), amt = am.by[v] ? am.by[v][0] : 0;\n"
+    "      lab.dataset.value = v; lab.dataset.amount = amt;\n"
+    "      lab.title = k + '=' + v + (k === 'span_id' && spanName[v] ? ' (' + spanName[v] + ')' : '');\n"
     "      cb.type = 'checkbox';\n"
     "      cb.checked = !!(st.filter[k] && st.filter[k].indexOf(v) >= 0);\n"
     "      cb.addEventListener('change', function () {\n"
@@ -595,7 +680,11 @@ static const char PAGE_SCRIPT[] =
     "        if (cur.length) st.filter[k] = cur; else delete st.filter[k];\n"
     "        update();\n"
     "      });\n"
-    "      lab.appendChild(cb); lab.appendChild(document.createTextNode(' ' + v));\n"
+    "      /* A span: its name first (ids alone tell nothing), then its id's start. */\n"
+    "      var name = k === 'span_id' && spanName[v] ? el('span', spanName[v] + ' ', 'v') : el('span', v, 'v');\n"
+    "      if (k === 'span_id' && spanName[v]) name.appendChild(el('span', v.slice(0, 8) + '\\u2026', 'sn'));\n"
+    "      lab.appendChild(cb); lab.appendChild(name);\n"
+    "      lab.appendChild(el('span', fmt(amt) + ' ' + pct(amt, base), 'amt'));\n"
     "      d.appendChild(lab);\n"
     "    });\n"
     "    if (vals.length > 300) d.appendChild(el('div', (vals.length - 300) + ' more: type them in the filter', 'hint'));\n"
@@ -656,6 +745,70 @@ static const char PAGE_SCRIPT[] =
     "  redraw();\n"
     "}\n"
     "\n"
+    "/* --------------------------------------------------------- timeline */\n"
+    "/* One bar per profile: its value per second of its period (CPU per period\n"
+    " * for a CPU profile) under the current filter, across all the profiles'\n"
+    " * time. Dragging selects a time range (the profiles whose middle falls in\n"
+    " * it), a click one profile; every view then counts only those. */\n"
+    "var tl = $('tl'), tlx = tl.getContext('2d'), T0 = Infinity, T1 = -Infinity, dragX = null;\n"
+    "for (i = 0; i < NP; i++) { T0 = Math.min(T0, P[2 * i]); T1 = Math.max(T1, P[2 * i] + P[2 * i + 1]); }\n"
+    "$('timeline').hidden = NP < 2 || !(T1 > T0);\n"
+    "function tlX(t, w) { return (t - T0) / (T1 - T0) * w; }\n"
+    "function tlT(x, w) { return T0 + Math.max(0, Math.min(1, x / w)) * (T1 - T0); }\n"
+    "function clock(t) { return new Date(t).toLocaleTimeString(); }\n"
+    "function renderTimeline(from, to) {\n"
+    "  if ($('timeline').hidden) return;\n"
+    "  var w = tl.clientWidth, h = tl.clientHeight, dpr = window.devicePixelRatio || 1, p;\n"
+    "  tl.width = Math.round(w * dpr); tl.height = Math.round(h * dpr);\n"
+    "  tlx.setTransform(dpr, 0, 0, dpr, 0, 0);\n"
+    "  var ok = lsMatch(st.filter), per = new Float64Array(NP), top = 0, pok = profMask(), n = 0;\n"
+    "  for (var j = 0; j < NR; j++) if (ok[R[5 * j + 1]]) per[R[5 * j + 4]] += R[5 * j + 2];\n"
+    "  for (p = 0; p < NP; p++) { per[p] /= Math.max(1, P[2 * p + 1]) / 1000; top = Math.max(top, per[p]); n += pok[p] * PC[p]; }\n"
+    "  tlx.fillStyle = '#f7f7f7'; tlx.fillRect(0, 0, w, h);\n"
+    "  if (from === undefined && st.t0 !== null) { from = st.t0; to = st.t1; }\n"
+    "  if (from !== undefined) {\n"
+    "    tlx.fillStyle = '#cfe0fa';\n"
+    "    tlx.fillRect(tlX(from, w), 0, tlX(to, w) - tlX(from, w), h);\n"
+    "  }\n"
+    "  for (p = 0; p < NP; p++) {\n"
+    "    var x = tlX(P[2 * p], w), bw = Math.max(1, tlX(P[2 * p] + P[2 * p + 1], w) - x - 1);\n"
+    "    var bh = top > 0 ? Math.max(per[p] > 0 ? 1 : 0, per[p] / top * (h - 4)) : 0;\n"
+    "    tlx.fillStyle = pok[p] ? '#e8743b' : '#c4c4c4';\n"
+    "    tlx.fillRect(x, h - bh, bw, bh);\n"
+    "  }\n"
+    "  var box = $('timeline');\n"
+    "  box.dataset.profiles = D.profiles; box.dataset.buckets = NP; box.dataset.selected = n; box.dataset.peak = top;\n"
+    "  if (st.t0 !== null) { box.dataset.from = st.t0; box.dataset.until = st.t1; }\n"
+    "  else { delete box.dataset.from; delete box.dataset.until; }\n"
+    "  $('tlsum').textContent = (st.t0 === null ? 'all ' + D.profiles + ' profiles' :\n"
+    "    n + ' of ' + D.profiles + ' profiles, ' + clock(st.t0) + ' \\u2013 ' + clock(st.t1)) +\n"
+    "    (NP < D.profiles ? ' (bars of ' + Math.ceil(D.profiles / NP) + ')' : '') + ' \\u00b7 ' +\n"
+    "    new Date(T0).toLocaleString() + ' \\u2013 ' + clock(T1) + ' \\u00b7 peak ' + fmt(Math.round(top)) +\n"
+    "    ' per second \\u00b7 drag to select a time range, click a bar for one profile';\n"
+    "  $('tlall').hidden = st.t0 === null;\n"
+    "}\n"
+    "function tlPos(ev) { return ev.clientX - tl.getBoundingClientRect().left; }\n"
+    "tl.addEventListener('mousedown', function (ev) { dragX = tlPos(ev); ev.preventDefault(); });\n"
+    "window.addEventListener('mousemove', function (ev) {\n"
+    "  if (dragX === null) return;\n"
+    "  var w = tl.clientWidth, x = tlPos(ev);\n"
+    "  renderTimeline(tlT(Math.min(dragX, x), w), tlT(Math.max(dragX, x), w));\n"
+    "});\n"
+    "window.addEventListener('mouseup', function (ev) {\n"
+    "  if (dragX === null) return;\n"
+    "  var w = tl.clientWidth, x = tlPos(ev), a = Math.min(dragX, x), b = Math.max(dragX, x);\n"
+    "  dragX = null;\n"
+    "  if (b - a >= 3) { st.t0 = Math.floor(tlT(a, w)); st.t1 = Math.ceil(tlT(b, w)); }\n"
+    "  else {\n"
+    "    var t = tlT(x, w);\n"
+    "    st.t0 = st.t1 = null;\n"
+    "    for (var p = 0; p < NP; p++)\n"
+    "      if (t >= P[2 * p] && t < P[2 * p] + P[2 * p + 1]) { st.t0 = P[2 * p]; st.t1 = P[2 * p] + P[2 * p + 1]; }\n"
+    "  }\n"
+    "  update();\n"
+    "});\n"
+    "$('tlall').addEventListener('click', function () { st.t0 = st.t1 = null; update(); });\n"
+    "\n"
     "/* ----------------------------------------------------------- update */\n"
     "function update() {\n"
     "  writeHash();\n"
@@ -681,12 +834,13 @@ static const char PAGE_SCRIPT[] =
     "    ALL = cur.total[0];\n"
     "  }\n"
     "  var info = (D.type ? D.type + ' ' + unitWord + ' \\u00b7 ' : '') + 'total ' + fmt(cur.total[0]) + ' \\u00b7 ' +\n"
-    "    D.profiles + (D.profiles === 1 ? ' profile, ' : ' profiles, ') + group3(String(cur.count[0])) + ' samples' +\n"
-    "    (selText(st.filter) ? ' selected of ' + group3(String(D.samples)) : '');\n"
+    "    (st.t0 === null ? D.profiles : cur.pok.reduce(function (a, b, p) { return a + b * PC[p]; }, 0) + ' of ' + D.profiles) +\n"
+    "    (D.profiles === 1 ? ' profile, ' : ' profiles, ') + group3(String(cur.count[0])) + ' samples' +\n"
+    "    (selText(st.filter) || st.t0 !== null ? ' selected of ' + group3(String(D.samples)) : '');\n"
     "  var sum = $('summary');\n"
     "  sum.textContent = info;\n"
     "  sum.dataset.total = cur.total[0]; sum.dataset.samples = cur.count[0];\n"
-    "  renderLabels(); renderBreakdown(); renderTop(); renderSandwich();\n"
+    "  renderTimeline(); renderLabels(); renderBreakdown(); renderTop(); renderSandwich();\n"
     "  if (search.value) runSearch();\n"
     "  focus = 0;\n"
     "  layout(); draw();\n"
@@ -717,9 +871,27 @@ static const char PAGE_SCRIPT[] =
     "$('group').addEventListener('change', function () { st.group = $('group').value; update(); });\n"
     "$('mode').addEventListener('click', function () {\n"
     "  st.mode = st.mode === 'diff' ? 'flame' : 'diff';\n"
-    "  if (st.mode === 'diff' && !st.a && !st.b) st.a = selText(st.filter);\n"
+    "  if (st.mode === 'diff' && !st.a && !st.b) diffStart();\n"
     "  update();\n"
     "});\n"
+    "/* Diff opens on the current selection as A. B: the next value of the\n"
+    " * breakdown when A is one of its values (or the first two values when\n"
+    " * nothing is selected), else everything. */\n"
+    "function diffStart() {\n"
+    "  var f = st.filter, ks = Object.keys(f), g = st.group;\n"
+    "  /* The key to contrast: the breakdown's, or the one key filtered on. */\n"
+    "  var k = f[g] ? g : ks.length === 1 ? ks[0] : ks.length ? '' : g;\n"
+    "  st.a = selText(f); st.b = '';\n"
+    "  if (!k || (f[k] && f[k].length !== 1)) return;\n"
+    "  var one = f[k] ? f[k][0] : null, rest = {};\n"
+    "  for (var o in f) if (o !== k) rest[o] = f[o];\n"
+    "  var other = amounts(k, lsMatch(rest), profMask()).names.filter(function (v) { return v !== one; });\n"
+    "  if (one === null && other.length >= 2) {\n"
+    "    rest[k] = [other[0]]; st.a = selText(rest); rest[k] = [other[1]]; st.b = selText(rest);\n"
+    "  } else if (one !== null && other.length) {\n"
+    "    rest[k] = [other[0]]; st.b = selText(rest);\n"
+    "  }\n"
+    "}\n"
     "$('a').addEventListener('change', function () { st.a = $('a').value; update(); });\n"
     "$('b').addEventListener('change', function () { st.b = $('b').value; update(); });\n"
     "$('top').addEventListener('click', function (ev) {\n"
@@ -738,7 +910,10 @@ static const char PAGE_SCRIPT[] =
     "  }\n"
     "});\n"
     "view.addEventListener('scroll', redraw);\n"
-    "window.addEventListener('resize', function () { if (view.clientWidth !== W) layout(); redraw(); });\n"
+    "window.addEventListener('resize', function () {\n"
+    "  if (view.clientWidth !== W) layout(); else fit();\n"
+    "  redraw(); renderTimeline();\n"
+    "});\n"
     "window.addEventListener('hashchange', function () { readHash(); update(); });\n"
     "readHash();\n"
     "update();\n"
@@ -833,7 +1008,10 @@ static uint32_t page_str(FILE *f, uint32_t *out_id, uint32_t *next, uint32_t s,
  *   funcs  (display name, file, line) per function, function 0 the root
  *   nodes  (function, depth, line) per shown node, depth-first
  *   loff, lab  label set i is the (key, value) pairs lab[loff[i]..loff[i+1])
- *   recs   (node, label set, value, samples) per stack and label set */
+ *   recs   (node, label set, value, samples, bucket) per stack, label set
+ *          and time bucket (timeline.c)
+ *   profs  (start, duration) of each bucket in ms, for the timeline
+ *   pcount profiles per bucket */
 static int write_data(FILE *f, const pn_report *r, const char *view, const uint32_t *order,
                       const int64_t *all, int64_t cutoff, uint64_t folded, pn_error *e)
 {
@@ -841,14 +1019,16 @@ static int write_data(FILE *f, const pn_report *r, const char *view, const uint3
     uint32_t *out_id = malloc((size_t)r->nnames * sizeof *out_id);
     uint32_t *func_name = malloc((size_t)r->nfuncs * sizeof *func_name);
     uint32_t *page_node = malloc((size_t)r->nnodes * sizeof *page_node);
+    uint32_t *file_id = malloc((size_t)r->nnames * sizeof *file_id);
     int rc = -1;
-    if (!out_id || !func_name || !page_node) {
+    if (!out_id || !func_name || !page_node || !file_id) {
         pn_fail(e, PN_ENOMEM, "flame graph: cannot renumber %u names", r->nnames);
         goto done;
     }
     if (pn_report_display_names(r, &disp, e) != 0)
         goto done;
     memset(out_id, 0xff, (size_t)r->nnames * sizeof *out_id);
+    memset(file_id, 0xff, (size_t)r->nnames * sizeof *file_id);
 
     fputs("{\"type\":", f);
     json_string(f, r->sample_type ? r->sample_type : "");
@@ -870,7 +1050,9 @@ static int write_data(FILE *f, const pn_report *r, const char *view, const uint3
         func_name[i] = next++;
         putc(',', f);
         json_string(f, disp[i]);
-        page_str(f, out_id, &next, r->funcs[i].file, r->names[r->funcs[i].file]);
+        /* Files as shown (relative), apart from label values. */
+        page_str(f, file_id, &next, r->funcs[i].file,
+                 pn_report_shown_file(r, r->names[r->funcs[i].file]));
     }
     for (size_t i = 0; i < r->nlab; i++)
         page_str(f, out_id, &next, r->lab[i], r->names[r->lab[i]]);
@@ -878,7 +1060,7 @@ static int write_data(FILE *f, const pn_report *r, const char *view, const uint3
     uint64_t count = 0;
     for (uint32_t i = 0; i < r->nfuncs; i++) {
         put_num(f, &count, func_name[i]);
-        put_num(f, &count, out_id[r->funcs[i].file]);
+        put_num(f, &count, file_id[r->funcs[i].file]);
         put_num(f, &count, r->funcs[i].line);
     }
     fputs("],\n\"nodes\":[", f);
@@ -909,15 +1091,31 @@ static int write_data(FILE *f, const pn_report *r, const char *view, const uint3
     count = 0;
     for (size_t i = 0; i < r->nlab; i++)
         put_num(f, &count, out_id[r->lab[i]]);
+    pn_page_timeline tl;
+    if (pn_report_timeline(r, page_node, r->max_page_recs, &tl, e) != 0)
+        goto done;
     fputs("],\n\"recs\":[", f);
     count = 0;
-    for (uint32_t i = 0; i < r->nrecs; i++) {
-        const pn_report_rec *rec = &r->recs[i];
-        put_num(f, &count, page_node[rec->node]);
+    for (size_t i = 0; i < tl.nrecs; i++) {
+        const pn_page_rec *rec = &tl.recs[i];
+        put_num(f, &count, rec->node);
         put_num(f, &count, rec->lset);
         put_num(f, &count, rec->value);
         put_num(f, &count, rec->count);
+        put_num(f, &count, rec->bucket);
     }
+    /* ms: exact in a JS number */
+    fputs("],\n\"profs\":[", f);
+    count = 0;
+    for (size_t i = 0; i < tl.nbuckets; i++) {
+        put_num(f, &count, tl.buckets[i].start / 1000000);
+        put_num(f, &count, (tl.buckets[i].end - tl.buckets[i].start) / 1000000);
+    }
+    fputs("],\n\"pcount\":[", f);
+    count = 0;
+    for (size_t i = 0; i < tl.nbuckets; i++)
+        put_num(f, &count, tl.buckets[i].profiles);
+    pn_report_timeline_free(&tl);
     fputs("]}", f);
     rc = 0;
 done:
@@ -925,6 +1123,7 @@ done:
     free(out_id);
     free(func_name);
     free(page_node);
+    free(file_id);
     return rc;
 }
 

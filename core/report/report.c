@@ -99,9 +99,13 @@ static uint32_t lset_hash(const pn_report *r, uint32_t id)
     return pn_hash_words(r->lab + r->lset_off[id], r->lset_off[id + 1] - r->lset_off[id],
                          PN_HASH_SEED);
 }
+static uint32_t rec_key_hash(uint32_t node, uint32_t lset, uint32_t prof)
+{
+    return pn_hash_u32(hash_pair(node, lset), prof);
+}
 static uint32_t rec_hash(const pn_report *r, uint32_t id)
 {
-    return hash_pair(r->recs[id].node, r->recs[id].lset);
+    return rec_key_hash(r->recs[id].node, r->recs[id].lset, r->recs[id].prof);
 }
 
 uint32_t pn_report_name_find(const pn_report *r, const char *s)
@@ -274,23 +278,25 @@ static uint32_t lset_intern(pn_report *r, const uint32_t *pairs, uint32_t n, pn_
     return r->nlsets++;
 }
 
-/* Adds value and count to the record of (leaf node, label set). */
+/* Adds value and count to the record of (leaf node, label set) in the
+ * profile being merged. */
 static int rec_add(pn_report *r, uint32_t node, uint32_t lset, int64_t value, int64_t count,
                    pn_error *e)
 {
-    uint32_t h = hash_pair(node, lset), at;
+    uint32_t prof = (uint32_t)r->profiles;
+    uint32_t h = rec_key_hash(node, lset, prof), at;
     for (uint32_t i = h;; i++) {
         at = r->rec_ix.slots[i & r->rec_ix.mask];
         if (at == PN_REPORT_NONE)
             break;
-        if (r->recs[at].node == node && r->recs[at].lset == lset)
+        if (r->recs[at].node == node && r->recs[at].lset == lset && r->recs[at].prof == prof)
             goto found;
     }
     if (r->nrecs == UINT32_MAX - 1)
         return pn_fail(e, PN_ELIMIT, "report: too many distinct (stack, labels) pairs");
     if (grow(&r->recs, &r->recs_cap, r->nrecs, sizeof *r->recs, "sample", e) != 0)
         return -1;
-    r->recs[r->nrecs] = (pn_report_rec){node, lset, 0, 0};
+    r->recs[r->nrecs] = (pn_report_rec){node, lset, 0, 0, prof};
     if (slots_put(&r->rec_ix, r, 0, r->nrecs, rec_hash, h, e) != 0)
         return -1;
     at = r->nrecs++;
@@ -309,6 +315,8 @@ pn_report *pn_report_new(void)
     r->max_depth = PN_REPORT_MAX_DEPTH;
     r->max_nodes = PN_REPORT_MAX_NODES;
     r->max_names = PN_REPORT_MAX_NAMES;
+    r->max_page_recs = PN_HTML_MAX_RECS;
+    r->cwd = getcwd(NULL, 0); /* NULL (no relative paths) if it cannot be read */
     if (slots_build(&r->name_ix, 128, r, 0, 0, name_hash, NULL) != 0 ||
         slots_build(&r->func_ix, 128, r, 0, 0, func_hash, NULL) != 0 ||
         slots_build(&r->node_ix, 128, r, 1, 1, node_hash, NULL) != 0 ||
@@ -347,10 +355,12 @@ void pn_report_free(pn_report *r)
     free(r->recs);
     free(r->rec_ix.slots);
     free(r->lset_sel);
+    free(r->prof_time);
     for (uint32_t i = 0; i < r->nhidden; i++)
         free(r->hidden[i]);
     free(r->sample_type);
     free(r->sample_unit);
+    free(r->cwd);
     free(r);
 }
 
@@ -985,6 +995,12 @@ static int merge_profile(pn_report *r, const pprof_profile *p, const char *what,
             goto done;
         }
     }
+    /* Its time span first: records name the profile by its index. */
+    if (grow(&r->prof_time, &r->prof_cap, 2 * r->profiles + 1, sizeof *r->prof_time,
+             "profile", e) != 0)
+        goto done;
+    r->prof_time[2 * r->profiles] = p->time_nanos;
+    r->prof_time[2 * r->profiles + 1] = p->duration_nanos;
     if (merge_samples(&pr, e) != 0)
         goto done;
     r->profiles++;

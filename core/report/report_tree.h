@@ -13,6 +13,9 @@
 
 #define PN_REPORT_ROOT 0u          /* node index of the root ("all") */
 #define PN_REPORT_NONE UINT32_MAX  /* no node / no name */
+/* The value a selection names to mean "samples without this label", as the
+ * breakdown shows them (`--filter span_id=(none)`, the page's "(none)" row). */
+#define PN_REPORT_NO_VALUE "(none)"
 
 /* Defaults of the bounds a hostile or huge input runs into. */
 #define PN_REPORT_MAX_PROFILE_BYTES ((size_t)64 << 20) /* one decoded profile */
@@ -48,12 +51,14 @@ typedef struct {
     int64_t total_n, self_n; /* samples */
 } pn_report_node;
 
-/* The samples of one stack (its leaf node) under one label set, summed. */
+/* The samples of one stack (its leaf node) under one label set in one
+ * profile, summed: the page's timeline selects records by profile. */
 typedef struct {
     uint32_t node;
     uint32_t lset;          /* index into pn_report.lset_off */
     int64_t value;          /* first sample type */
     int64_t count;          /* the "samples" sample type, else one per sample */
+    uint32_t prof;          /* index into pn_report.prof_time (merge order) */
 } pn_report_rec;
 
 /* Open addressing: ids into one of the tables below, or PN_REPORT_NONE. */
@@ -101,9 +106,12 @@ struct pn_report {
     int selected;           /* node values hold a selection, not everything */
     uint8_t *lset_sel;      /* per label set, 1 if selected; NULL: all */
 
+    char *cwd;              /* at pn_report_new: paths under it are shown relative */
     char *sample_type;      /* of sample_type[0], from the first profile */
     char *sample_unit;      /* that has one; NULL until then */
     size_t profiles;        /* profiles merged */
+    int64_t *prof_time;     /* per profile: time_nanos, duration_nanos */
+    size_t prof_cap;
     uint64_t samples;       /* samples read (the "samples" values) */
     uint64_t truncated_stacks;
     uint64_t invalid_utf8;  /* strings whose bad bytes became U+FFFD */
@@ -113,6 +121,7 @@ struct pn_report {
     uint32_t max_depth;
     uint32_t max_nodes;
     uint32_t max_names;
+    size_t max_page_recs;   /* the page's records (PN_HTML_MAX_RECS) */
 };
 
 /* Node indices in depth-first order, root first, each node's children in
@@ -124,6 +133,8 @@ int pn_report_preorder(const pn_report *r, uint32_t **out, pn_error *e);
  * pn_report_display_free. */
 int pn_report_display_names(const pn_report *r, char ***out, pn_error *e);
 void pn_report_display_free(const pn_report *r, char **names);
+/* A file path as shown: relative to the working directory when under it. */
+const char *pn_report_shown_file(const pn_report *r, const char *path);
 
 /* The name id of s if the report holds it, else PN_REPORT_NONE. */
 uint32_t pn_report_name_find(const pn_report *r, const char *s);
@@ -153,6 +164,29 @@ int pn_report_tally(const pn_report *r, pn_report_tally_row *t, pn_error *e);
 void pn_report_where(const pn_report *r, uint32_t func, char *buf, size_t len);
 /* s with control characters as '?', for a terminal. */
 int pn_report_put_text(FILE *out, const char *s);
+
+/* The page's records per time bucket (timeline.c): a bucket is one or more
+ * consecutive profiles, so that at most max_recs records are written when
+ * that allows two buckets or more. page_node maps report nodes to the
+ * page's. */
+#define PN_HTML_MAX_RECS 400000u
+typedef struct {
+    uint32_t node, lset, bucket;
+    int64_t value, count;
+} pn_page_rec;
+typedef struct {
+    int64_t start, end;     /* nanoseconds, as the profiles' time_nanos */
+    uint32_t profiles;
+} pn_page_bucket;
+typedef struct {
+    pn_page_rec *recs;
+    size_t nrecs;
+    pn_page_bucket *buckets;
+    size_t nbuckets;
+} pn_page_timeline;
+int pn_report_timeline(const pn_report *r, const uint32_t *page_node, size_t max_recs,
+                       pn_page_timeline *out, pn_error *e);
+void pn_report_timeline_free(pn_page_timeline *t);
 
 /* pn_report_write_html with an explicit node budget (tests use small ones). */
 int pn_report_write_html_max(const pn_report *r, const char *title, const char *view,

@@ -15,14 +15,19 @@ uint32_t pn_report_lset_value(const pn_report *r, uint32_t lset, uint32_t key)
 }
 
 /* Whether the set has key=value, by strings (filters may name labels the
- * report never saw: they match nothing). */
+ * report never saw: they match nothing). key=(none) matches a set without
+ * the key, as the breakdown's "(none)" row counts it. */
 static int lset_has(const pn_report *r, uint32_t lset, const pn_label *l)
 {
-    for (uint32_t i = r->lset_off[lset]; i < r->lset_off[lset + 1]; i += 2)
-        if (strcmp(r->names[r->lab[i]], l->key) == 0 &&
-            strcmp(r->names[r->lab[i + 1]], l->value) == 0)
+    int seen = 0;
+    for (uint32_t i = r->lset_off[lset]; i < r->lset_off[lset + 1]; i += 2) {
+        if (strcmp(r->names[r->lab[i]], l->key) != 0)
+            continue;
+        if (strcmp(r->names[r->lab[i + 1]], l->value) == 0)
             return 1;
-    return 0;
+        seen = 1;
+    }
+    return !seen && strcmp(l->value, PN_REPORT_NO_VALUE) == 0;
 }
 
 int pn_report_lset_matches(const pn_report *r, uint32_t lset, const pn_label *filters,

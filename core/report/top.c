@@ -80,12 +80,13 @@ int pn_report_tally(const pn_report *r, pn_report_tally_row *t, pn_error *e)
 void pn_report_where(const pn_report *r, uint32_t func, char *buf, size_t len)
 {
     const pn_report_func *f = &r->funcs[func];
-    if (!*r->names[f->file])
+    const char *file = pn_report_shown_file(r, r->names[f->file]);
+    if (!*file)
         snprintf(buf, len, "%s", "");
     else if (f->line)
-        snprintf(buf, len, "%s:%u", r->names[f->file], f->line);
+        snprintf(buf, len, "%s:%u", file, f->line);
     else
-        snprintf(buf, len, "%s", r->names[f->file]);
+        snprintf(buf, len, "%s", file);
 }
 
 int pn_report_write_top(const pn_report *r, FILE *out, size_t n, pn_error *e)

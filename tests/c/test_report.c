@@ -769,6 +769,50 @@ static void test_html_folds_beyond_node_budget(void)
     pb_free(b);
 }
 
+/* The timeline: a bucket per profile, fewer and wider buckets when the
+ * page's records would pass their budget. */
+static void test_html_timeline_buckets_within_budget(void)
+{
+    pb *b = pb_new("cpu", "nanoseconds");
+    pb_sample(b, 1, "main", "a", NULL);
+    pb_sample(b, 2, "main", "b", NULL);
+    pb_sample(b, 3, "main", "c", NULL);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    for (int i = 9; i >= 0; i--) { /* merged out of time order */
+        b->p.time_nanos = (int64_t)i * 1000000000;
+        b->p.duration_nanos = 1000000000;
+        size_t len;
+        uint8_t *raw = pb_pack(b, &len);
+        CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+        free(raw);
+    }
+    char *dir = make_dir();
+    char *out = path_in(dir, "tl.html");
+    CHECK_EQ_INT(pn_report_write_html(r, "tl", out, &e), 0);
+    char *page = read_text(out);
+    CHECK(page && strstr(page, "\"pcount\":[1,1,1,1,1,1,1,1,1,1]"));
+    CHECK(page && strstr(page, "\"profs\":[0,1000,1000,1000,2000,1000,"));
+    free(page);
+    /* 3 stacks x 10 profiles > 12 records: 4 buckets of 3, 2, 3, 2 profiles. */
+    r->max_page_recs = 12;
+    CHECK_EQ_INT(pn_report_write_html(r, "tl", out, &e), 0);
+    page = read_text(out);
+    CHECK(page && strstr(page, "\"pcount\":[3,2,3,2]"));
+    CHECK(page && strstr(page, "\"profs\":[0,3000,3000,2000,5000,3000,8000,2000]"));
+    const char *recs = page ? strstr(page, "\"recs\":[") : NULL;
+    const char *close = recs ? strchr(recs, ']') : NULL;
+    int commas = 0;
+    for (const char *c = recs; c && c < close; c++)
+        commas += *c == ',';
+    CHECK_EQ_INT(commas, 5 * 12 - 1);
+    free(page);
+    free(out);
+    remove_dir(dir);
+    pn_report_free(r);
+    pb_free(b);
+}
+
 /* Every malformed input fails with PN_EPROTO and leaves the report as it
  * was. */
 static void expect_proto_error(pn_report *r, const uint8_t *data, size_t len,
@@ -1166,6 +1210,13 @@ static void test_labels_select_breakdown_and_diff(void)
     pn_label missing = {"nosuchkey", "x"};
     CHECK_EQ_INT(pn_report_select(r, &missing, 1, &e), 0);
     CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total_n, 0);
+    /* (none): the samples without the label, as the breakdown's row. */
+    pn_label none[2] = {{"route", "(none)"}, {"span_name", "(none)"}};
+    CHECK_EQ_INT(pn_report_select(r, none, 1, &e), 0);
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 7);
+    CHECK_EQ_INT(self_at(node_at(r, "main", "c", NULL)), 7);
+    CHECK_EQ_INT(pn_report_select(r, none + 1, 1, &e), 0);
+    CHECK_EQ_INT(r->nodes[PN_REPORT_ROOT].total, 47);
     pn_label bad = {"", "x"};
     CHECK_EQ_INT(pn_report_select(r, &bad, 1, &e), -1);
     CHECK_EQ_INT(e.code, PN_EINVAL);
@@ -1215,6 +1266,67 @@ static void test_functions_keyed_by_name_and_file(void)
     CHECK(strstr(text, "load (x/util.py)  /x/util.py:1\n") != NULL);
     CHECK(strstr(text, "load (y/util.py)  /y/util.py:1\n") != NULL);
     CHECK(strstr(text, "  main  app.py:12\n") != NULL); /* unambiguous: bare */
+    free(text);
+    pn_report_free(r);
+    free(raw);
+    pb_free(b);
+}
+
+/* One naming in every runtime: Node's "./file.js:name:line" frames and
+ * V8's "(garbage collector)" read as Python's and Ruby's do, and files under
+ * the working directory are shown relative to it. */
+static void test_one_naming_across_runtimes(void)
+{
+    char cwd[4096], shop[4200];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    snprintf(shop, sizeof shop, "%s/examples/node/shop.js", cwd);
+    pb *b = pb_new("cpu", "nanoseconds");
+    uint64_t main_loc = pb_loc_in(b, "./examples/node/shop.js:main:3", shop, 3);
+    uint64_t ids[2] = {pb_loc_in(b, "./examples/node/shop.js:parseOrder:58", shop, 58), main_loc};
+    pb_sample_ids(b, 4000, ids, 2);
+    ids[0] = pb_loc_in(b, "express/lib/router.js:handle:12",
+                       "/srv/node_modules/express/lib/router.js", 12);
+    pb_sample_ids(b, 3000, ids, 2);
+    ids[0] = pb_loc_in(b, "a:b:3", "/elsewhere/c.js", 3); /* not its file: kept */
+    pb_sample_ids(b, 2000, ids, 2);
+    ids[0] = pb_loc_in(b, "(garbage collector)", "", 0);
+    pb_sample_ids(b, 1000, ids, 1);
+    size_t len;
+    uint8_t *raw = pb_pack(b, &len);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+    char *text = top_text(r, 0);
+    CHECK(strstr(text, "  parseOrder  examples/node/shop.js:58\n") != NULL);
+    CHECK(strstr(text, "  main  examples/node/shop.js:3\n") != NULL);
+    CHECK(strstr(text, "  handle  /srv/node_modules/express/lib/router.js:12\n") != NULL);
+    CHECK(strstr(text, "  a:b:3  /elsewhere/c.js:3\n") != NULL);
+    CHECK(strstr(text, "  (garbage collection)\n") != NULL);
+    CHECK(strstr(text, "shop.js:parseOrder") == NULL && strstr(text, "collector") == NULL);
+    free(text);
+    pn_report_free(r);
+    free(raw);
+    pb_free(b);
+}
+
+/* By span_id, the breakdown names each span beside its id. */
+static void test_breakdown_by_span_id_names_spans(void)
+{
+    pb *b = pb_new("samples", "count");
+    Perftools__Profiles__Sample *s = pb_sample(b, 3, "main", "a", NULL);
+    pb_label(b, s, "span_id", "00000000000000aa");
+    pb_label(b, s, "span_name", "GET /cart");
+    pb_label(b, pb_sample(b, 2, "main", "b", NULL), "span_id", "00000000000000bb");
+    pb_sample(b, 1, "main", "c", NULL);
+    size_t len;
+    uint8_t *raw = pb_pack(b, &len);
+    pn_report *r = pn_report_new();
+    pn_error e;
+    CHECK_EQ_INT(pn_report_add_buffer(r, raw, len, &e), 0);
+    char *text = write_text(r, breakdown_by, "span_id");
+    CHECK(strstr(text, "  00000000000000aa GET /cart\n") != NULL);
+    CHECK(strstr(text, "  00000000000000bb\n") != NULL); /* no name known */
+    CHECK(strstr(text, "  (none)\n") != NULL);
     free(text);
     pn_report_free(r);
     free(raw);
@@ -1357,9 +1469,12 @@ TEST_MAIN(T(test_merge_folder_sums_values), T(test_buffers_raw_and_gzip),
           T(test_inlined_lines_and_symbol_fallbacks), T(test_sparse_ids),
           T(test_top_counts_recursion_once), T(test_top_formats_units_and_names),
           T(test_empty_report_outputs), T(test_html_is_self_contained_and_escaped),
-          T(test_html_folds_beyond_node_budget), T(test_malformed_input_is_rejected),
+          T(test_html_folds_beyond_node_budget), T(test_html_timeline_buckets_within_budget),
+          T(test_malformed_input_is_rejected),
           T(test_empty_folder_and_missing_path), T(test_mixed_sample_types_are_refused),
           T(test_deep_stacks_are_cut_at_the_leaf_end), T(test_limits),
           T(test_bad_arguments), T(test_labels_select_breakdown_and_diff),
-          T(test_functions_keyed_by_name_and_file), T(test_hidden_root_files),
+          T(test_functions_keyed_by_name_and_file), T(test_one_naming_across_runtimes),
+          T(test_breakdown_by_span_id_names_spans),
+          T(test_hidden_root_files),
           T(test_run_request), T(test_job_owns_what_it_keeps))

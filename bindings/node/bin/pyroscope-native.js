@@ -22,7 +22,7 @@ const USAGE = `usage: ${PROG} report PATH... [--output HTML] [--top N] [--title 
   --title TITLE    title of the page
   --type TYPE      which profiles of a folder: cpu, wall or heap (default cpu, else wall)
   --filter K=V     only samples with this label (repeatable: different keys must all
-                   match, values of one key are alternatives)
+                   match, values of one key are alternatives; K=(none): without it)
   --group-by KEY   print the total per value of this label
   --diff A B       compare two selections, each KEY=VALUE[,KEY=VALUE...]`;
 

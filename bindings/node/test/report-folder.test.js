@@ -33,8 +33,10 @@ function pageNames(file) {
   return data.names;
 }
 
+// Shown by its plain name, as Python's and Ruby's functions are (the wire name
+// is the anchor's "./file.js:fn:line"; the report cuts the file and line out).
 function named(names, fn) {
-  return names.some((n) => typeof n === 'string' && n.includes(`:${fn}:`));
+  return names.some((n) => typeof n === 'string' && (n === fn || n.startsWith(`${fn} (`)));
 }
 
 // A profiled child that burns CPU in reportHotFunction and then ends by `how`: 'exit'

@@ -189,7 +189,8 @@ def _build_parsers():
     report.add_argument("--filter", dest="filters", action="append", type=_pair, default=[],
                         metavar="KEY=VALUE",
                         help="only samples with this label (repeatable: different keys "
-                             "must all match, values of one key are alternatives)")
+                             "must all match, values of one key are alternatives; "
+                             "KEY=(none): samples without the label)")
     report.add_argument("--group-by", metavar="KEY",
                         help="print the total per value of this label")
     report.add_argument("--diff", nargs="*", metavar="SELECTION",
