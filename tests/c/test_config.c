@@ -148,6 +148,7 @@ static const struct {
     {"runtime_name", "cpython"},
     {"runtime_version", "3.11.7"},
     {"sampler_cpu_budget", "2.5"},
+    {"strict_labels", "true"},
 };
 
 static void test_every_name_settable(void)
@@ -197,6 +198,7 @@ static void test_every_name_settable(void)
     CHECK_STR(c.spy_name, "pyspy");
     CHECK_EQ_INT(c.fault_guard, 0);
     CHECK(c.sampler_cpu_budget == 2.5);
+    CHECK(c.strict_labels == 1);
     pn_error e;
     CHECK_EQ_INT(pn_config_validate(&c, &e), 0);
     pn_config_free(&c);

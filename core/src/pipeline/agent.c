@@ -356,6 +356,7 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
         return pn_fail(e, PN_ENOMEM, "out of memory starting the agent"), NULL;
     }
     pn_log_set_level(c->log_level);
+    pn_labels_set_strict(c->strict_labels);
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
     a->pid_label = (pn_label){"pid", a->pid_value};
     size_t ntags = a->cfg.output_dir && a->cfg.output_dir[0] ? a->cfg.ntags : 0;

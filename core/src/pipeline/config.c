@@ -369,6 +369,7 @@ static const setting settings[] = {
     {"runtime_name", K_STR, OFF(runtime_name), 0, 0},
     {"runtime_version", K_STR, OFF(runtime_version), 0, 0},
     {"sampler_cpu_budget", K_PERCENT, OFF(sampler_cpu_budget), 0, 100},
+    {"strict_labels", K_BOOL, OFF(strict_labels), 0, 0},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
