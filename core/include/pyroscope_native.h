@@ -184,6 +184,9 @@ void pn_labelset_unref(const pn_labelset *ls);
  * thread; the agent sets it from its config at start. */
 void pn_labels_set_strict(int on);
 int pn_labels_strict(void);
+/* A binding's own fix of a request-time label (a value of a type it cannot
+ * send, labels that are not a mapping): counted and logged as the core's. */
+void pn_labels_note_fix(int dropped, const char *key, const char *what);
 /* Pairs coerced / dropped by the request-time rules since the process began. */
 void pn_labels_fix_counts(uint64_t *coerced, uint64_t *dropped);
 /* Number of live (non-empty) label sets: for tests and stats. */

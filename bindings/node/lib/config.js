@@ -18,7 +18,7 @@ const KIND = {
   basic_auth_password: 'string', tenant_id: 'string', output_dir: 'string',
   otlp_endpoint: 'string', resource_attributes: 'string',
   oncpu: 'bool', report_pid: 'bool', report_thread_id: 'bool', report_thread_name: 'bool',
-  fault_guard: 'bool',
+  fault_guard: 'bool', strict_labels: 'bool',
   sample_rate: 'number', sampler_cpu_budget: 'number', max_stacks: 'int', max_depth: 'int',
   upload_interval: 'duration', stop_timeout: 'duration',
   tags: 'pairs', http_headers: 'pairs', otlp_headers: 'pairs',

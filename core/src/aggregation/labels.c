@@ -231,6 +231,11 @@ static void note_fix(int dropped, const char *key, const char *what)
                "(stats: labels_coerced, labels_dropped)", (unsigned long long)others);
 }
 
+void pn_labels_note_fix(int dropped, const char *key, const char *what)
+{
+    note_fix(dropped, key, what);
+}
+
 /* The name as the server takes it, into buf (PN_MAX_LABEL_NAME + 1 bytes).
  * Returns 0 when key is valid as given, 1 when buf holds the fixed name, -1
  * when it is dropped; *what says why. */
