@@ -523,11 +523,38 @@ const pn_labelset *pn_labelset_merge(const pn_labelset *base, const pn_label *gi
     return ls;
 }
 
+static const pn_labelset *without_valid(const pn_labelset *base, const char *key,
+                                       const char *value);
+
 const pn_labelset *pn_labelset_without(const pn_labelset *base, const char *key,
                                        const char *value)
 {
     if (!base)
         base = &empty_set;
+    if (pn_label_check_name(key, NULL) == 0 &&
+        (!value || pn_label_check_sample_value(key, value, NULL) == 0))
+        return without_valid(base, key, value);
+    /* What merge made of the same pair (fixed the same way, not counted
+     * again); a pair merge drops was never there. */
+    char *buf = malloc(PN_MAX_LABEL_NAME + 1 + PN_MAX_LABEL_VALUE + 1);
+    char *vbuf = buf ? buf + PN_MAX_LABEL_NAME + 1 : NULL;
+    const char *what;
+    int kfix = buf ? fix_name(key, buf, &what) : -1;
+    int vfix = kfix >= 0 && value ? fix_value(key, value, vbuf, &what) : 0;
+    const pn_labelset *ls;
+    if (kfix < 0 || vfix < 0) {
+        pn_labelset_ref(base);
+        ls = base;
+    } else {
+        ls = without_valid(base, kfix ? buf : key, vfix ? vbuf : value);
+    }
+    free(buf);
+    return ls;
+}
+
+static const pn_labelset *without_valid(const pn_labelset *base, const char *key,
+                                       const char *value)
+{
     const char *have = pn_labelset_get(base, key);
     if (!have || (value && strcmp(have, value) != 0)) {
         pn_labelset_ref(base);
@@ -791,34 +818,10 @@ int pn_labels_thread_add(const char *key, const char *value, pn_error *e)
     return 0;
 }
 
-static int thread_remove(const char *key, const char *value);
-
 int pn_labels_thread_remove(const char *key, const char *value, pn_error *e)
 {
-    char *buf = NULL;
-    int rc = 0;
-    if (pn_label_check_name(key, e) != 0 ||
-        (value && pn_label_check_sample_value(key, value, e) != 0)) {
-        /* Remove what add made of the same pair (fixed the same way, not
-         * counted again); strict: the add failed too. */
-        const char *what;
-        if (atomic_load(&strict_labels))
-            return -1;
-        if (!(buf = malloc(PN_MAX_LABEL_NAME + 1 + PN_MAX_LABEL_VALUE + 1)))
-            return pn_fail(e, PN_ENOMEM, "out of memory fixing a label");
-        char *vbuf = buf + PN_MAX_LABEL_NAME + 1;
-        int kfix = fix_name(key, buf, &what);
-        int vfix = value ? fix_value(key, value, vbuf, &what) : 0;
-        if (kfix >= 0 && vfix >= 0)
-            rc = thread_remove(kfix ? buf : key, vfix ? vbuf : value);
-        free(buf);
-        return rc;
-    }
-    return thread_remove(key, value);
-}
-
-static int thread_remove(const char *key, const char *value)
-{
+    if (atomic_load(&strict_labels) && pn_label_check_name(key, e) != 0)
+        return -1;
     if (!tl.s)
         return 0;
     const pn_labelset *next = pn_labelset_without(atomic_load(&tl.s->set), key, value);

@@ -489,7 +489,10 @@ void pn_agent_stop_begin(pn_agent *a)
     pthread_mutex_lock(&a->mu);
     a->stopping = 1;
     pn_agent *self = a;
-    atomic_compare_exchange_strong(&current, &self, NULL);
+    /* Strict labels are this agent's setting: off again once it stops
+     * being the current one (a restart sets its own). */
+    if (atomic_compare_exchange_strong(&current, &self, NULL))
+        pn_labels_set_strict(0);
     pthread_mutex_unlock(&a->mu);
     pthread_mutex_unlock(&current_mu);
 }
