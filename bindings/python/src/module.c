@@ -338,6 +338,8 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
         py_walker_get_stats(walker, &w);
     ctx_labels_stats c;
     ctx_labels_get_stats(&c);
+    uint64_t fixed_coerced, fixed_dropped;
+    pn_labels_fix_counts(&fixed_coerced, &fixed_dropped);
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
@@ -375,6 +377,8 @@ static PyObject *m_stats(PyObject *self, PyObject *unused)
         {"context_read_errors", c.read_errors},
         {"context_exit_unmatched", c.exit_unmatched},
         {"context_label_drops", c.label_drops},
+        {"labels_coerced", fixed_coerced},
+        {"labels_dropped", fixed_dropped},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (put_u64(d, rows[i].k, rows[i].v) != 0) {
@@ -709,7 +713,30 @@ static PyObject *m_fork_child(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* labels_note_fix(dropped, key, what): a fix made in Python, counted and
+ * logged as the core's own (pyroscope/__init__.py, _fixed_labels). */
+static PyObject *m_labels_note_fix(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int dropped;
+    const char *key, *what;
+    if (!PyArg_ParseTuple(args, "pss", &dropped, &key, &what))
+        return NULL;
+    pn_labels_note_fix(dropped, key, what);
+    log_bridge_drain();
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_labels_strict(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(pn_labels_strict());
+}
+
 static PyMethodDef methods[] = {
+    {"labels_note_fix", m_labels_note_fix, METH_VARARGS, "count and log a label fix"},
+    {"labels_strict", m_labels_strict, METH_NOARGS, "True when strict_labels is on"},
     {"fork_child", m_fork_child, METH_NOARGS, "fork path: after fork, in the child"},
     {"start", (PyCFunction)(void (*)(void))m_start, METH_VARARGS | METH_KEYWORDS,
      "start(env, settings, gil_only=True, line_mode=0): start (or restart) the agent"},
