@@ -410,11 +410,13 @@ function resolveConfig(options, env, coreNames) {
 // wrote instead ("sampleRate (sample_rate): ...").
 function renameError(err, origins) {
   if (!err || typeof err.message !== 'string') return err;
-  for (const [core, from] of Object.entries(origins)) {
-    if (err.message.startsWith(core) && /^[: ]/.test(err.message.slice(core.length))) {
-      err.message = `${from} (${core})${err.message.slice(core.length)}`;
-      break;
-    }
+  // A setting nobody gave (origins has none): the option and the variable that set it.
+  const ANCHOR_NAME = { application_name: 'appName' };
+  const core = Object.keys(origins).concat(Object.keys(ANCHOR_NAME))
+    .find((name) => err.message.startsWith(name) && /^[: ]/.test(err.message.slice(name.length)));
+  if (core) {
+    const from = origins[core] || `${ANCHOR_NAME[core]} (option) or ${envName(core)}`;
+    err.message = `${from} (${core})${err.message.slice(core.length)}`;
   }
   if (!err.code) err.code = 'ERR_PYROSCOPE_CONFIG';
   return err;

@@ -474,7 +474,11 @@ def _label_text(obj, key, count):
 
 
 def _shown(key):
-    return str(key).encode("utf-8", "backslashreplace").decode("utf-8")[:100]
+    try:
+        text = str(key)
+    except Exception:  # noqa: BLE001
+        text = type(key).__name__
+    return text.replace("\0", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")[:100]
 
 
 def _fixed_labels(tags, count=True):

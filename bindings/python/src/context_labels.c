@@ -140,7 +140,7 @@ static PyObject *entry_applied(PyObject *o, void *unused)
 }
 
 static PyGetSetDef entry_getset[] = {
-    {"applied", entry_applied, NULL, "False when the tags were dropped (a limit)", NULL},
+    {"applied", entry_applied, NULL, "False when the tags were left out (a limit)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -217,14 +217,21 @@ static PyObject *m_context_enter(PyObject *self, PyObject *args)
     PyObject *base = live_entry(cur);
     pn_error e = {0};
     const pn_labelset *ls = pn_labelset_merge(entry_set(base), kv, n, &e);
+    /* Not applied: the tags were left out (past the label limit; strict
+     * labels off), so the block labels as its parent (the span processor
+     * then sets no profile id). Only the first key is looked at: a limit
+     * leaves out every new key of the block, and a key the core renamed is
+     * never the span processor's. */
+    int left_out = ls && n && pn_label_check_name(kv[0].key, NULL) == 0 && kv[0].value &&
+                   kv[0].value[0] && !pn_labelset_get(ls, kv[0].key);
     PyMem_Free(kv);
     if (!ls && e.code == PN_EINVAL) {
         Py_XDECREF(cur);
         PyErr_SetString(PyExc_ValueError, e.msg);
         return NULL;
     }
-    int applied = ls != NULL;
-    if (!applied) {
+    int applied = ls != NULL && !left_out;
+    if (!ls) {
         bump(&n_drops);
         pn_log(PN_LOG_WARN, "pyroscope: labels of a block were not applied: %s", e.msg);
         log_bridge_drain(); /* to the logger now, while the caller is known */

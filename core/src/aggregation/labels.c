@@ -319,7 +319,7 @@ static int fix_pairs(const pn_label *kv, size_t n, pn_label *out, size_t *nout, 
     enum { STRIDE = PN_MAX_LABEL_NAME + 1 + PN_MAX_LABEL_VALUE + 1 };
     for (size_t i = 0; i < n; i++) {
         if (*nout == PN_MAX_LABELS) {
-            note_fix(1, kv[i].key, "more than 100 labels: dropped");
+            note_fix(1, kv[i].key, "more than 100 labels per sample: dropped");
             continue;
         }
         const char *key = kv[i].key, *value = kv[i].value, *what = NULL;
@@ -496,13 +496,18 @@ static const pn_labelset *merge_valid(const pn_labelset *base, const pn_label *k
         return pn_fail(e, PN_ELIMIT, "a label set would hold %zu labels; the limit is %d", m,
                        PN_MAX_LABELS), NULL;
     if (m > PN_MAX_LABELS) {
-        /* Drop new pairs past the limit (the base holds at most the limit,
-         * so fresh >= m - PN_MAX_LABELS): the outer labels stay. */
-        size_t over = m - PN_MAX_LABELS;
-        for (size_t i = fresh - over; i < fresh; i++)
-            note_fix(1, merged[i].key, "more than 100 labels: dropped");
-        memmove(merged + fresh - over, merged + fresh, (m - fresh) * sizeof merged[0]);
-        m = PN_MAX_LABELS;
+        /* The block's new names do not fit beside the outer ones: it runs
+         * with the outer labels (its overrides of them kept), as a block
+         * whose labels are all or nothing (a span's span_id + trace_id). */
+        size_t kept = 0;
+        for (size_t i = 0; i < fresh; i++) {
+            if (pn_labelset_get(base, merged[i].key))
+                merged[kept++] = merged[i];
+            else
+                note_fix(1, merged[i].key, "more than 100 labels per sample: dropped");
+        }
+        memmove(merged + kept, merged + fresh, (m - fresh) * sizeof merged[0]);
+        m = kept + (m - fresh);
     }
     qsort(merged, m, sizeof merged[0], cmp_label);
     return intern_sorted(merged, m, e);

@@ -250,6 +250,31 @@ def test_strict_labels_raise_and_leave_labels_unchanged(tmp_path):
     assert not _native.labels_strict()  # strict ends with the profiler that set it
 
 
+def test_fix_warning_names_the_label(tmp_path):
+    # One warning a minute, naming the label (a child: the limit is per process).
+    code = (
+        "import logging, sys, pyroscope\n"
+        "logging.basicConfig(stream=sys.stderr)\n"
+        f"pyroscope.configure(application_name='warn.test', output_dir={str(tmp_path)!r})\n"
+        "for i in range(3):\n"
+        "    with pyroscope.tag_wrapper({'user-id': i, 'anon': None}):\n"
+        "        pass\n"
+        "pyroscope.shutdown()\n"
+        "s = pyroscope.stats()\n"
+        "print(s['labels_coerced'], s['labels_dropped'])\n")
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["3", "3"]
+    warnings = [line for line in out.stderr.splitlines() if "label" in line]
+    assert len(warnings) == 1, out.stderr
+    # the first fix made names its label: None is dropped in Python, before
+    # the core renames user-id
+    assert '"anon": no name or no value (None): dropped' in warnings[0]
+
+
 def test_hundred_labels_limit():
     # Labels past the limit are dropped and counted, never raised into the
     # application; the outer labels stay.

@@ -109,7 +109,7 @@ static int add_pair(VALUE k, VALUE v, VALUE arg)
             p->too_many = 1;
             return ST_STOP;
         }
-        pn_labels_note_fix(1, StringValueCStr(k), "more than 100 labels: dropped");
+        pn_labels_note_fix(1, StringValueCStr(k), "more than 100 labels per sample: dropped");
         return ST_CONTINUE;
     }
     p->kv[p->n].key = StringValueCStr(k);
