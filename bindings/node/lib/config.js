@@ -396,7 +396,9 @@ function resolveConfig(options, env, coreNames) {
       coreEnv[k] = v;
     } else if (k.startsWith('PYROSCOPE_') && !ANCHOR_ENV.includes(k)) {
       const core = k.slice('PYROSCOPE_'.length).toLowerCase();
-      if (!coreSet.has(core)) unknownEnv.push(k);
+      if (k === 'PYROSCOPE_BASIC_AUTH_USER') { // Grafana's name; the core reads it
+        if (!given.has('basic_auth_username')) coreEnv[k] = v;
+      } else if (!coreSet.has(core)) unknownEnv.push(k);
       else if (!given.has(core)) coreEnv[k] = v;
     }
   }

@@ -225,6 +225,17 @@ describe('api config: through init() and the core', function () {
     api.init({ appName: 'a', sampleRate: 100 }); // the option wins: the variable is not read
   });
 
+  it('PYROSCOPE_BASIC_AUTH_USER (Grafana\'s name) is the user; PASSWORD alone no longer fails (issue 28)', () => {
+    process.env.PYROSCOPE_BASIC_AUTH_USER = 'alice';
+    process.env.PYROSCOPE_BASIC_AUTH_PASSWORD = 'pw';
+    const r = resolveConfig({ appName: 'a' }, process.env, CORE_NAMES);
+    assert.deepStrictEqual(r.unknownEnv, []);
+    assert.strictEqual(r.env.PYROSCOPE_BASIC_AUTH_USER, 'alice');
+    api.init({ appName: 'a' }); // the core reads it: no "password without user" error
+    assert.strictEqual(resolveConfig({ appName: 'a', basicAuthUser: 'bob' }, process.env,
+      CORE_NAMES).env.PYROSCOPE_BASIC_AUTH_USER, undefined); // the option wins
+  });
+
   it('init() without a name is refused by the core, naming the setting', () => {
     delete process.env.PYROSCOPE_APPLICATION_NAME;
     assert.throws(() => api.init({}), /application_name/);
