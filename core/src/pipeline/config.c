@@ -558,7 +558,8 @@ static int apply_anchor_env(pn_config *c, char *const *envp, pn_error *e)
     int rc = -1;
     if (bearer && kv) {
         snprintf(bearer, len, "Bearer %s", token);
-        memcpy(kv, c->http_headers, c->nheaders * sizeof *kv);
+        if (c->nheaders)
+            memcpy(kv, c->http_headers, c->nheaders * sizeof *kv);
         kv[c->nheaders] = (pn_label){"Authorization", bearer};
         rc = pn_config_set_pairs(c, "http_headers", kv, c->nheaders + 1, &why);
         if (rc != 0)
