@@ -145,13 +145,17 @@ typedef struct {
 } pn_label;
 
 /* Server rules (see DESIGN.md): names [a-zA-Z_][a-zA-Z0-9_.]*, no leading
- * "__", <= 1024 bytes; values non-empty, <= 2048 bytes, valid UTF-8, none of
- * "{},=" ; at most PN_MAX_LABELS per set. */
+ * "__", <= 1024 bytes; values non-empty, <= 2048 bytes, valid UTF-8; at most
+ * PN_MAX_LABELS per set. Series tags (the ingest name=) also refuse "{},=" in
+ * values (pn_label_check_value); per-sample labels may hold them
+ * (pn_label_check_sample_value): the server reads them from the pprof string
+ * table. */
 #define PN_MAX_LABELS 100
 #define PN_MAX_LABEL_NAME 1024
 #define PN_MAX_LABEL_VALUE 2048
 int pn_label_check_name(const char *key, pn_error *e);
 int pn_label_check_value(const char *key, const char *value, pn_error *e);
+int pn_label_check_sample_value(const char *key, const char *value, pn_error *e);
 /* Application names may also contain '-' and '/'. */
 int pn_label_check_app_name(const char *name, pn_error *e);
 
@@ -168,7 +172,15 @@ size_t pn_labelset_count(const pn_labelset *ls);
 pn_label pn_labelset_at(const pn_labelset *ls, size_t i);
 /* NULL if absent. */
 const char *pn_labelset_get(const pn_labelset *ls, const char *key);
-/* base ∪ kv (kv wins on equal keys), validated; returns a new reference. */
+/* base ∪ kv (kv wins on equal keys); returns a new reference. Request-time
+ * labels (tag_wrapper, wrapWithLabels, span labels, thread tags) go through
+ * here, so unless strict labels are on, a pair that cannot be sent as given
+ * never fails: its name is made valid (other characters become '_', a
+ * leading digit or "__" becomes one '_', cut to 1024 bytes), its value made
+ * valid UTF-8 (U+FFFD) and cut to 2048 bytes; a NULL or empty name or value,
+ * and pairs past PN_MAX_LABELS, are dropped. Each is counted
+ * (pn_labels_fix_counts) and logged, one warning a minute naming the label.
+ * Strict: the same inputs fail with PN_EINVAL/PN_ELIMIT naming the label. */
 const pn_labelset *pn_labelset_merge(const pn_labelset *base, const pn_label *kv,
                                      size_t n, pn_error *e);
 /* base without `key` (only when its value equals `value`, if value != NULL). */
@@ -176,6 +188,15 @@ const pn_labelset *pn_labelset_without(const pn_labelset *base, const char *key,
                                        const char *value);
 void pn_labelset_ref(const pn_labelset *ls);
 void pn_labelset_unref(const pn_labelset *ls);
+/* Strict request-time labels (setting strict_labels; default off). Any
+ * thread; the agent sets it from its config at start. */
+void pn_labels_set_strict(int on);
+int pn_labels_strict(void);
+/* A binding's own fix of a request-time label (a value of a type it cannot
+ * send, labels that are not a mapping): counted and logged as the core's. */
+void pn_labels_note_fix(int dropped, const char *key, const char *what);
+/* Pairs coerced / dropped by the request-time rules since the process began. */
+void pn_labels_fix_counts(uint64_t *coerced, uint64_t *dropped);
 /* Number of live (non-empty) label sets: for tests and stats. */
 size_t pn_labelset_live(void);
 
@@ -497,6 +518,7 @@ typedef struct {
     char *runtime_name;         /* set by the binding: process.runtime.* */
     char *runtime_version;
     double sampler_cpu_budget;  /* % of one core, default 1; 0: no limit */
+    int strict_labels;          /* default 0: request-time labels coerced */
 } pn_config;
 
 /* otlp_protocol: OTEL_EXPORTER_OTLP_PROTOCOL's values. */

@@ -149,6 +149,7 @@ static const struct {
     {"runtime_name", "cpython"},
     {"runtime_version", "3.11.7"},
     {"sampler_cpu_budget", "2.5"},
+    {"strict_labels", "true"},
 };
 
 static void test_every_name_settable(void)
@@ -198,6 +199,7 @@ static void test_every_name_settable(void)
     CHECK_STR(c.spy_name, "pyspy");
     CHECK_EQ_INT(c.fault_guard, 0);
     CHECK(c.sampler_cpu_budget == 2.5);
+    CHECK(c.strict_labels == 1);
     pn_error e;
     CHECK_EQ_INT(pn_config_validate(&c, &e), 0);
     pn_config_free(&c);
@@ -1016,7 +1018,35 @@ static void test_copy(void)
     pn_config_free(&empty2);
 }
 
-TEST_MAIN(T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
+/* Issue 28: the variables Grafana's examples use. */
+static void test_env_anchor_variables(void)
+{
+    pn_config c;
+    pn_error e;
+    pn_config_init(&c);
+    char *env[] = {"PYROSCOPE_APPLICATION_NAME=a", "PYROSCOPE_SERVER_ADDRESS=http://h:1",
+                   "PYROSCOPE_BASIC_AUTH_USER=alice", "PYROSCOPE_BASIC_AUTH_PASSWORD=pw",
+                   "PYROSCOPE_AUTH_TOKEN=tok", NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0);
+    CHECK_STR(c.basic_auth_username, "alice");
+    CHECK_EQ_INT(pn_config_validate(&c, &e), 0);
+    CHECK_EQ_INT((int)c.nheaders, 1);
+    CHECK_STR(c.http_headers[0].key, "Authorization");
+    CHECK_STR(c.http_headers[0].value, "Bearer tok");
+    pn_config_free(&c);
+    /* The full name wins; an Authorization header given wins over the token. */
+    pn_config_init(&c);
+    char *env2[] = {"PYROSCOPE_BASIC_AUTH_USER=alice", "PYROSCOPE_BASIC_AUTH_USERNAME=bob",
+                    "PYROSCOPE_HTTP_HEADERS=authorization=Basic x", "PYROSCOPE_AUTH_TOKEN=tok",
+                    NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, env2, &e), 0);
+    CHECK_STR(c.basic_auth_username, "bob");
+    CHECK_EQ_INT((int)c.nheaders, 1);
+    CHECK_STR(c.http_headers[0].value, "Basic x");
+    pn_config_free(&c);
+}
+
+TEST_MAIN(T(test_env_anchor_variables), T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
           T(test_sample_rate), T(test_sampler_cpu_budget), T(test_durations), T(test_whole_numbers),
           T(test_numbers_ignore_locale), T(test_tags), T(test_headers), T(test_pairs), T(test_strings),
           T(test_address_errors_hide_password),

@@ -106,8 +106,10 @@ static void test_interning(void)
     CHECK_EQ_INT(pn_labelset_count(w), 1);
 
     pn_label badkv = {"__x", "1"};
+    pn_labels_set_strict(1);
     CHECK(pn_labelset_merge(x, &badkv, 1, &e) == NULL);
     CHECK(strstr(e.msg, "reserved") != NULL);
+    pn_labels_set_strict(0);
 
     pn_labelset_unref(w);
     pn_labelset_unref(z);
@@ -128,12 +130,27 @@ static void test_label_count_limit(void)
         kv[i].value = "v";
     }
     pn_error e;
+    pn_labels_set_strict(1);
     CHECK(pn_labelset_merge(NULL, kv, PN_MAX_LABELS + 1, &e) == NULL);
     CHECK_EQ_INT(e.code, PN_ELIMIT);
     const pn_labelset *ok = pn_labelset_merge(NULL, kv, PN_MAX_LABELS, &e);
     CHECK(ok != NULL);
     pn_label one_more = {"extra", "v"};
     CHECK(pn_labelset_merge(ok, &one_more, 1, &e) == NULL);
+    /* Not strict (the default): the pairs past the limit are dropped and
+     * counted, the outer ones stay. */
+    pn_labels_set_strict(0);
+    uint64_t d0, d1;
+    pn_labels_fix_counts(NULL, &d0);
+    const pn_labelset *cut = pn_labelset_merge(NULL, kv, PN_MAX_LABELS + 1, &e);
+    CHECK(cut != NULL);
+    CHECK_EQ_INT(pn_labelset_count(cut), PN_MAX_LABELS);
+    const pn_labelset *kept = pn_labelset_merge(ok, &one_more, 1, &e);
+    CHECK(kept == ok);
+    pn_labels_fix_counts(NULL, &d1);
+    CHECK_EQ_INT(d1 - d0, 2);
+    pn_labelset_unref(kept);
+    pn_labelset_unref(cut);
     pn_labelset_unref(ok);
     pn_labels_reclaim();
     CHECK_EQ_INT(pn_labelset_retired(), 0);
@@ -152,9 +169,11 @@ static void test_push_pop_nesting(void)
     CHECK_STR(pn_labelset_get(pn_labels_current(), "region"), "us");
     CHECK_STR(pn_labelset_get(pn_labels_of_thread(me), "endpoint"), "/x");
     CHECK_EQ_INT(pn_labels_depth(), 2);
-    /* A failed push leaves everything as it was. */
-    pn_label bad = {"ok", "a=b"};
+    /* A failed push (strict labels) leaves everything as it was. */
+    pn_label bad = {"bad-key", "x"};
+    pn_labels_set_strict(1);
     CHECK_EQ_INT(pn_labels_push(&bad, 1, &e), -1);
+    pn_labels_set_strict(0);
     CHECK_EQ_INT(pn_labels_depth(), 2);
     CHECK_EQ_INT(pn_labels_pop(&e), 0);
     CHECK_STR(pn_labelset_get(pn_labels_current(), "region"), "eu");
@@ -166,7 +185,9 @@ static void test_push_pop_nesting(void)
 
     CHECK_EQ_INT(pn_labels_thread_add("user", "alice", &e), 0);
     CHECK_STR(pn_labelset_get(pn_labels_current(), "user"), "alice");
+    pn_labels_set_strict(1);
     CHECK_EQ_INT(pn_labels_thread_add("bad-key", "x", &e), -1);
+    pn_labels_set_strict(0);
     CHECK_EQ_INT(pn_labels_thread_remove("user", "bob", &e), 0); /* value differs */
     CHECK_STR(pn_labelset_get(pn_labels_current(), "user"), "alice");
     CHECK_EQ_INT(pn_labels_thread_remove("user", "alice", &e), 0);
@@ -340,6 +361,66 @@ static void test_concurrent_churn(void)
     CHECK_EQ_INT(pn_labelset_retired(), 0);
 }
 
-TEST_MAIN(T(test_name_rules), T(test_value_rules), T(test_interning),
+/* Request-time labels never fail (strict off, the default): what the server
+ * cannot take as given is made valid or dropped, counted. Per-sample values
+ * keep { } , = (the server reads them from the pprof string table). */
+static void test_request_time_fixes(void)
+{
+    pn_error e;
+    char longv[PN_MAX_LABEL_VALUE + 10];
+    memset(longv, 'v', sizeof longv - 1);
+    longv[sizeof longv - 1] = '\0';
+    longv[PN_MAX_LABEL_VALUE - 1] = '\xc3'; /* a 2-byte character across the cut */
+    longv[PN_MAX_LABEL_VALUE] = '\xa9';
+    pn_label kv[] = {
+        {"user-id", "7"},     {"__name__", "n"}, {"9lives", "cat"}, {"url", "/a?b=c,d{e}"},
+        {"empty", ""},        {"none", NULL},    {"", "x"},         {NULL, "x"},
+        {"bytes", "a\xff" "b"}, {"long", longv}, {"caf\xc3\xa9", "ok"},
+    };
+    uint64_t c0, d0, c1, d1;
+    pn_labels_fix_counts(&c0, &d0);
+    const pn_labelset *ls = pn_labelset_merge(NULL, kv, sizeof kv / sizeof kv[0], &e);
+    CHECK(ls != NULL);
+    pn_labels_fix_counts(&c1, &d1);
+    CHECK_STR(pn_labelset_get(ls, "user_id"), "7");
+    CHECK_STR(pn_labelset_get(ls, "_name__"), "n");
+    CHECK_STR(pn_labelset_get(ls, "_9lives"), "cat");
+    CHECK_STR(pn_labelset_get(ls, "url"), "/a?b=c,d{e}");
+    CHECK(pn_labelset_get(ls, "empty") == NULL);
+    CHECK(pn_labelset_get(ls, "none") == NULL);
+    CHECK_STR(pn_labelset_get(ls, "bytes"), "a\xef\xbf\xbd" "b");
+    const char *cut = pn_labelset_get(ls, "long");
+    CHECK(cut != NULL && strlen(cut) == PN_MAX_LABEL_VALUE - 1);
+    CHECK_STR(pn_labelset_get(ls, "caf_"), "ok");
+    CHECK_EQ_INT(pn_labelset_count(ls), 7);
+    CHECK_EQ_INT(c1 - c0, 6); /* 4 names, 2 values */
+    CHECK_EQ_INT(d1 - d0, 4);
+    for (size_t i = 0; i < pn_labelset_count(ls); i++) {
+        pn_label l = pn_labelset_at(ls, i);
+        CHECK_EQ_INT(pn_label_check_name(l.key, &e), 0);
+        CHECK_EQ_INT(pn_label_check_sample_value(l.key, l.value, &e), 0);
+    }
+    /* Thread tags: added and removed under the same fixed name. */
+    CHECK_EQ_INT(pn_labels_thread_add("tenant-id", "acme", &e), 0);
+    CHECK_STR(pn_labelset_get(pn_labels_current(), "tenant_id"), "acme");
+    CHECK_EQ_INT(pn_labels_thread_add("gone", NULL, &e), 0);
+    CHECK_EQ_INT(pn_labels_thread_remove("tenant-id", "acme", &e), 0);
+    CHECK_EQ_INT(pn_labelset_count(pn_labels_current()), 0);
+    /* Strict: the same inputs fail, naming the label; { } , = still pass. */
+    pn_labels_set_strict(1);
+    CHECK(pn_labelset_merge(NULL, &kv[0], 1, &e) == NULL);
+    CHECK(strstr(e.msg, "user-id") != NULL);
+    CHECK(pn_labelset_merge(NULL, &kv[5], 1, &e) == NULL);
+    CHECK(strstr(e.msg, "none") != NULL);
+    const pn_labelset *url = pn_labelset_merge(NULL, &kv[3], 1, &e);
+    CHECK(url != NULL);
+    pn_labelset_unref(url);
+    pn_labels_set_strict(0);
+    pn_labelset_unref(ls);
+    pn_labels_reclaim();
+    CHECK_EQ_INT(pn_labelset_live(), 0);
+}
+
+TEST_MAIN(T(test_name_rules), T(test_value_rules), T(test_interning), T(test_request_time_fixes),
           T(test_label_count_limit), T(test_push_pop_nesting), T(test_thread_isolation),
           T(test_reclaim_waits_for_reader), T(test_concurrent_churn))

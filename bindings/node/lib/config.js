@@ -18,7 +18,7 @@ const KIND = {
   basic_auth_password: 'string', tenant_id: 'string', output_dir: 'string',
   otlp_endpoint: 'string', resource_attributes: 'string',
   oncpu: 'bool', report_pid: 'bool', report_thread_id: 'bool', report_thread_name: 'bool',
-  fault_guard: 'bool',
+  fault_guard: 'bool', strict_labels: 'bool',
   sample_rate: 'number', sampler_cpu_budget: 'number', max_stacks: 'int', max_depth: 'int',
   upload_interval: 'duration', stop_timeout: 'duration',
   tags: 'pairs', http_headers: 'pairs', otlp_headers: 'pairs',
@@ -398,7 +398,9 @@ function resolveConfig(options, env, coreNames) {
       coreEnv[k] = v;
     } else if (k.startsWith('PYROSCOPE_') && !ANCHOR_ENV.includes(k)) {
       const core = k.slice('PYROSCOPE_'.length).toLowerCase();
-      if (!coreSet.has(core)) unknownEnv.push(k);
+      if (k === 'PYROSCOPE_BASIC_AUTH_USER') { // Grafana's name; the core reads it
+        if (!given.has('basic_auth_username')) coreEnv[k] = v;
+      } else if (!coreSet.has(core)) unknownEnv.push(k);
       else if (!given.has(core)) coreEnv[k] = v;
     }
   }
@@ -412,11 +414,13 @@ function resolveConfig(options, env, coreNames) {
 // wrote instead ("sampleRate (sample_rate): ...").
 function renameError(err, origins) {
   if (!err || typeof err.message !== 'string') return err;
-  for (const [core, from] of Object.entries(origins)) {
-    if (err.message.startsWith(core) && /^[: ]/.test(err.message.slice(core.length))) {
-      err.message = `${from} (${core})${err.message.slice(core.length)}`;
-      break;
-    }
+  // A setting nobody gave (origins has none): the option and the variable that set it.
+  const ANCHOR_NAME = { application_name: 'appName' };
+  const core = Object.keys(origins).concat(Object.keys(ANCHOR_NAME))
+    .find((name) => err.message.startsWith(name) && /^[: ]/.test(err.message.slice(name.length)));
+  if (core) {
+    const from = origins[core] || `${ANCHOR_NAME[core]} (option) or ${envName(core)}`;
+    err.message = `${from} (${core})${err.message.slice(core.length)}`;
   }
   if (!err.code) err.code = 'ERR_PYROSCOPE_CONFIG';
   return err;

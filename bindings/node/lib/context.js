@@ -84,9 +84,10 @@ function markUsed() {
 // hashes only the caller's strings (literals have their hash cached), where
 // a joined "k\0v\0" key string had to be built, flattened and hashed on
 // every call (perf: ~3 us per labels.run, the largest part of ours on the JS
-// thread in bench/node). Only handles interned from validated labels enter
-// it, so a miss (a bad value included) takes the checking path. Bounded per
-// base: a trie of more than CACHE_MAX sets starts again empty.
+// thread in bench/node). Only handles of primitive values that the core took
+// as given enter it, so a fixed set is counted at each use and strict labels
+// see it again. Bounded per base: a trie of more than CACHE_MAX sets starts
+// again empty.
 const ROOT = {};
 const cache = new WeakMap(); // base | ROOT -> { sets, root }
 const CACHE_MAX = 256;
@@ -123,19 +124,49 @@ function remember(entry, keys, raw, h) {
   node.h = h;
 }
 
-function checkLabels(labels, what) {
-  if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
+// Labels given as something other than an object (null, undefined, a string):
+// no labels, as if {} were given. Strict labels (addon.labelsStrict()): a TypeError.
+function labelsObject(labels, what) {
+  if (labels !== null && typeof labels === 'object' && !Array.isArray(labels)) return labels;
+  if (labels === null || labels === undefined) return EMPTY;
+  if (addon.labelsStrict()) {
     const e = new TypeError(what + ': labels must be an object of name -> string value');
     e.code = 'ERR_PYROSCOPE_LABELS';
     throw e;
   }
+  addon.labelsNoteDropped(String(typeof labels), 'labels given as ' +
+    (Array.isArray(labels) ? 'an array' : typeof labels) + ', not an object: ignored');
+  return EMPTY;
+}
+const EMPTY = Object.freeze({});
+
+// What the core gets for a value: strings as they are; numbers, booleans and
+// bigints as strings (the anchor took numbers); null for anything else
+// (null, undefined, objects, symbols, functions), which the core drops and
+// counts, or refuses when strict.
+function labelValue(v) {
+  const t = typeof v;
+  if (t === 'string') return v;
+  if (t === 'number' || t === 'boolean' || t === 'bigint') return String(v);
+  return null;
 }
 
-function handleFor(base, labels, what) {
-  checkLabels(labels, what);
+function handleFor(base, given, what) {
+  const labels = labelsObject(given, what);
   const keys = Object.keys(labels);
   const raw = new Array(keys.length); // each value read once (a getter may answer otherwise)
-  for (let i = 0; i < keys.length; i++) raw[i] = labels[keys[i]];
+  let primitive = true; // only sets of primitive values enter the cache (no objects kept)
+  for (let i = 0; i < keys.length; i++) {
+    let v;
+    try {
+      v = labels[keys[i]];
+    } catch (_) {
+      v = undefined; // a throwing getter: no value
+    }
+    raw[i] = v;
+    if (v !== null && (typeof v === 'object' || typeof v === 'function' ||
+                       typeof v === 'symbol')) primitive = false;
+  }
   const owner = base || ROOT;
   let entry = cache.get(owner);
   if (entry) {
@@ -146,16 +177,7 @@ function handleFor(base, labels, what) {
     cache.set(owner, entry);
   }
   const values = new Array(keys.length);
-  for (let i = 0; i < keys.length; i++) {
-    const v = raw[i];
-    if (typeof v !== 'string' && typeof v !== 'number') {
-      const e = new TypeError(what + ': the value of label "' + keys[i] +
-        '" must be a string or a number, not ' + (v === null ? 'null' : typeof v));
-      e.code = 'ERR_PYROSCOPE_LABELS';
-      throw e;
-    }
-    values[i] = String(v);
-  }
+  for (let i = 0; i < keys.length; i++) values[i] = labelValue(raw[i]);
   let h;
   try {
     h = addon.labelsHandle(base || null, keys, values);
@@ -163,7 +185,7 @@ function handleFor(base, labels, what) {
     e.message = what + ': ' + e.message;
     throw e;
   }
-  remember(entry, keys, raw, h);
+  if (primitive && !h.fixed) remember(entry, keys, raw, h);
   return h;
 }
 

@@ -1,6 +1,7 @@
 // Types of pyroscope-native (the @pyroscope/nodejs 0.6.4 API plus our additions).
 
-export type LabelSet = Record<string, string | number>;
+/** Numbers, booleans and bigints are sent as strings; null/undefined drop the label. */
+export type LabelSet = Record<string, string | number | boolean | bigint | null | undefined>;
 export type TagList = LabelSet;
 export type StripFilenamesMode = 'all' | 'dependencies';
 
@@ -26,7 +27,7 @@ export interface PyroscopeConfig {
   flushIntervalMs?: number | undefined;
   heap?: PyroscopeHeapConfig | undefined;
   serverAddress?: string | undefined;
-  tags?: LabelSet | undefined;
+  tags?: Record<string, string | number> | undefined;
   wall?: PyroscopeWallConfig | undefined;
   sourceMapper?: SourceMapper | undefined;
   basicAuthUser?: string | undefined;
@@ -61,6 +62,8 @@ export interface PyroscopeConfig {
   otlpHeaders?: Record<string, string> | undefined;
   resourceAttributes?: string | undefined;
   samplerCpuBudget?: number | undefined;
+  /** Labels the server cannot take throw (naming the key) instead of being fixed; default false. */
+  strictLabels?: boolean | undefined;
 }
 
 export interface Logger {

@@ -220,23 +220,10 @@ async function flush(timeoutSeconds = 5) {
   return native().flush(timeoutSeconds);
 }
 
-// Labels: numbers are accepted as in the anchor, and stored as strings.
-function toLabels(what, labels) {
-  if (labels === null || typeof labels !== 'object' || Array.isArray(labels)) {
-    throw new TypeError(`${what}: labels must be an object of string (or number) values`);
-  }
-  // Once per request: no [key, value] arrays (Object.entries) made for it.
-  let out = labels;
-  const keys = Object.keys(labels);
-  for (let i = 0; i < keys.length; i++) {
-    const v = labels[keys[i]];
-    if (typeof v === 'number') {
-      if (out === labels) out = { ...labels };
-      out[keys[i]] = String(v);
-    }
-  }
-  return out;
-}
+// Labels are never an error at request time (unless strictLabels): values that are not
+// strings are made strings (numbers, booleans) or dropped (null, undefined, objects);
+// names and values the server cannot take are fixed by the core; each fix is counted
+// in stats().labels (coerced, dropped) and logged, one warning a minute (lib/context.js).
 
 /**
  * Runs fn(...args) with the current labels plus `labels`; returns what fn returns. For an
@@ -245,9 +232,8 @@ function toLabels(what, labels) {
  */
 function wrapWithLabels(labels, fn, ...args) {
   if (typeof fn !== 'function') throw new TypeError('wrapWithLabels: fn must be a function');
-  const checked = toLabels('wrapWithLabels', labels);
   const l = labelsApi();
-  return l ? l.run(checked, fn, ...args) : fn(...args);
+  return l ? l.run(labels, fn, ...args) : fn(...args);
 }
 
 function getLabels() {
@@ -257,9 +243,8 @@ function getLabels() {
 
 // Replaces the labels of the current async context (and what it starts from now on).
 function setLabels(labels) {
-  const checked = toLabels('setLabels', labels);
   const l = labelsApi();
-  if (l) l.set(checked);
+  if (l) l.set(labels);
 }
 
 // Deprecated in the anchor: the same as getLabels/setLabels.

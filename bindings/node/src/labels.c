@@ -106,8 +106,50 @@ static napi_value m_slot(napi_env env, napi_callback_info info)
     return arr;
 }
 
+/* A label name or value: as js_string, but an embedded NUL becomes U+FFFD
+ * (the core then sees the rest of the string, not a silent cut). */
+static char *js_label_string(napi_env env, napi_value v, const char *what, int *nul)
+{
+    napi_valuetype t;
+    if (napi_typeof(env, v, &t) != napi_ok)
+        return NULL;
+    if (t != napi_string)
+        return js_string(env, v, what);
+    size_t len;
+    if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok)
+        return NULL;
+    char *raw = malloc(len + 1), *buf = NULL;
+    if (raw) {
+        napi_get_value_string_utf8(env, v, raw, len + 1, &len);
+        if (len == strlen(raw))
+            return raw;
+        *nul = 1;
+        size_t extra = 0;
+        for (size_t i = 0; i < len; i++)
+            extra += raw[i] == 0 ? 2 : 0;
+        if ((buf = malloc(len + extra + 1))) {
+            size_t o = 0;
+            for (size_t i = 0; i < len; i++) {
+                if (raw[i]) {
+                    buf[o++] = raw[i];
+                } else {
+                    memcpy(buf + o, "\xef\xbf\xbd", 3);
+                    o += 3;
+                }
+            }
+            buf[o] = '\0';
+        }
+        free(raw);
+    }
+    if (!buf)
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+    return buf;
+}
+
 /* labelsHandle(base handle | null, keys[], values[]) -> a handle {id} of
- * base ∪ pairs (pairs win). Throws, naming the key, on bad names/values. */
+ * base ∪ pairs (pairs win). Names and values the server cannot take are
+ * fixed or dropped by the core (counted), unless strict labels are on: then
+ * it throws, naming the key. */
 static napi_value m_handle(napi_env env, napi_callback_info info)
 {
     napi_value argv[3];
@@ -124,31 +166,49 @@ static napi_value m_handle(napi_env env, napi_callback_info info)
     uint32_t n, nv;
     napi_get_array_length(env, argv[1], &n);
     napi_get_array_length(env, argv[2], &nv);
-    if (n != nv || n > PN_MAX_LABELS)
-        return throw_msg(env, "ERR_PYROSCOPE_LABELS", "labels: at most %d labels per set",
-                         PN_MAX_LABELS);
-    pn_label kv[PN_MAX_LABELS];
-    char *owned[2 * PN_MAX_LABELS];
-    uint32_t nown = 0;
+    if (n != nv)
+        return throw_msg(env, "ERR_INVALID_ARG_TYPE", "labelsHandle: keys and values differ in "
+                         "length");
+    /* More than PN_MAX_LABELS: the core drops the rest (or fails, strict). */
+    pn_label *kv = malloc((n ? n : 1) * sizeof *kv);
+    char **owned = malloc((2 * n + 1) * sizeof *owned);
+    uint32_t nown = 0, nuls = 0;
     napi_value result = NULL;
+    if (!kv || !owned) {
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+        goto out;
+    }
     for (uint32_t i = 0; i < n; i++) {
         napi_value k, v;
         napi_get_element(env, argv[1], i, &k);
         napi_get_element(env, argv[2], i, &v);
-        char *ks = js_string(env, k, "labels: names must be strings");
+        int nul = 0;
+        char *ks = js_label_string(env, k, "labels: names must be strings", &nul);
         if (!ks)
             goto out;
         owned[nown++] = ks;
-        char what[200];
-        snprintf(what, sizeof what, "labels: the value of \"%.100s\" must be a string or number",
-                 ks);
-        char *vs = js_string(env, v, what);
-        if (!vs)
-            goto out;
-        owned[nown++] = vs;
+        /* null: no value (lib/context.js passes it for null, undefined and
+         * objects); the core drops the pair, or fails it when strict. */
+        napi_valuetype vt;
+        napi_typeof(env, v, &vt);
+        char *vs = NULL;
+        if (vt != napi_null) {
+            char what[200];
+            snprintf(what, sizeof what, "labels: the value of \"%.100s\" must be a string or "
+                     "number", ks);
+            if (!(vs = js_label_string(env, v, what, &nul)))
+                goto out;
+            owned[nown++] = vs;
+        }
         kv[i] = (pn_label){ks, vs};
+        if (nul) {
+            nuls++;
+            pn_labels_note_fix(0, ks, "NUL character made U+FFFD");
+        }
     }
     pn_error e = {0};
+    uint64_t c0, d0, c1, d1;
+    pn_labels_fix_counts(&c0, &d0);
     const pn_labelset *ls =
         pn_labelset_merge(base ? base->ls : pn_labelset_empty(), kv, n, &e);
     if (!ls) {
@@ -174,10 +234,20 @@ static napi_value m_handle(napi_env env, napi_callback_info info)
     }
     handles_live++;
     set_num(env, obj, "id", h->id);
+    /* fixed: some pair was changed or dropped (lib/context.js does not cache
+     * such a set, so each use is counted, and strict labels see it again). */
+    pn_labels_fix_counts(&c1, &d1);
+    if (c1 != c0 || d1 != d0 || nuls) {
+        napi_value t;
+        napi_get_boolean(env, true, &t);
+        napi_set_named_property(env, obj, "fixed", t);
+    }
     result = obj;
 out:
     for (uint32_t i = 0; i < nown; i++)
         free(owned[i]);
+    free(owned);
+    free(kv);
     return result;
 }
 
@@ -212,11 +282,41 @@ static napi_value m_counts(napi_env env, napi_callback_info info)
     set_num(env, o, "handlesLive", (double)handles_live);
     set_num(env, o, "handlesTableFull", (double)handles_full);
     set_num(env, o, "labelSetsLive", (double)pn_labelset_live());
+    uint64_t coerced, dropped;
+    pn_labels_fix_counts(&coerced, &dropped);
+    set_num(env, o, "coerced", (double)coerced);
+    set_num(env, o, "dropped", (double)dropped);
     return o;
+}
+
+/* labelsStrict() -> the strict_labels setting of the running agent. */
+static napi_value m_strict(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value b;
+    napi_get_boolean(env, pn_labels_strict() != 0, &b);
+    return b;
+}
+
+/* labelsNoteDropped(key, why): a fix made in JS, counted and logged. */
+static napi_value m_note_dropped(napi_env env, napi_callback_info info)
+{
+    napi_value argv[2];
+    if (js_args(env, info, argv, 2) < 2)
+        return NULL;
+    char *k = js_string(env, argv[0], "labelsNoteDropped(key, why)");
+    char *w = k ? js_string(env, argv[1], "labelsNoteDropped(key, why)") : NULL;
+    if (k && w)
+        pn_labels_note_fix(1, k, w);
+    free(k);
+    free(w);
+    return NULL;
 }
 
 void labels_exports(napi_env env, napi_value exports)
 {
+    set_fn(env, exports, "labelsStrict", m_strict);
+    set_fn(env, exports, "labelsNoteDropped", m_note_dropped);
     set_fn(env, exports, "labelsSlot", m_slot);
     set_fn(env, exports, "labelsHandle", m_handle);
     set_fn(env, exports, "labelsPairs", m_pairs);

@@ -13,6 +13,7 @@ let CORE_NAMES = [
   'report_pid', 'report_thread_id', 'report_thread_name', 'log_level', 'max_stacks',
   'max_depth', 'stop_timeout', 'spy_name', 'fault_guard', 'otlp_endpoint', 'otlp_headers',
   'resource_attributes', 'runtime_name', 'runtime_version', 'sampler_cpu_budget',
+  'strict_labels',
 ];
 const { loadNative } = require('./api-helpers');
 const native = loadNative();
@@ -22,6 +23,15 @@ const resolve = (opts, env = {}) => resolveConfig(opts, env, CORE_NAMES);
 const pairs = (list) => Object.fromEntries(list);
 
 describe('api config: options and variables', () => {
+  it('a missing application name is named by its option and variable (issue 28)', () => {
+    const { renameError } = require('../lib/config');
+    const e = renameError(new Error('application_name must be set (a non-empty string)'), {});
+    assert.strictEqual(e.message, 'appName (option) or PYROSCOPE_APPLICATION_NAME ' +
+      '(application_name) must be set (a non-empty string)');
+    const given = renameError(new Error('application_name must be set'), { application_name: 'appName' });
+    assert.strictEqual(given.message, 'appName (application_name) must be set');
+  });
+
   it('maps the anchor options and our camelCase settings to core names', () => {
     const r = resolve({
       appName: 'shop', serverAddress: 'http://h:4040', basicAuthUser: 'u',
@@ -220,6 +230,17 @@ describe('api config: through init() and the core', function () {
     process.env.PYROSCOPE_SAMPLE_RATE = 'fast';
     assert.throws(() => api.init({ appName: 'a' }), /PYROSCOPE_SAMPLE_RATE/);
     api.init({ appName: 'a', sampleRate: 100 }); // the option wins: the variable is not read
+  });
+
+  it('PYROSCOPE_BASIC_AUTH_USER (Grafana\'s name) is the user; PASSWORD alone no longer fails (issue 28)', () => {
+    process.env.PYROSCOPE_BASIC_AUTH_USER = 'alice';
+    process.env.PYROSCOPE_BASIC_AUTH_PASSWORD = 'pw';
+    const r = resolveConfig({ appName: 'a' }, process.env, CORE_NAMES);
+    assert.deepStrictEqual(r.unknownEnv, []);
+    assert.strictEqual(r.env.PYROSCOPE_BASIC_AUTH_USER, 'alice');
+    api.init({ appName: 'a' }); // the core reads it: no "password without user" error
+    assert.strictEqual(resolveConfig({ appName: 'a', basicAuthUser: 'bob' }, process.env,
+      CORE_NAMES).env.PYROSCOPE_BASIC_AUTH_USER, undefined); // the option wins
   });
 
   it('init() without a name is refused by the core, naming the setting', () => {

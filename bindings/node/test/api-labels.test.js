@@ -71,12 +71,60 @@ describe('api labels', function () {
     });
   });
 
-  it('refuses bad labels with an error naming the key', () => {
-    assert.throws(() => api.wrapWithLabels({ __reserved: 'x' }, () => 0), /__reserved/);
-    assert.throws(() => api.wrapWithLabels({ 'bad key': 'x' }, () => 0), /bad key/);
-    assert.throws(() => api.wrapWithLabels({ k: 'a=b' }, () => 0), /k/);
-    assert.throws(() => api.wrapWithLabels({ k: {} }, () => 0), /k/);
-    assert.throws(() => api.wrapWithLabels('k=v', () => 0), TypeError);
+  // Issue 28: labels never fail a request. What the anchor's users pass (req.user?.id,
+  // req.url, booleans) runs; what the server cannot take is fixed or dropped, counted.
+  const DROPIN_CASES = [
+    // [labels given, labels the samples carry]
+    [{ user: undefined }, {}],
+    [{ user: null }, {}],
+    [{ user: '' }, {}],
+    [{ flag: true, n: 5, big: 10n }, { flag: 'true', n: '5', big: '10' }],
+    [{ url: '/a?b=c,d{e}' }, { url: '/a?b=c,d{e}' }], // per-sample values may hold { } , =
+    [{ 'user-id': '7' }, { user_id: '7' }],
+    [{ __reserved: 'x' }, { _reserved: 'x' }],
+    [{ 'bad key': 'x' }, { bad_key: 'x' }],
+    [{ '9lives': 'x' }, { _9lives: 'x' }],
+    [{ k: {} }, {}],
+    [{ k: ['y'] }, {}],
+    [{ k: Symbol('s') }, {}],
+    [{ long: 'x'.repeat(3000) }, { long: 'x'.repeat(2048) }],
+    [{ nul: 'a\0b' }, { nul: 'a\ufffdb' }],
+    [{ lone: 'a\ud800b' }, { lone: 'a\ufffdb' }],
+    [null, {}],
+    [undefined, {}],
+    ['k=v', {}],
+  ];
+
+  it('never throws for labels the anchor took: fixed or dropped, counted in stats()', () => {
+    api.getLabels(); // loads the addon: stats() has its counters
+    const before = api.stats().labels;
+    for (const [given, want] of DROPIN_CASES) {
+      const got = api.wrapWithLabels(given, (x) => [x, api.getLabels()], 'arg');
+      assert.deepStrictEqual(got, ['arg', want], `wrapWithLabels(${String(JSON.stringify(given, (k, v) => typeof v === 'bigint' || typeof v === 'symbol' ? String(v) : v))})`);
+      api.wrapWithLabels({}, () => { api.setLabels(given); assert.deepStrictEqual(api.getLabels(), want); });
+    }
+    const many = {};
+    for (let i = 0; i < 120; i++) many[`k${i}`] = 'v';
+    assert.strictEqual(Object.keys(api.wrapWithLabels(many, () => api.getLabels())).length, 100);
+    const after = api.stats().labels;
+    assert.ok(after.coerced - before.coerced >= 2 * 6, JSON.stringify([before, after]));
+    assert.ok(after.dropped - before.dropped >= 2 * 7 + 20, JSON.stringify([before, after]));
+  });
+
+  it('strictLabels: true makes them errors naming the label', async () => {
+    const dir = tmpdir('pn-strict-');
+    api.init({ appName: 'strict.test', outputDir: dir, strictLabels: true });
+    api.start();
+    try {
+      assert.throws(() => api.wrapWithLabels({ __reserved: 'x' }, () => 0), /__reserved/);
+      assert.throws(() => api.wrapWithLabels({ 'bad key': 'x' }, () => 0), /bad key/);
+      assert.throws(() => api.wrapWithLabels({ k: {} }, () => 0), /"k"/);
+      assert.throws(() => api.wrapWithLabels({ k: undefined }, () => 0), /"k"/);
+      assert.throws(() => api.wrapWithLabels('k=v', () => 0), TypeError);
+      assert.strictEqual(api.wrapWithLabels({ k: 'a=b' }, () => api.getLabels().k), 'a=b');
+    } finally {
+      await api.stop();
+    }
   });
 
   it('samples after an await carry the wrapper\'s labels; concurrent requests do not mix', async () => {

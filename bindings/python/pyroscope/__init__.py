@@ -228,6 +228,7 @@ def configure(
         cpu_implementation=None,
         otlp_endpoint=None,
         otlp_headers=None,
+        strict_labels=None,
 ):
     """Start profiling this process (or restart it with new settings).
 
@@ -284,7 +285,7 @@ def configure(
     for name, value in (("oncpu", oncpu), ("report_pid", report_pid),
                         ("report_thread_id", report_thread_id),
                         ("report_thread_name", report_thread_name),
-                        ("fault_guard", fault_guard)):
+                        ("fault_guard", fault_guard), ("strict_labels", strict_labels)):
         if value is not None:
             settings[name] = "true" if _check_bool(name, value) else "false"
     if tags is not None:
@@ -402,7 +403,12 @@ class tag_wrapper:
         self._tags = tags  # checked by the native enter, once per entry
 
     def __enter__(self):
-        _native.context_enter(self._tags, self)
+        try:
+            _native.context_enter(self._tags, self)
+        except (TypeError, ValueError):  # UnicodeError too
+            if _native.labels_strict():
+                raise
+            _native.context_enter(_fixed_labels(self._tags), self)
         return self
 
     def __exit__(self, *exc):
@@ -453,15 +459,81 @@ def _thread_tag_args(args, what):
 def add_thread_tag(*args):
     """add_thread_tag(key, value): label the calling OS thread's samples."""
     key, value = _thread_tag_args(args, "add_thread_tag")
-    _native.thread_tag_add(key, value)
+    _thread_tag(_native.thread_tag_add, key, value, True)
     return True
 
 
 def remove_thread_tag(*args):
     """remove_thread_tag(key, value): drop the label if it has this value."""
     key, value = _thread_tag_args(args, "remove_thread_tag")
-    _native.thread_tag_remove(key, value)
+    _thread_tag(_native.thread_tag_remove, key, value, False)
     return True
+
+
+def _thread_tag(fn, key, value, count):
+    try:
+        fn(key, value)
+    except (TypeError, ValueError):
+        if _native.labels_strict():
+            raise
+        fixed = _fixed_labels({key: value}, count)
+        for k, v in fixed.items():
+            fn(k, v)
+
+
+# Request-time labels never raise (issue 28; unless strict_labels): the
+# native call takes str -> str; when it refuses what it was given, the tags
+# are made so here and the call is made again, so the common case pays
+# nothing. Names and values the server cannot take as str are fixed by the
+# core (counted in stats()["labels_coerced"/"labels_dropped"], logged once
+# a minute); these are the Python-side fixes, counted the same way.
+def _label_text(obj, key, count):
+    text = obj if isinstance(obj, str) else str(obj)
+    fixed = text
+    if "\0" in fixed:
+        fixed = fixed.replace("\0", "\ufffd")
+    try:
+        fixed.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates ("\udcff"): U+FFFD each
+        fixed = fixed.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if fixed is not text and count:
+        _native.labels_note_fix(False, _shown(key), "made valid UTF-8 (NUL or a lone "
+                                "surrogate became U+FFFD)")
+    return fixed
+
+
+def _shown(key):
+    try:
+        text = str(key)
+    except Exception:  # noqa: BLE001
+        text = type(key).__name__
+    return text.replace("\0", "\\0").encode("utf-8", "backslashreplace").decode("utf-8")[:100]
+
+
+def _fixed_labels(tags, count=True):
+    if not isinstance(tags, dict):
+        try:
+            tags = dict(tags)
+        except Exception:  # noqa: BLE001 - None, a string, ...: no labels
+            if count:
+                _native.labels_note_fix(True, type(tags).__name__,
+                                        "tags given as %s, not a dict: ignored"
+                                        % type(tags).__name__)
+            return {}
+    out = {}
+    for k, v in tags.items():
+        if k is None or v is None:
+            if count:
+                _native.labels_note_fix(True, _shown(k), "no name or no value (None): dropped")
+            continue
+        try:
+            key = _label_text(k, k, count)
+            out[key] = _label_text(v, k, count)
+        except Exception:  # noqa: BLE001 - a __str__ that raises
+            if count:
+                _native.labels_note_fix(True, _shown(type(k).__name__),
+                                        "name or value cannot be made a str: dropped")
+    return out
 
 
 def _deprecated(name, hint="no longer applicable"):

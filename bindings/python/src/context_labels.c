@@ -170,7 +170,7 @@ static PyObject *entry_applied(PyObject *o, void *unused)
 }
 
 static PyGetSetDef entry_getset[] = {
-    {"applied", entry_applied, NULL, "False when the tags were dropped (a limit)", NULL},
+    {"applied", entry_applied, NULL, "False when the tags were left out (a limit)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -248,6 +248,13 @@ static PyObject *m_context_enter(PyObject *self, PyObject *args)
     pn_error e = {0};
     const pn_labelset *base_set = entry_set_ref(base);
     const pn_labelset *ls = pn_labelset_merge(base_set, kv, n, &e);
+    /* Not applied: the tags were left out (past the label limit; strict
+     * labels off), so the block labels as its parent (the span processor
+     * then sets no profile id). Only the first key is looked at: a limit
+     * leaves out every new key of the block, and a key the core renamed is
+     * never the span processor's. */
+    int left_out = ls && n && pn_label_check_name(kv[0].key, NULL) == 0 && kv[0].value &&
+                   kv[0].value[0] && !pn_labelset_get(ls, kv[0].key);
     py_pairs_free(kv);
     if (!ls && e.code == PN_EINVAL) {
         pn_labelset_unref(base_set);
@@ -255,8 +262,8 @@ static PyObject *m_context_enter(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, e.msg);
         return NULL;
     }
-    int applied = ls != NULL;
-    if (!applied) {
+    int applied = ls != NULL && !left_out;
+    if (!ls) {
         bump(&n_drops);
         pn_log(PN_LOG_WARN, "pyroscope: labels of a block were not applied: %s", e.msg);
         log_bridge_drain(); /* to the logger now, while the caller is known */

@@ -342,6 +342,8 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         py_walker_get_stats(walker, &w);
     ctx_labels_stats c;
     ctx_labels_get_stats(&c);
+    uint64_t fixed_coerced, fixed_dropped;
+    pn_labels_fix_counts(&fixed_coerced, &fixed_dropped);
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
@@ -380,6 +382,8 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         {"context_exit_unmatched", c.exit_unmatched},
         {"context_label_drops", c.label_drops},
         {"context_switched", c.switched},
+        {"labels_coerced", fixed_coerced},
+        {"labels_dropped", fixed_dropped},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (put_u64(d, rows[i].k, rows[i].v) != 0) {
@@ -725,7 +729,30 @@ static PyObject *m_libcurl_available(PyObject *self, PyObject *unused)
     return PyBool_FromLong(ok);
 }
 
+/* labels_note_fix(dropped, key, what): a fix made in Python, counted and
+ * logged as the core's own (pyroscope/__init__.py, _fixed_labels). */
+static PyObject *m_labels_note_fix(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int dropped;
+    const char *key, *what;
+    if (!PyArg_ParseTuple(args, "pss", &dropped, &key, &what))
+        return NULL;
+    pn_labels_note_fix(dropped, key, what);
+    log_bridge_drain();
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_labels_strict(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(pn_labels_strict());
+}
+
 static PyMethodDef methods[] = {
+    {"labels_note_fix", m_labels_note_fix, METH_VARARGS, "count and log a label fix"},
+    {"labels_strict", m_labels_strict, METH_NOARGS, "True when strict_labels is on"},
     {"fork_child", m_fork_child, METH_NOARGS, "fork path: after fork, in the child"},
     {"fault_guard_change", m_fault_guard_change, METH_O,
      "True before, False after changing the SIGSEGV/SIGBUS handler"},

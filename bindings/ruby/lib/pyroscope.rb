@@ -109,8 +109,10 @@ module Pyroscope
     # returns its value. Afterwards (exceptions included) the Fiber's labels
     # are exactly what they were, so nesting restores the outer values. Works
     # whether or not the profiler runs. Keys and values are converted with
-    # to_s; a key or value the server would refuse raises ConfigError
-    # naming it, before the block runs.
+    # to_s; a nil value drops its tag, and a key or value the server would
+    # refuse is made valid (or dropped), counted in stats ("labels_coerced",
+    # "labels_dropped") and logged, one warning a minute: tags never fail the
+    # block. With strict_labels set they raise ConfigError naming the tag.
     def tag_wrapper(tags)
       raise ArgumentError, "Pyroscope.tag_wrapper needs a block" unless block_given?
 
@@ -191,19 +193,48 @@ module Pyroscope
       end
     end
 
-    # Tags as Native takes them: a Hash of Strings without NUL bytes. The
-    # common case (already so) is passed on as it is, without a copy.
+    # Tags as Native takes them: a Hash of Strings (nil: no value) without
+    # NUL bytes, in UTF-8. The common case (already so) is passed on as it
+    # is, without a copy. Anything else is converted as the pyroscope gem
+    # did (to_s); what cannot be (not a Hash) is no tags, counted.
     def label_pairs(tags, what)
       return tags if tags.is_a?(Hash) && tags.all? { |k, v| plain?(k) && plain?(v) }
       unless tags.respond_to?(:each_pair)
-        raise ConfigError, "Pyroscope.#{what}: tags must be a Hash, not #{tags.class}"
+        raise ConfigError, "Pyroscope.#{what}: tags must be a Hash, not #{tags.class}" if Native.labels_strict?
+
+        Native.labels_note_fix(true, tags.class.to_s, "tags given as #{tags.class}, not a Hash: ignored")
+        return {}
       end
 
-      Settings.pairs("Pyroscope.#{what}", tags.is_a?(Hash) ? tags : tags.each_pair.to_h)
+      (tags.is_a?(Hash) ? tags : tags.each_pair.to_h).each_with_object({}) do |(k, v), out|
+        out[label_text(k, what)] = v.nil? ? nil : label_text(v, what)
+      end
+    end
+
+    def label_text(obj, what)
+      text = obj.is_a?(Symbol) ? obj.name : obj.to_s
+      unless utf8ish?(text)
+        text = text.encode(Encoding::UTF_8, invalid: :replace, undef: :replace)
+      end
+      return text unless text.include?("\0")
+      raise ConfigError, "Pyroscope.#{what}: #{text.inspect} must not contain a NUL byte" if Native.labels_strict?
+
+      Native.labels_note_fix(false, text.split("\0").first.to_s, "NUL character made U+FFFD")
+      text.gsub("\0", "\uFFFD")
+    rescue StandardError => e
+      raise if e.is_a?(ConfigError)
+
+      "?" # a to_s that raises, or an encoding that cannot convert
     end
 
     def plain?(text)
-      text.is_a?(String) && !text.include?("\0")
+      text.is_a?(String) && !text.include?("\0") && utf8ish?(text)
+    end
+
+    # Bytes the core reads as UTF-8 (it makes invalid sequences U+FFFD).
+    def utf8ish?(text)
+      enc = text.encoding
+      enc == Encoding::UTF_8 || enc == Encoding::US_ASCII || enc == Encoding::ASCII_8BIT
     end
 
     def install_exit_hook

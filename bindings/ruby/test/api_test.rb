@@ -90,7 +90,9 @@ class ApiTest < Minitest::Test
     assert_match(/another thread/, err.message)
     assert_raises(ArgumentError) { Pyroscope._add_tags }
     assert_raises(ArgumentError) { Pyroscope._remove_tags(1, 2, 3) }
-    assert_raises(Pyroscope::ConfigError) { Pyroscope._add_tags("__x" => "1") }
+    assert Pyroscope._add_tags("__x" => "1") # fixed, never raised (issue 28)
+    assert_equal({ "_x" => "1" }, labels)
+    Pyroscope._remove_tags("__x" => "1") # removed under the same fixed name
     assert_equal({}, labels)
   end
 

@@ -31,6 +31,27 @@ class EnvTest < Minitest::Test
     refute core_env.key?("PYROSCOPE_AUTOINSTRUMENT_RAILS"), "read here, not by the core"
   end
 
+  # Issue 28: the names Grafana's examples use start the profiler (the core
+  # reads them: PYROSCOPE_BASIC_AUTH_USER is the user, PYROSCOPE_AUTH_TOKEN a
+  # Bearer token), and are not reported as unknown.
+  def test_anchor_auth_variables_start
+    log = StringIO.new
+    Pyroscope.logger = Logger.new(log)
+    clean_env do
+      with_env("PYROSCOPE_BASIC_AUTH_USER" => "alice", "PYROSCOPE_BASIC_AUTH_PASSWORD" => "pw",
+               "PYROSCOPE_AUTH_TOKEN" => "tok", "PYROSCOPE_LOG_LEVEL" => "warn") do
+        Dir.mktmpdir do |dir|
+          configure_to(dir, "env.auth")
+          assert Pyroscope.running?
+          Pyroscope.stop
+        end
+      end
+    end
+    refute_match(/unknown environment variable/, log.string)
+  ensure
+    Pyroscope.logger = nil
+  end
+
   def test_variables_replace_the_gem_defaults
     settings, = native_args("PYROSCOPE_LOG_LEVEL" => "info", "PYROSCOPE_OUTPUT_DIR" => "/tmp/o")
     refute settings.key?("log_level")

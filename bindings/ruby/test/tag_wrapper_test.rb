@@ -47,21 +47,66 @@ class TagWrapperTest < Minitest::Test
     end
   end
 
-  def test_bad_labels_raise_before_the_block_runs
-    ran = false
-    ["__reserved", "with space", "", "1digit"].each do |key|
-      err = assert_raises(Pyroscope::ConfigError, key) { Pyroscope.tag_wrapper(key => "v") { ran = true } }
-      assert_kind_of ArgumentError, err
+  # Issue 28: what the pyroscope gem's users pass (current_user&.id, request
+  # paths, symbols, numbers) never fails the block: fixed or dropped, counted.
+  DROPIN_CASES = [
+    # [tags given, labels the samples carry]
+    [{ "user" => nil }, {}],
+    [{ "user" => "" }, {}],
+    [{ "path" => "/a?b=c,d{e}" }, { "path" => "/a?b=c,d{e}" }],
+    [{ "user-id" => 7 }, { "user_id" => "7" }],
+    [{ "__reserved" => "x" }, { "_reserved" => "x" }],
+    [{ "with space" => "x" }, { "with_space" => "x" }],
+    [{ "1digit" => "x" }, { "_1digit" => "x" }],
+    [{ "" => "x" }, {}],
+    [{ "k" => "a\0b" }, { "k" => "a\uFFFDb" }],
+    [{ "k" => "caf\xE9".b }, { "k" => "caf\uFFFD" }],
+    [{ "k" => "caf\xE9".dup.force_encoding("ISO-8859-1") }, { "k" => "café" }],
+    [{ "long" => "x" * 3000 }, { "long" => "x" * 2048 }],
+    [{ "ok" => true, sym: :v }, { "ok" => "true", "sym" => "v" }],
+    [nil, {}],
+    ["k=v", {}],
+  ].freeze
+
+  def test_tags_never_raise_fixed_or_dropped_and_counted
+    before = Pyroscope.stats
+    DROPIN_CASES.each do |given, want|
+      ran = false
+      seen = Pyroscope.tag_wrapper(given) { ran = true; labels }
+      assert ran, given.inspect
+      assert_equal want, seen, given.inspect
+      assert Pyroscope._add_tags(given)
+      assert_equal want, labels, "_add_tags(#{given.inspect})"
+      assert Pyroscope._remove_tags(given) if given.is_a?(Hash)
+      assert_equal({}, labels, "_remove_tags(#{given.inspect})")
     end
-    assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => "a,b") { ran = true } }
-    assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => nil) { ran = true } }
-    err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => "a\0b") { ran = true } }
-    assert_match(/"k" must not contain a NUL byte/, err.message)
-    err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper(nil) { ran = true } }
-    assert_match(/tags must be a Hash/, err.message)
-    refute ran
-    assert_equal({}, labels)
-    assert_raises(ArgumentError) { Pyroscope.tag_wrapper("k" => "v") }
+    many = (1..120).to_h { |i| ["k#{i}", "v"] }
+    assert_equal 100, Pyroscope.tag_wrapper(many) { labels }.size
+    after = Pyroscope.stats
+    assert_operator after["labels_coerced"] - before["labels_coerced"], :>=, 2 * 7
+    assert_operator after["labels_dropped"] - before["labels_dropped"], :>=, 2 * 5 + 20
+  end
+
+  def test_strict_labels_raise_before_the_block_runs
+    Dir.mktmpdir do |dir|
+      configure_to(dir, "strict.rb", strict_labels: true)
+      ran = false
+      ["__reserved", "with space", "", "1digit"].each do |key|
+        err = assert_raises(Pyroscope::ConfigError, key) { Pyroscope.tag_wrapper(key => "v") { ran = true } }
+        assert_kind_of ArgumentError, err
+      end
+      assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => nil) { ran = true } }
+      err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper("k" => "a\0b") { ran = true } }
+      assert_match(/must not contain a NUL byte/, err.message)
+      err = assert_raises(Pyroscope::ConfigError) { Pyroscope.tag_wrapper(nil) { ran = true } }
+      assert_match(/tags must be a Hash/, err.message)
+      refute ran
+      assert_equal({ "k" => "a,b" }, Pyroscope.tag_wrapper("k" => "a,b") { labels })
+      assert_equal({}, labels)
+      assert_raises(ArgumentError) { Pyroscope.tag_wrapper("k" => "v") }
+    ensure
+      Pyroscope.stop
+    end
   end
 
   def test_labels_belong_to_the_fiber

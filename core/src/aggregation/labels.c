@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "support/hash.h"
 #include "pyroscope_native.h"
@@ -125,7 +126,7 @@ static size_t utf8_seq(const unsigned char *p, size_t left)
     return n;
 }
 
-int pn_label_check_value(const char *key, const char *value, pn_error *e)
+static int check_value(const char *key, const char *value, int series, pn_error *e)
 {
     if (!key)
         key = "?";
@@ -139,7 +140,7 @@ int pn_label_check_value(const char *key, const char *value, pn_error *e)
                        key, n, PN_MAX_LABEL_VALUE);
     const unsigned char *p = (const unsigned char *)value;
     for (size_t i = 0; i < n;) {
-        if (strchr("{},=", p[i]) && p[i] != 0)
+        if (series && strchr("{},=", p[i]) && p[i] != 0)
             return pn_fail(e, PN_EINVAL,
                            "label \"%.100s\": value \"%.100s\" contains '%c'; the characters "
                            "{ } , = are not allowed in label values", key, value, p[i]);
@@ -150,6 +151,16 @@ int pn_label_check_value(const char *key, const char *value, pn_error *e)
         i += len;
     }
     return 0;
+}
+
+int pn_label_check_value(const char *key, const char *value, pn_error *e)
+{
+    return check_value(key, value, 1, e);
+}
+
+int pn_label_check_sample_value(const char *key, const char *value, pn_error *e)
+{
+    return check_value(key, value, 0, e);
 }
 
 int pn_label_check_app_name(const char *name, pn_error *e)
@@ -167,6 +178,177 @@ int pn_label_check_app_name(const char *name, pn_error *e)
                            "application_name \"%.100s\" has '%c' at %zu; allowed: letters, "
                            "digits, '_', '.', '-' and '/'",
                            name, c >= 32 && c < 127 ? c : '?', i);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------- request-time labels */
+
+/* Written at configure time (pn_labels_set_strict), read by any thread. */
+static atomic_int strict_labels;
+/* Counters and the warning's clock: any thread creating sets. */
+static _Atomic uint64_t fixed_coerced, fixed_dropped;
+static _Atomic uint64_t unwarned;       /* fixes since the last warning */
+static _Atomic int64_t last_warn_ns = -1;
+#define FIX_WARN_EVERY_NS 60000000000LL
+
+void pn_labels_set_strict(int on) { atomic_store(&strict_labels, on ? 1 : 0); }
+
+int pn_labels_strict(void) { return atomic_load(&strict_labels); }
+
+void pn_labels_fix_counts(uint64_t *coerced, uint64_t *dropped)
+{
+    if (coerced)
+        *coerced = atomic_load(&fixed_coerced);
+    if (dropped)
+        *dropped = atomic_load(&fixed_dropped);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Counts one fix and logs it, at most one warning a minute (the first at
+ * once); the others are counted in the next warning. */
+static void note_fix(int dropped, const char *key, const char *what)
+{
+    atomic_fetch_add(dropped ? &fixed_dropped : &fixed_coerced, 1);
+    uint64_t others = atomic_fetch_add(&unwarned, 1);
+    int64_t now = mono_ns(), last = atomic_load(&last_warn_ns);
+    if (last >= 0 && now - last < FIX_WARN_EVERY_NS)
+        return;
+    if (!atomic_compare_exchange_strong(&last_warn_ns, &last, now))
+        return;
+    atomic_fetch_sub(&unwarned, others + 1);
+    pn_log(PN_LOG_WARN, "label \"%.100s\": %s%s (labels are never an error at request time; "
+           "set strict_labels to make them one)", key ? key : "(none)", what,
+           others ? "; and other labels since the last warning" : "");
+    if (others)
+        pn_log(PN_LOG_WARN, "%llu more labels were coerced or dropped in the last minute "
+               "(stats: labels_coerced, labels_dropped)", (unsigned long long)others);
+}
+
+void pn_labels_note_fix(int dropped, const char *key, const char *what)
+{
+    note_fix(dropped, key, what);
+}
+
+/* The name as the server takes it, into buf (PN_MAX_LABEL_NAME + 1 bytes).
+ * Returns 0 when key is valid as given, 1 when buf holds the fixed name, -1
+ * when it is dropped; *what says why. */
+static int fix_name(const char *key, char *buf, const char **what)
+{
+    if (pn_label_check_name(key, NULL) == 0)
+        return 0;
+    if (!key || !key[0])
+        return *what = "no name: dropped", -1;
+    const unsigned char *p = (const unsigned char *)key;
+    size_t n = strlen(key), o = 0;
+    while (p[0] == '_' && p[1] == '_') /* reserved "__": one '_' */
+        p++, n--;
+    if (!is_name_start(p[0]))
+        buf[o++] = '_';
+    for (size_t i = 0; i < n && o < PN_MAX_LABEL_NAME;) {
+        if (is_name_char(p[i])) {
+            buf[o++] = (char)p[i++];
+            continue;
+        }
+        size_t len = utf8_seq(p + i, n - i);
+        buf[o++] = '_';
+        i += len ? len : 1;
+    }
+    buf[o] = '\0';
+    *what = "name made valid";
+    return 1;
+}
+
+/* The value as the server takes it, into buf (PN_MAX_LABEL_VALUE + 1
+ * bytes): invalid UTF-8 becomes U+FFFD, cut at a character boundary. */
+static int fix_value(const char *key, const char *value, char *buf, const char **what)
+{
+    if (pn_label_check_sample_value(key, value, NULL) == 0)
+        return 0;
+    if (!value)
+        return *what = "no value (null/None/nil/undefined): dropped", -1;
+    if (!value[0])
+        return *what = "empty value: dropped", -1;
+    const unsigned char *p = (const unsigned char *)value;
+    size_t n = strlen(value), o = 0;
+    int cut = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_seq(p + i, n - i);
+        const char *src = len ? (const char *)p + i : "\xef\xbf\xbd";
+        size_t w = len ? len : 3;
+        if (o + w > PN_MAX_LABEL_VALUE) {
+            cut = 1;
+            break;
+        }
+        memcpy(buf + o, src, w);
+        o += w;
+        i += len ? len : 1;
+    }
+    buf[o] = '\0';
+    *what = cut ? "value cut to 2048 bytes" : "value not valid UTF-8: bad bytes made U+FFFD";
+    return 1;
+}
+
+/* kv made sendable into out (n pairs in, *nout out; fixed strings in
+ * *store, which the caller frees). Strict: fails on the first pair that is
+ * not valid as given. */
+static int fix_pairs(const pn_label *kv, size_t n, pn_label *out, size_t *nout, char **store,
+                     pn_error *e)
+{
+    *store = NULL;
+    *nout = 0;
+    if (atomic_load(&strict_labels)) {
+        for (size_t i = 0; i < n; i++) {
+            if (pn_label_check_name(kv[i].key, e) != 0 ||
+                pn_label_check_sample_value(kv[i].key, kv[i].value, e) != 0)
+                return -1;
+        }
+        if (n > PN_MAX_LABELS)
+            return pn_fail(e, PN_ELIMIT, "%zu labels given; the limit is %d per sample", n,
+                           PN_MAX_LABELS);
+        memcpy(out, kv, n * sizeof *kv);
+        *nout = n;
+        return 0;
+    }
+    enum { STRIDE = PN_MAX_LABEL_NAME + 1 + PN_MAX_LABEL_VALUE + 1 };
+    for (size_t i = 0; i < n; i++) {
+        if (*nout == PN_MAX_LABELS) {
+            note_fix(1, kv[i].key, "more than 100 labels per sample: dropped");
+            continue;
+        }
+        const char *key = kv[i].key, *value = kv[i].value, *what = NULL;
+        int kfix = 0, vfix = 0;
+        if (pn_label_check_name(key, NULL) != 0 ||
+            pn_label_check_sample_value(key, value, NULL) != 0) {
+            if (!*store && !(*store = malloc(PN_MAX_LABELS * (size_t)STRIDE)))
+                return pn_fail(e, PN_ENOMEM, "out of memory fixing labels");
+            char *kbuf = *store + *nout * (size_t)STRIDE, *vbuf = kbuf + PN_MAX_LABEL_NAME + 1;
+            kfix = fix_name(key, kbuf, &what);
+            if (kfix < 0) {
+                note_fix(1, key, what);
+                continue;
+            }
+            if (kfix)
+                note_fix(0, key, what);
+            vfix = fix_value(key, value, vbuf, &what);
+            if (vfix < 0) {
+                note_fix(1, key, what);
+                continue;
+            }
+            if (vfix)
+                note_fix(0, key, what);
+            if (kfix)
+                key = kbuf;
+            if (vfix)
+                value = vbuf;
+        }
+        out[(*nout)++] = (pn_label){key, value};
     }
     return 0;
 }
@@ -287,19 +469,10 @@ static int cmp_label(const void *a, const void *b)
     return strcmp(((const pn_label *)a)->key, ((const pn_label *)b)->key);
 }
 
-const pn_labelset *pn_labelset_merge(const pn_labelset *base, const pn_label *kv, size_t n,
-                                     pn_error *e)
+/* base ∪ kv, kv already valid (fix_pairs). */
+static const pn_labelset *merge_valid(const pn_labelset *base, const pn_label *kv, size_t n,
+                                      pn_error *e)
 {
-    if (!base)
-        base = &empty_set;
-    if (n > PN_MAX_LABELS)
-        return pn_fail(e, PN_ELIMIT, "%zu labels given; the limit is %d per sample", n,
-                       PN_MAX_LABELS), NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (pn_label_check_name(kv[i].key, e) != 0 ||
-            pn_label_check_value(kv[i].key, kv[i].value, e) != 0)
-            return NULL;
-    }
     pn_label merged[2 * PN_MAX_LABELS];
     size_t m = 0;
     /* New pairs first (later duplicates win), then base pairs not overridden. */
@@ -319,18 +492,74 @@ const pn_labelset *pn_labelset_merge(const pn_labelset *base, const pn_label *kv
         if (j == fresh)
             merged[m++] = base->kv[i];
     }
-    if (m > PN_MAX_LABELS)
+    if (m > PN_MAX_LABELS && atomic_load(&strict_labels))
         return pn_fail(e, PN_ELIMIT, "a label set would hold %zu labels; the limit is %d", m,
                        PN_MAX_LABELS), NULL;
+    if (m > PN_MAX_LABELS) {
+        /* The block's new names do not fit beside the outer ones: it runs
+         * with the outer labels (its overrides of them kept), as a block
+         * whose labels are all or nothing (a span's span_id + trace_id). */
+        size_t kept = 0;
+        for (size_t i = 0; i < fresh; i++) {
+            if (pn_labelset_get(base, merged[i].key))
+                merged[kept++] = merged[i];
+            else
+                note_fix(1, merged[i].key, "more than 100 labels per sample: dropped");
+        }
+        memmove(merged + kept, merged + fresh, (m - fresh) * sizeof merged[0]);
+        m = kept + (m - fresh);
+    }
     qsort(merged, m, sizeof merged[0], cmp_label);
     return intern_sorted(merged, m, e);
 }
+
+const pn_labelset *pn_labelset_merge(const pn_labelset *base, const pn_label *given, size_t ngiven,
+                                     pn_error *e)
+{
+    if (!base)
+        base = &empty_set;
+    pn_label kv[PN_MAX_LABELS];
+    size_t n;
+    char *store;
+    if (fix_pairs(given, ngiven, kv, &n, &store, e) != 0)
+        return NULL;
+    const pn_labelset *ls = merge_valid(base, kv, n, e);
+    free(store);
+    return ls;
+}
+
+static const pn_labelset *without_valid(const pn_labelset *base, const char *key,
+                                       const char *value);
 
 const pn_labelset *pn_labelset_without(const pn_labelset *base, const char *key,
                                        const char *value)
 {
     if (!base)
         base = &empty_set;
+    if (pn_label_check_name(key, NULL) == 0 &&
+        (!value || pn_label_check_sample_value(key, value, NULL) == 0))
+        return without_valid(base, key, value);
+    /* What merge made of the same pair (fixed the same way, not counted
+     * again); a pair merge drops was never there. */
+    char *buf = malloc(PN_MAX_LABEL_NAME + 1 + PN_MAX_LABEL_VALUE + 1);
+    char *vbuf = buf ? buf + PN_MAX_LABEL_NAME + 1 : NULL;
+    const char *what;
+    int kfix = buf ? fix_name(key, buf, &what) : -1;
+    int vfix = kfix >= 0 && value ? fix_value(key, value, vbuf, &what) : 0;
+    const pn_labelset *ls;
+    if (kfix < 0 || vfix < 0) {
+        pn_labelset_ref(base);
+        ls = base;
+    } else {
+        ls = without_valid(base, kfix ? buf : key, vfix ? vbuf : value);
+    }
+    free(buf);
+    return ls;
+}
+
+static const pn_labelset *without_valid(const pn_labelset *base, const char *key,
+                                       const char *value)
+{
     const char *have = pn_labelset_get(base, key);
     if (!have || (value && strcmp(have, value) != 0)) {
         pn_labelset_ref(base);
@@ -596,7 +825,7 @@ int pn_labels_thread_add(const char *key, const char *value, pn_error *e)
 
 int pn_labels_thread_remove(const char *key, const char *value, pn_error *e)
 {
-    if (pn_label_check_name(key, e) != 0)
+    if (atomic_load(&strict_labels) && pn_label_check_name(key, e) != 0)
         return -1;
     if (!tl.s)
         return 0;

@@ -356,6 +356,7 @@ pn_agent *pn_agent_start(const pn_config *c, pn_error *e)
         return pn_fail(e, PN_ENOMEM, "out of memory starting the agent"), NULL;
     }
     pn_log_set_level(c->log_level);
+    pn_labels_set_strict(c->strict_labels);
     snprintf(a->pid_value, sizeof a->pid_value, "%d", (int)getpid());
     a->pid_label = (pn_label){"pid", a->pid_value};
     size_t ntags = a->cfg.output_dir && a->cfg.output_dir[0] ? a->cfg.ntags : 0;
@@ -488,7 +489,10 @@ void pn_agent_stop_begin(pn_agent *a)
     pthread_mutex_lock(&a->mu);
     a->stopping = 1;
     pn_agent *self = a;
-    atomic_compare_exchange_strong(&current, &self, NULL);
+    /* Strict labels are this agent's setting: off again once it stops
+     * being the current one (a restart sets its own). */
+    if (atomic_compare_exchange_strong(&current, &self, NULL))
+        pn_labels_set_strict(0);
     pthread_mutex_unlock(&a->mu);
     pthread_mutex_unlock(&current_mu);
 }

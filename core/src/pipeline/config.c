@@ -370,6 +370,7 @@ static const setting settings[] = {
     {"runtime_name", K_STR, OFF(runtime_name), 0, 0},
     {"runtime_version", K_STR, OFF(runtime_version), 0, 0},
     {"sampler_cpu_budget", K_PERCENT, OFF(sampler_cpu_budget), 0, 100},
+    {"strict_labels", K_BOOL, OFF(strict_labels), 0, 0},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -529,6 +530,63 @@ int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size
                 : dup_pairs(&c->http_headers, &c->nheaders, kv, n, e);
 }
 
+/* Variables the anchors' users set (Grafana's examples): PYROSCOPE_BASIC_AUTH_USER
+ * is basic_auth_username unless PYROSCOPE_BASIC_AUTH_USERNAME is set too;
+ * PYROSCOPE_AUTH_TOKEN (the pyroscope gem < 1.0, @pyroscope/nodejs) is sent
+ * as "Authorization: Bearer <token>" unless an Authorization header is set. */
+static const char *env_of(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (; envp && *envp; envp++) {
+        if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+            return *envp + n + 1;
+    }
+    return NULL;
+}
+
+static int apply_anchor_env(pn_config *c, char *const *envp, pn_error *e)
+{
+    const char *user = env_of(envp, "PYROSCOPE_BASIC_AUTH_USER");
+    const char *full = env_of(envp, "PYROSCOPE_BASIC_AUTH_USERNAME");
+    pn_error why;
+    if (user && user[0] && !(full && full[0]) &&
+        pn_config_set(c, "basic_auth_username", user, &why) != 0)
+        return pn_fail(e, why.code, "environment variable PYROSCOPE_BASIC_AUTH_USER: %s",
+                       why.msg);
+    const char *token = env_of(envp, "PYROSCOPE_AUTH_TOKEN");
+    if (!token || !token[0])
+        return 0;
+    for (size_t i = 0; i < c->nheaders; i++) {
+        if (strcasecmp(c->http_headers[i].key, "Authorization") == 0)
+            return 0;
+    }
+    if (c->nheaders >= PN_MAX_LABELS)
+        return 0;
+    size_t len = strlen(token) + sizeof "Bearer ";
+    char *bearer = malloc(len);
+    pn_label *kv = malloc((c->nheaders + 1) * sizeof *kv);
+    int rc = -1;
+    if (bearer && kv) {
+        snprintf(bearer, len, "Bearer %s", token);
+        if (c->nheaders)
+            memcpy(kv, c->http_headers, c->nheaders * sizeof *kv);
+        kv[c->nheaders] = (pn_label){"Authorization", bearer};
+        rc = pn_config_set_pairs(c, "http_headers", kv, c->nheaders + 1, &why);
+        if (rc != 0)
+            pn_fail(e, why.code, "environment variable PYROSCOPE_AUTH_TOKEN: %s", why.msg);
+    } else {
+        pn_fail(e, PN_ENOMEM, "out of memory reading PYROSCOPE_AUTH_TOKEN");
+    }
+    free(bearer);
+    free(kv);
+    return rc;
+}
+
+static int is_anchor_env(const char *name)
+{
+    return strcmp(name, "basic_auth_user") == 0 || strcmp(name, "auth_token") == 0;
+}
+
 int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
 {
     if (!envp)
@@ -536,6 +594,7 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
     if (pn_config_apply_otel_env(c, envp, e) != 0)
         return -1;
     static const char prefix[] = "PYROSCOPE_";
+    char *const *all = envp;
     for (; envp && *envp; envp++) {
         const char *kv = *envp;
         if (strncmp(kv, prefix, sizeof prefix - 1) != 0)
@@ -556,7 +615,9 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
         for (size_t i = 0; i < NSETTINGS; i++)
             known |= strcmp(settings[i].name, name) == 0;
         if (!known) {
-            pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s", (int)(eq - kv), kv);
+            if (!is_anchor_env(name))
+                pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s",
+                       (int)(eq - kv), kv);
             continue;
         }
         if (eq[1] == '\0')
@@ -566,7 +627,7 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
             return pn_fail(e, why.code, "environment variable %.*s: %s", (int)(eq - kv), kv,
                            why.msg);
     }
-    return 0;
+    return apply_anchor_env(c, all, e);
 }
 
 /* A pair list a binding filled by hand: an array for every count, and a key

@@ -34,7 +34,7 @@ def expect_counts():
     """Each test must leave this thread's context and slot unlabelled, and
     count no unmatched exit or dropped labels unless it says so in the
     yielded dict."""
-    names = ("context_exit_unmatched", "context_label_drops")
+    names = ("context_exit_unmatched", "context_label_drops", "labels_dropped")
     before = {k: _native.stats()[k] for k in names}
     expected = dict.fromkeys(names, 0)
     yield expected
@@ -276,18 +276,17 @@ def test_blocks_never_exited_are_freed_without_recursion():
     del copy  # releases a chain of 100 000 entries: must not recurse
 
 
-def test_label_limit_is_logged_and_counted(caplog, capfd, expect_counts):
+def test_label_limit_is_counted(expect_counts):
     hundred = {f"k{i}": "v" for i in range(100)}
     with pyroscope.tag_wrapper(hundred):
-        with caplog.at_level("WARNING", logger="pyroscope"):
-            with pyroscope.tag_wrapper({"extra": "v"}):
-                assert ctx() == hundred  # the block runs, without its label
-            assert ctx() == hundred
+        with pyroscope.tag_wrapper({"extra": "v"}):
+            assert ctx() == hundred  # the block runs, without its label
+        assert ctx() == hundred
         with pyroscope.tag_wrapper({"k0": "other"}):  # an override: allowed
             assert ctx()["k0"] == "other"
-    # On the pyroscope logger once configured; on stderr before.
-    assert "the limit is 100" in caplog.text + capfd.readouterr().err
-    expect_counts["context_label_drops"] = 1
+    # Counted (stats()["labels_dropped"]); logged at most once a minute, so
+    # the text is checked in test_labels.py::test_fix_warning_names_the_label.
+    expect_counts["labels_dropped"] = 1
 
 
 def test_fork_inside_a_block(profile_dir):

@@ -53,15 +53,16 @@ def test_nul_in_a_setting_is_rejected(tmp_path, case, kwargs, named):
     assert not pyroscope.is_running()
 
 
-def test_nul_in_a_label_is_rejected(running):
-    with pytest.raises(ValueError, match="NUL"):
-        with pyroscope.tag_wrapper({"k": "ok\x00{,=}"}):
-            pass
-    with pytest.raises(ValueError, match="NUL"):
-        pyroscope.add_thread_tag("k", "ok\x00x")
-    with pytest.raises(ValueError, match="NUL"):
-        pyroscope.add_thread_tag("k\x00", "x")
-    # Nothing was cut and kept: the thread has no label.
+def test_nul_in_a_label_is_made_u_fffd(running):
+    # Never cut at the NUL, never raised (issue 28): the character becomes U+FFFD.
+    with pyroscope.tag_wrapper({"k": "ok\x00{,=}"}):
+        assert pyroscope._native.context_labels() == {"k": "ok\ufffd{,=}"}
+    pyroscope.add_thread_tag("k", "ok\x00x")
+    assert pyroscope._native.labels_current() == {"k": "ok\ufffdx"}
+    pyroscope.remove_thread_tag("k", "ok\x00x")
+    pyroscope.add_thread_tag("k\x00", "x")
+    assert pyroscope._native.labels_current() == {"k_": "x"}
+    pyroscope.remove_thread_tag("k\x00", "x")
     assert pyroscope._native.labels_current() == {}
 
 

@@ -313,3 +313,26 @@ print(json.dumps({"stopping": stopping, "running": running, "child": child,
     new = pprof_reader.load_dir(str(tmp_path / "new"))
     assert new and burn_frames(new[0])[0] > 0
     assert pprof_reader.load_dir(str(tmp_path / "child"))
+
+
+@pytest.mark.parametrize("env,auth", [
+    # Issue 28: the variables Grafana's examples use, for pyroscope-io users too.
+    ({"PYROSCOPE_BASIC_AUTH_USER": "alice", "PYROSCOPE_BASIC_AUTH_PASSWORD": "pw"},
+     "Basic " + base64.b64encode(b"alice:pw").decode()),
+    ({"PYROSCOPE_AUTH_TOKEN": "tok"}, "Bearer tok"),
+])
+def test_anchor_auth_variables(tmp_path, env, auth):
+    body = f'''
+import os
+os.environ.update({env!r})
+pyroscope.configure(application_name="env.auth", server_address=P["url"],
+                    upload_interval=0.5)
+upload_work.burn_for_upload(0.3)
+pyroscope.shutdown()
+print(json.dumps({{}}))
+'''
+    with IngestServer() as srv:
+        _, r = run_child(tmp_path, body, url=srv.url)
+    assert srv.requests, "no upload reached the server"
+    assert all(req.headers.get("authorization") == auth for req in srv.requests)
+    assert "unknown environment variable" not in r.stderr

@@ -89,8 +89,9 @@ static VALUE wrap(const pn_labelset *ls)
     return TypedData_Wrap_Struct(cLabelSet, &set_type, (void *)ls);
 }
 
-/* Pairs of a Hash of String => String, for the core (pointers into the
- * Ruby strings, valid while the Hash is). */
+/* Pairs of a Hash of String => String (or nil: no value), for the core
+ * (pointers into the Ruby strings, valid while the Hash is). Past
+ * PN_MAX_LABELS pairs: dropped and counted, or an error with strict labels. */
 typedef struct {
     pn_label kv[PN_MAX_LABELS + 1];
     size_t n;
@@ -100,15 +101,19 @@ typedef struct {
 static int add_pair(VALUE k, VALUE v, VALUE arg)
 {
     pairs *p = (pairs *)arg;
-    if (p->n >= PN_MAX_LABELS) {
-        p->too_many = 1;
-        return ST_STOP;
-    }
-    if (!RB_TYPE_P(k, T_STRING) || !RB_TYPE_P(v, T_STRING))
+    if (!RB_TYPE_P(k, T_STRING) || !(RB_TYPE_P(v, T_STRING) || NIL_P(v)))
         rb_raise(g_eConfigError, "label %s: keys and values must be Strings",
                  RSTRING_PTR(rb_inspect(k)));
+    if (p->n >= PN_MAX_LABELS) {
+        if (pn_labels_strict()) {
+            p->too_many = 1;
+            return ST_STOP;
+        }
+        pn_labels_note_fix(1, StringValueCStr(k), "more than 100 labels per sample: dropped");
+        return ST_CONTINUE;
+    }
     p->kv[p->n].key = StringValueCStr(k);
-    p->kv[p->n].value = StringValueCStr(v);
+    p->kv[p->n].value = NIL_P(v) ? NULL : StringValueCStr(v);
     p->n++;
     return ST_CONTINUE;
 }
@@ -130,7 +135,7 @@ static VALUE m_labels_current(VALUE self)
     VALUE out = rb_hash_new();
     for (size_t i = 0; ls && i < pn_labelset_count(ls); i++) {
         pn_label l = pn_labelset_at(ls, i);
-        rb_hash_aset(out, rb_str_new_cstr(l.key), rb_str_new_cstr(l.value));
+        rb_hash_aset(out, rb_utf8_str_new_cstr(l.key), rb_utf8_str_new_cstr(l.value));
     }
     return out;
 }
@@ -172,6 +177,8 @@ static VALUE m_labels_remove(VALUE self, VALUE hash)
         return Qnil;
     pn_labelset_ref(cur);
     for (size_t i = 0; i < p.n; i++) {
+        if (!p.kv[i].value)
+            continue;
         const pn_labelset *next = pn_labelset_without(cur, p.kv[i].key, p.kv[i].value);
         pn_labelset_unref(cur);
         cur = next;
@@ -183,8 +190,24 @@ static VALUE m_labels_remove(VALUE self, VALUE hash)
     return Qnil;
 }
 
+/* labels_note_fix(dropped, key, what): a fix made in Ruby (lib/pyroscope.rb). */
+static VALUE m_labels_note_fix(VALUE self, VALUE dropped, VALUE key, VALUE what)
+{
+    (void)self;
+    pn_labels_note_fix(RTEST(dropped), StringValueCStr(key), StringValueCStr(what));
+    return Qnil;
+}
+
+static VALUE m_labels_strict(VALUE self)
+{
+    (void)self;
+    return pn_labels_strict() ? Qtrue : Qfalse;
+}
+
 void labels_init(VALUE mNative)
 {
+    rb_define_module_function(mNative, "labels_note_fix", m_labels_note_fix, 3);
+    rb_define_module_function(mNative, "labels_strict?", m_labels_strict, 0);
     id_key = rb_intern("__pyroscope_native_labels");
     cLabelSet = rb_define_class_under(mNative, "LabelSet", rb_cObject);
     rb_undef_alloc_func(cLabelSet);

@@ -357,15 +357,24 @@ static VALUE m_stats(VALUE self)
 {
     (void)self;
     log_drain();
-    if (!g_agent)
-        return NIL_P(last_stats) ? rb_hash_new() : rb_hash_dup(last_stats);
-    pn_agent_stats as;
-    pn_agent_get_stats(g_agent, &as);
-    pn_driver *d = atomic_load(&g_driver);
-    pn_driver_stats ds;
-    if (d)
-        pn_driver_get_stats(d, &ds);
-    return stats_hash(&as, d ? &ds : NULL);
+    VALUE h;
+    if (!g_agent) {
+        h = NIL_P(last_stats) ? rb_hash_new() : rb_hash_dup(last_stats);
+    } else {
+        pn_agent_stats as;
+        pn_agent_get_stats(g_agent, &as);
+        pn_driver *d = atomic_load(&g_driver);
+        pn_driver_stats ds;
+        if (d)
+            pn_driver_get_stats(d, &ds);
+        h = stats_hash(&as, d ? &ds : NULL);
+    }
+    /* Request-time label fixes: process-wide, profiler running or not. */
+    uint64_t coerced, dropped;
+    pn_labels_fix_counts(&coerced, &dropped);
+    rb_hash_aset(h, rb_str_new_cstr("labels_coerced"), ULL2NUM(coerced));
+    rb_hash_aset(h, rb_str_new_cstr("labels_dropped"), ULL2NUM(dropped));
+    return h;
 }
 
 static VALUE m_setting_names(VALUE self)

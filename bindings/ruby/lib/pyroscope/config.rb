@@ -49,6 +49,7 @@ module Pyroscope
       max_stacks: [:integer, nil],
       max_depth: [:integer, nil],
       sampler_cpu_budget: [:number, nil],
+      strict_labels: [:bool, nil],
     }.freeze
     ALL = GEM.merge(LEGACY, SHARED).freeze
 
