@@ -750,6 +750,55 @@ static PyObject *m_labels_strict(PyObject *self, PyObject *unused)
     return PyBool_FromLong(pn_labels_strict());
 }
 
+/* fault_guard_change(True) before a SIGSEGV/SIGBUS handler change,
+ * (False) after it (pyroscope/_fault_handlers.py). The wait for a running
+ * guarded read is a few loads; the sampler never needs the GIL. */
+static PyObject *m_fault_guard_change(PyObject *self, PyObject *begin)
+{
+    (void)self;
+    int b = PyObject_IsTrue(begin);
+    if (b < 0)
+        return NULL;
+    if (b)
+        pn_fault_guard_change_begin();
+    else
+        pn_fault_guard_change_end();
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------ the module lock */
+
+/* The entry points that touch the module's state, each under the module
+ * lock (see module_lock.h; nothing on GIL builds). */
+static PyObject *locked(PyObject *(*fn)(PyObject *, PyObject *), PyObject *self,
+                        PyObject *arg)
+{
+    module_lock l;
+    module_lock_begin(&l);
+    PyObject *r = fn(self, arg);
+    module_lock_end(&l);
+    return r;
+}
+
+static PyObject *m_start(PyObject *self, PyObject *args, PyObject *kw)
+{
+    module_lock l;
+    module_lock_begin(&l);
+    PyObject *r = m_start_locked(self, args, kw);
+    module_lock_end(&l);
+    return r;
+}
+
+#define LOCKED(name) \
+    static PyObject *name(PyObject *self, PyObject *arg) { return locked(name##_locked, self, arg); }
+LOCKED(m_stop)
+LOCKED(m_flush)
+LOCKED(m_running)
+LOCKED(m_stats)
+LOCKED(m_set_log_sink)
+LOCKED(m_at_exit)
+LOCKED(m_fork_child)
+
 static PyMethodDef methods[] = {
     {"labels_note_fix", m_labels_note_fix, METH_VARARGS, "count and log a label fix"},
     {"labels_strict", m_labels_strict, METH_NOARGS, "True when strict_labels is on"},
