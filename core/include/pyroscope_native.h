@@ -519,6 +519,9 @@ typedef struct {
     char *runtime_version;
     double sampler_cpu_budget;  /* % of one core, default 1; 0: no limit */
     int strict_labels;          /* default 0: request-time labels coerced */
+    /* Settings a binding gave (bit i: pn_config_setting(i)), set by
+     * pn_config_set/_set_pairs: their variables are then not read. */
+    uint64_t given;
 } pn_config;
 
 /* otlp_protocol: OTEL_EXPORTER_OTLP_PROTOCOL's values. */
@@ -537,8 +540,9 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
  * string form; replaces the previous pairs. */
 int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size_t n,
                         pn_error *e);
-/* Apply every PYROSCOPE_<NAME> variable of envp (NULL: environ). Unknown
- * PYROSCOPE_* variables are logged as warnings and ignored. The standard
+/* Apply every PYROSCOPE_<NAME> variable of envp (NULL: environ), except
+ * those of settings already given (c->given). Unknown PYROSCOPE_* variables
+ * are logged as warnings (once per process per name) and ignored. The standard
  * OpenTelemetry variables come first, so PYROSCOPE_* ones win:
  * OTEL_SERVICE_NAME (application_name, when it passes its rules),
  * OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT or else OTEL_EXPORTER_OTLP_ENDPOINT
@@ -552,6 +556,66 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e);
 int pn_config_validate(const pn_config *c, pn_error *e);
 /* The list of setting names, NULL-terminated (for bindings' keyword checks). */
 const char *const *pn_config_names(void);
+
+/* The settings as data: one row per setting, the source of every binding's
+ * keywords, conversions and defaults. Precedence, applied once by
+ * pn_config_resolve: a binding's keyword, then PYROSCOPE_<NAME> (then its
+ * aliases), then the OTEL_* variables, then the default. */
+typedef enum {
+    PN_KIND_STRING,   /* text; "" means unset */
+    PN_KIND_BOOL,     /* PN_BOOL_WORDS */
+    PN_KIND_NUMBER,   /* decimal, lo..hi unit */
+    PN_KIND_INTEGER,  /* whole number, lo..hi */
+    PN_KIND_DURATION, /* seconds lo..hi: "10", "2.5s", "500ms", "1m" */
+    PN_KIND_PAIRS,    /* "k=v,k2=v2", or pairs (pn_config_set_pairs) */
+    PN_KIND_LEVEL,    /* a log level word or 0..100 */
+    PN_KIND_CHOICE,   /* one of `spellings` */
+} pn_setting_kind;
+
+enum {
+    PN_SETTING_SECRET = 1,  /* never shown (passwords) */
+    PN_SETTING_BINDING = 2, /* set by the binding (spy_name...), not a keyword */
+    PN_SETTING_EXTERNAL = 4 /* read by a binding only: the core stores nothing,
+                               but knows the variable (no "unknown" warning) */
+};
+
+/* The boolean words of every binding and variable ("true" and "false" first). */
+#define PN_BOOL_TRUE_WORDS "true", "1", "yes", "on"
+#define PN_BOOL_FALSE_WORDS "false", "0", "no", "off"
+
+typedef struct {
+    const char *name;          /* core name (pn_config_set) */
+    pn_setting_kind kind;
+    const char *kind_name;     /* "string", "bool", "number", "integer", ... */
+    const char *default_value; /* string form; NULL: unset */
+    double lo, hi;             /* numbers and durations (seconds) */
+    const char *unit;          /* "Hz", "s", "% of one core", "" */
+    const char *spellings;     /* accepted words, comma-separated (bool, level, choice) */
+    const char *env;           /* PYROSCOPE_<NAME> */
+    const char *env_aliases;   /* read when env is unset, comma-separated, or NULL */
+    const char *otel_env;      /* OTEL_* variables feeding it (first wins), or NULL */
+    /* The keyword in each binding, then '|'-separated accepted aliases;
+     * NULL: not a keyword there. */
+    const char *python, *node, *ruby;
+    unsigned flags;            /* PN_SETTING_* */
+    const char *meaning;
+} pn_setting_info;
+
+/* Row i, or NULL past the last (iterate from 0). Any thread. */
+const pn_setting_info *pn_config_setting(size_t i);
+const pn_setting_info *pn_config_setting_find(const char *name);
+/* "true"/"1"/"yes"/"on" -> 1, "false"/"0"/"no"/"off" -> 0 (any case, spaces
+ * around); else -1 with a message naming `what`. */
+int pn_config_parse_bool(const char *what, const char *value, int *out, pn_error *e);
+/* Sets a setting's value without marking it given: a variable still wins
+ * (bindings' own defaults: spy_name, runtime_name...). */
+int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_error *e);
+/* The whole start-up contract once: envp (NULL: environ) applied under the
+ * precedence rule above, every PYROSCOPE_* variable the table does not know
+ * warned about once per process, no destination at all (server, OTLP
+ * endpoint, folder) meaning server_address's default, then
+ * pn_config_validate. A bad value fails naming its setting and source. */
+int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e);
 
 /* ----------------------------------------------------------------- stats */
 

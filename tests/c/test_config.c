@@ -1,5 +1,6 @@
 /* Settings: defaults, string parsing and its rules, PYROSCOPE_* environment
  * variables, whole-config validation and deep copies. */
+#include <ctype.h>
 #include <locale.h>
 #include <math.h>
 #include <stdlib.h>
@@ -765,7 +766,7 @@ static void test_env_unknown_and_foreign(void)
 
     /* at the default WARN level the warning is delivered too */
     pn_config_init(&c);
-    char *only_foo[] = {"PYROSCOPE_FOO=bar", NULL};
+    char *only_foo[] = {"PYROSCOPE_FOO_AT_WARN=bar", NULL};
     memset(&captured, 0, sizeof captured);
     int before = pn_log_level();
     pn_log_set_level(PN_LOG_WARN);
@@ -774,7 +775,15 @@ static void test_env_unknown_and_foreign(void)
     pn_log_set_handler(NULL, NULL);
     pn_log_set_level(before);
     CHECK_EQ_INT(captured.n, 1);
-    CHECK(has(captured.text, "PYROSCOPE_FOO"));
+    CHECK(has(captured.text, "PYROSCOPE_FOO_AT_WARN"));
+    pn_config_free(&c);
+
+    /* Once per process: a second start does not repeat it (issue 27). */
+    pn_config_init(&c);
+    capture_start();
+    CHECK_EQ_INT(pn_config_apply_env(&c, only_foo, &e), 0);
+    capture_stop();
+    CHECK_EQ_INT(captured.n, 0);
     pn_config_free(&c);
 }
 
@@ -1046,7 +1055,134 @@ static void test_env_anchor_variables(void)
     pn_config_free(&c);
 }
 
-TEST_MAIN(T(test_env_anchor_variables), T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
+/* ------------------------------------------------ the table (issue 27) */
+
+/* Every row is consistent: its variable is PYROSCOPE_<NAME>, its default
+ * parses and is what pn_config_init sets, a core setting no binding sets
+ * itself has a keyword somewhere. */
+static void test_table(void)
+{
+    size_t n = 0;
+    for (const pn_setting_info *s; (s = pn_config_setting(n)); n++) {
+        char env[80];
+        snprintf(env, sizeof env, "PYROSCOPE_%s", s->name);
+        for (char *p = env; *p; p++)
+            *p = (char)toupper((unsigned char)*p);
+        CHECK_STR(s->env, env);
+        CHECK(pn_config_setting_find(s->name) == s);
+        CHECK(s->kind_name && s->meaning);
+        if (s->flags & PN_SETTING_EXTERNAL) {
+            CHECK(s->python || s->node || s->ruby);
+            continue;
+        }
+        if (!(s->flags & PN_SETTING_BINDING))
+            CHECK(s->python || s->node || s->ruby);
+        if (s->default_value && strcmp(s->name, "server_address") != 0) {
+            pn_config a, b;
+            pn_config_init(&a);
+            pn_config_init(&b);
+            accept(&b, s->name, s->default_value);
+            b.given = 0;
+            if (memcmp(&a, &b, sizeof a) != 0)
+                fprintf(stderr, "  %s: default \"%s\" is not pn_config_init's\n", s->name,
+                        s->default_value);
+            CHECK(memcmp(&a, &b, sizeof a) == 0);
+            pn_config_free(&a);
+            pn_config_free(&b);
+        }
+    }
+    CHECK(n > 20 && n <= 64);
+    CHECK(pn_config_setting(n) == NULL);
+    CHECK(pn_config_setting_find("no_such") == NULL);
+    int v = -1;
+    pn_error e;
+    CHECK_EQ_INT(pn_config_parse_bool("x", " On ", &v, &e), 0);
+    CHECK_EQ_INT(v, 1);
+    CHECK_EQ_INT(pn_config_parse_bool("x", "maybe", &v, &e), -1);
+    CHECK(has(e.msg, "x: \"maybe\" is not a boolean"));
+}
+
+/* Keyword > PYROSCOPE_* > its alias > OTEL_* > default, for every setting a
+ * variable feeds; a bad variable beside a keyword is not even parsed. */
+static void test_precedence(void)
+{
+    pn_config c;
+    pn_error e;
+    char *env[] = {"OTEL_EXPORTER_OTLP_ENDPOINT=http://otel:4318",
+                   "PYROSCOPE_OTLP_ENDPOINT=http://pyro:4318",
+                   "OTEL_SERVICE_NAME=otel.app", "PYROSCOPE_SAMPLE_RATE=not-a-number",
+                   "PYROSCOPE_ADHOC_SERVER_ADDRESS=http://adhoc:1", NULL};
+    pn_config_init(&c);
+    accept(&c, "otlp_endpoint", "http://kw:4318");
+    accept(&c, "sample_rate", "7");
+    CHECK_EQ_INT(pn_config_resolve(&c, env, &e), 0);
+    CHECK_STR(c.otlp_endpoint, "http://kw:4318");
+    CHECK(c.sample_rate == 7);
+    CHECK_STR(c.application_name, "otel.app");
+    CHECK_STR(c.server_address, "http://adhoc:1");
+    pn_config_free(&c);
+
+    pn_config_init(&c);
+    accept(&c, "server_address", "http://kw:1");
+    CHECK_EQ_INT(pn_config_apply_env(&c, env + 1, &e), -1);
+    CHECK(has(e.msg, "environment variable PYROSCOPE_SAMPLE_RATE: sample_rate:"));
+    pn_config_free(&c);
+
+    char *env2[] = {"OTEL_EXPORTER_OTLP_ENDPOINT=http://otel:4318",
+                    "PYROSCOPE_OTLP_ENDPOINT=http://pyro:4318",
+                    "PYROSCOPE_SERVER_ADDRESS=http://pyro:1",
+                    "PYROSCOPE_ADHOC_SERVER_ADDRESS=http://adhoc:1",
+                    "PYROSCOPE_APPLICATION_NAME=a", NULL};
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_resolve(&c, env2, &e), 0);
+    CHECK_STR(c.otlp_endpoint, "http://pyro:4318");
+    CHECK_STR(c.server_address, "http://pyro:1"); /* the own variable beats the alias */
+    pn_config_free(&c);
+
+    /* A binding's default (spy_name) yields to the variable. */
+    char *env3[] = {"PYROSCOPE_SPY_NAME=custom", NULL};
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_set_default(&c, "spy_name", "nodespy", &e), 0);
+    CHECK_EQ_INT(pn_config_apply_env(&c, env3, &e), 0);
+    CHECK_STR(c.spy_name, "custom");
+    pn_config_free(&c);
+}
+
+/* No destination: the default server; an OTLP endpoint alone (by either
+ * OTEL_ variable) or a folder alone is the only destination. */
+static void test_resolve_destination(void)
+{
+    pn_config c;
+    pn_error e;
+    char *none[] = {"PYROSCOPE_APPLICATION_NAME=a", NULL};
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_resolve(&c, none, &e), 0);
+    CHECK_STR(c.server_address, "http://localhost:4040");
+    pn_config_free(&c);
+    char *otel[] = {"PYROSCOPE_APPLICATION_NAME=a", "OTEL_EXPORTER_OTLP_ENDPOINT=http://o:4318",
+                    NULL};
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_resolve(&c, otel, &e), 0);
+    CHECK(c.server_address == NULL);
+    pn_config_free(&c);
+    pn_config_init(&c);
+    accept(&c, "output_dir", "/tmp/x");
+    CHECK_EQ_INT(pn_config_resolve(&c, none, &e), 0);
+    CHECK(c.server_address == NULL);
+    pn_config_free(&c);
+    /* Variables the bindings read themselves are known: no warning. */
+    char *ext[] = {"PYROSCOPE_APPLICATION_NAME=a", "PYROSCOPE_GIL_ONLY=false",
+                   "PYROSCOPE_FLUSH_INTERVAL_MS=100", "PYROSCOPE_COMPRESSION=gzip", NULL};
+    pn_config_init(&c);
+    capture_start();
+    CHECK_EQ_INT(pn_config_resolve(&c, ext, &e), 0);
+    capture_stop();
+    CHECK_EQ_INT(captured.n, 0);
+    pn_config_free(&c);
+}
+
+TEST_MAIN(T(test_table), T(test_precedence), T(test_resolve_destination),
+          T(test_env_anchor_variables), T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
           T(test_sample_rate), T(test_sampler_cpu_budget), T(test_durations), T(test_whole_numbers),
           T(test_numbers_ignore_locale), T(test_tags), T(test_headers), T(test_pairs), T(test_strings),
           T(test_address_errors_hide_password),

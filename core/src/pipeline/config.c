@@ -121,14 +121,19 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e)
 
 /* ----------------------------------------------------------------- parsers */
 
-static int parse_bool(const char *name, const char *v, int *out, pn_error *e)
+int pn_config_parse_bool(const char *name, const char *v, int *out, pn_error *e)
 {
-    static const char *const yes[] = {"1", "true", "yes", "on"};
-    static const char *const no[] = {"0", "false", "no", "off"};
+    static const char *const yes[] = {PN_BOOL_TRUE_WORDS};
+    static const char *const no[] = {PN_BOOL_FALSE_WORDS};
+    while (isspace((unsigned char)*v))
+        v++;
+    size_t n = strlen(v);
+    while (n > 0 && isspace((unsigned char)v[n - 1]))
+        n--;
     for (size_t i = 0; i < 4; i++) {
-        if (strcasecmp(v, yes[i]) == 0)
+        if (strlen(yes[i]) == n && strncasecmp(v, yes[i], n) == 0)
             return *out = 1, 0;
-        if (strcasecmp(v, no[i]) == 0)
+        if (strlen(no[i]) == n && strncasecmp(v, no[i], n) == 0)
             return *out = 0, 0;
     }
     return pn_fail(e, PN_EINVAL, "%s: \"%.100s\" is not a boolean (use true/false, 1/0, yes/no, "
@@ -330,50 +335,176 @@ static int parse_pairs(const char *setting, const char *v, pair_check check, int
 
 typedef enum {
     K_STR, K_BOOL, K_RATE, K_SECONDS, K_TAGS, K_HEADERS, K_LEVEL, K_U32,
-    K_OTLP_HEADERS, K_PERCENT, K_PROTOCOL
+    K_OTLP_HEADERS, K_PERCENT, K_PROTOCOL, K_EXTERNAL
 } kind;
 
 typedef struct {
-    const char *name;
+    pn_setting_info i;
     kind k;
     size_t off;
-    double lo, hi; /* numbers */
 } setting;
 
-#define OFF(f) offsetof(pn_config, f)
+#define OFF(f) .off = offsetof(pn_config, f)
+#define NAMED(n, N) .name = n, .env = "PYROSCOPE_" N
+#define STRING .kind = PN_KIND_STRING, .kind_name = "string"
+#define BOOL .kind = PN_KIND_BOOL, .kind_name = "bool", .spellings = "true,false,1,0,yes,no,on,off"
+#define NUMBER .kind = PN_KIND_NUMBER, .kind_name = "number"
+#define INTEGER .kind = PN_KIND_INTEGER, .kind_name = "integer"
+#define DURATION .kind = PN_KIND_DURATION, .kind_name = "duration", .unit = "s"
+#define PAIRS .kind = PN_KIND_PAIRS, .kind_name = "pairs"
+#define CHOICE .kind = PN_KIND_CHOICE, .kind_name = "choice"
+#define KW(py, js, rb) .python = py, .node = js, .ruby = rb
 
+/* Adding a setting: one row here (and its pn_config field); each binding
+ * takes it by the keyword its column names. At most 64 rows (c->given). */
 static const setting settings[] = {
-    {"application_name", K_STR, OFF(application_name), 0, 0},
-    {"server_address", K_STR, OFF(server_address), 0, 0},
-    {"sample_rate", K_RATE, OFF(sample_rate), 0.1, 10000},
-    {"upload_interval", K_SECONDS, OFF(upload_interval), 0.05, 3600},
-    {"oncpu", K_BOOL, OFF(oncpu), 0, 0},
-    {"tags", K_TAGS, OFF(tags), 0, 0},
-    {"basic_auth_username", K_STR, OFF(basic_auth_username), 0, 0},
-    {"basic_auth_password", K_STR, OFF(basic_auth_password), 0, 0},
-    {"tenant_id", K_STR, OFF(tenant_id), 0, 0},
-    {"http_headers", K_HEADERS, OFF(http_headers), 0, 0},
-    {"output_dir", K_STR, OFF(output_dir), 0, 0},
-    {"report_pid", K_BOOL, OFF(report_pid), 0, 0},
-    {"report_thread_id", K_BOOL, OFF(report_thread_id), 0, 0},
-    {"report_thread_name", K_BOOL, OFF(report_thread_name), 0, 0},
-    {"log_level", K_LEVEL, OFF(log_level), 0, 0},
-    {"max_stacks", K_U32, OFF(max_stacks), 16, 10000000},
-    {"max_depth", K_U32, OFF(max_depth), 2, 1000},
-    {"stop_timeout", K_SECONDS, OFF(stop_timeout), 0, 60},
-    {"spy_name", K_STR, OFF(spy_name), 0, 0},
-    {"fault_guard", K_BOOL, OFF(fault_guard), 0, 0},
-    {"otlp_endpoint", K_STR, OFF(otlp_endpoint), 0, 0},
-    {"otlp_headers", K_OTLP_HEADERS, OFF(otlp_headers), 0, 0},
-    {"otlp_protocol", K_PROTOCOL, OFF(otlp_protocol), 0, 0},
-    {"resource_attributes", K_STR, OFF(resource_attributes), 0, 0},
-    {"runtime_name", K_STR, OFF(runtime_name), 0, 0},
-    {"runtime_version", K_STR, OFF(runtime_version), 0, 0},
-    {"sampler_cpu_budget", K_PERCENT, OFF(sampler_cpu_budget), 0, 100},
-    {"strict_labels", K_BOOL, OFF(strict_labels), 0, 0},
+    {{NAMED("application_name", "APPLICATION_NAME"), STRING, .otel_env = "OTEL_SERVICE_NAME",
+      KW("application_name|app_name", "appName|applicationName", "application_name|app_name"),
+      .meaning = "the application's name (its series' __name__)"}, K_STR, OFF(application_name)},
+    {{NAMED("server_address", "SERVER_ADDRESS"), STRING, .default_value = "http://localhost:4040",
+      .env_aliases = "PYROSCOPE_ADHOC_SERVER_ADDRESS",
+      KW("server_address", "serverAddress", "server_address"),
+      .meaning = "a Pyroscope server; the default only when no destination is set"},
+     K_STR, OFF(server_address)},
+    {{NAMED("sample_rate", "SAMPLE_RATE"), NUMBER, .default_value = "100", .lo = 0.1,
+      .hi = 10000, .unit = "Hz", KW("sample_rate", "sampleRate", "sample_rate"),
+      .meaning = "samples per second"}, K_RATE, OFF(sample_rate)},
+    {{NAMED("upload_interval", "UPLOAD_INTERVAL"), DURATION, .default_value = "10", .lo = 0.05,
+      .hi = 3600, KW("upload_interval", "uploadInterval", "upload_interval"),
+      .meaning = "the profile period"}, K_SECONDS, OFF(upload_interval)},
+    {{NAMED("oncpu", "ONCPU"), BOOL, .default_value = "true", KW("oncpu", "oncpu", "oncpu"),
+      .meaning = "on-CPU time (else wall clock)"}, K_BOOL, OFF(oncpu)},
+    {{NAMED("tags", "TAGS"), PAIRS, KW("tags", "tags", "tags"),
+      .meaning = "labels of every sample"}, K_TAGS, OFF(tags)},
+    {{NAMED("basic_auth_username", "BASIC_AUTH_USERNAME"), STRING,
+      .env_aliases = "PYROSCOPE_BASIC_AUTH_USER",
+      KW("basic_auth_username", "basicAuthUser|basicAuthUsername", "basic_auth_username"),
+      .meaning = "HTTP Basic auth user"}, K_STR, OFF(basic_auth_username)},
+    {{NAMED("basic_auth_password", "BASIC_AUTH_PASSWORD"), STRING, .flags = PN_SETTING_SECRET,
+      KW("basic_auth_password", "basicAuthPassword", "basic_auth_password"),
+      .meaning = "HTTP Basic auth password"}, K_STR, OFF(basic_auth_password)},
+    {{NAMED("tenant_id", "TENANT_ID"), STRING, KW("tenant_id", "tenantID|tenantId", "tenant_id"),
+      .meaning = "X-Scope-OrgID"}, K_STR, OFF(tenant_id)},
+    {{NAMED("http_headers", "HTTP_HEADERS"), PAIRS, .flags = PN_SETTING_SECRET,
+      KW("http_headers", "httpHeaders", "http_headers"),
+      .meaning = "headers of each upload"}, K_HEADERS, OFF(http_headers)},
+    {{NAMED("output_dir", "OUTPUT_DIR"), STRING, KW("output_dir", "outputDir", "output_dir"),
+      .meaning = "a folder the profiles are written to"}, K_STR, OFF(output_dir)},
+    {{NAMED("report_pid", "REPORT_PID"), BOOL, .default_value = "false",
+      KW("report_pid", "reportPid", "report_pid"), .meaning = "a pid label"},
+     K_BOOL, OFF(report_pid)},
+    {{NAMED("report_thread_id", "REPORT_THREAD_ID"), BOOL, .default_value = "false",
+      KW("report_thread_id", "reportThreadId", "report_thread_id"),
+      .meaning = "a thread_id label"}, K_BOOL, OFF(report_thread_id)},
+    /* Node profiles its main thread only: no keyword there. */
+    {{NAMED("report_thread_name", "REPORT_THREAD_NAME"), BOOL, .default_value = "false",
+      KW("report_thread_name", NULL, "report_thread_name"),
+      .meaning = "a thread_name label"}, K_BOOL, OFF(report_thread_name)},
+    {{NAMED("log_level", "LOG_LEVEL"), .kind = PN_KIND_LEVEL, .kind_name = "level",
+      .default_value = "warning", .spellings = "debug,info,warning,warn,error,off,none",
+      KW("log_level", "logLevel", "log_level"),
+      .meaning = "the least severe message logged"}, K_LEVEL, OFF(log_level)},
+    {{NAMED("max_stacks", "MAX_STACKS"), INTEGER, .default_value = "16384", .lo = 16,
+      .hi = 10000000, .unit = "", KW("max_stacks", "maxStacks", "max_stacks"),
+      .meaning = "distinct stacks per period"}, K_U32, OFF(max_stacks)},
+    {{NAMED("max_depth", "MAX_DEPTH"), INTEGER, .default_value = "128", .lo = 2, .hi = 1000,
+      .unit = "", KW("max_depth", "maxDepth", "max_depth"),
+      .meaning = "frames per stack"}, K_U32, OFF(max_depth)},
+    {{NAMED("stop_timeout", "STOP_TIMEOUT"), DURATION, .default_value = "5", .lo = 0, .hi = 60,
+      KW("stop_timeout", "stopTimeout", "stop_timeout"),
+      .meaning = "how long stop may take"}, K_SECONDS, OFF(stop_timeout)},
+    {{NAMED("spy_name", "SPY_NAME"), STRING, .flags = PN_SETTING_BINDING,
+      .meaning = "the server's name of the profiler (pyspy, nodespy, rbspy)"},
+     K_STR, OFF(spy_name)},
+    /* Python and Ruby read memory with it; Node's samples come from V8. */
+    {{NAMED("fault_guard", "FAULT_GUARD"), BOOL, .default_value = "true",
+      KW("fault_guard", NULL, NULL),
+      .meaning = "read runtime memory under a fault handler (else by syscall)"},
+     K_BOOL, OFF(fault_guard)},
+    {{NAMED("otlp_endpoint", "OTLP_ENDPOINT"), STRING,
+      .otel_env = "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT,OTEL_EXPORTER_OTLP_ENDPOINT",
+      KW("otlp_endpoint", "otlpEndpoint", "otlp_endpoint"),
+      .meaning = "an OTLP profiles receiver"}, K_STR, OFF(otlp_endpoint)},
+    {{NAMED("otlp_headers", "OTLP_HEADERS"), PAIRS, .flags = PN_SETTING_SECRET,
+      .otel_env = "OTEL_EXPORTER_OTLP_PROFILES_HEADERS,OTEL_EXPORTER_OTLP_HEADERS",
+      KW("otlp_headers", "otlpHeaders", "otlp_headers"),
+      .meaning = "headers of each OTLP request"}, K_OTLP_HEADERS, OFF(otlp_headers)},
+    {{NAMED("otlp_protocol", "OTLP_PROTOCOL"), CHOICE, .default_value = "http/protobuf",
+      .spellings = "http/protobuf,http/json,grpc",
+      .otel_env = "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL,OTEL_EXPORTER_OTLP_PROTOCOL",
+      KW("otlp_protocol", "otlpProtocol", "otlp_protocol"),
+      .meaning = "the OTLP transport"}, K_PROTOCOL, OFF(otlp_protocol)},
+    {{NAMED("resource_attributes", "RESOURCE_ATTRIBUTES"), STRING,
+      .otel_env = "OTEL_RESOURCE_ATTRIBUTES",
+      KW("resource_attributes", "resourceAttributes", "resource_attributes"),
+      .meaning = "OTLP resource attributes, k=v,..."}, K_STR, OFF(resource_attributes)},
+    {{NAMED("runtime_name", "RUNTIME_NAME"), STRING, .flags = PN_SETTING_BINDING,
+      .meaning = "process.runtime.name"}, K_STR, OFF(runtime_name)},
+    {{NAMED("runtime_version", "RUNTIME_VERSION"), STRING, .flags = PN_SETTING_BINDING,
+      .meaning = "process.runtime.version"}, K_STR, OFF(runtime_version)},
+    /* Node's sampling is V8's: no budget there. */
+    {{NAMED("sampler_cpu_budget", "SAMPLER_CPU_BUDGET"), NUMBER, .default_value = "1", .lo = 0,
+      .hi = 100, .unit = "% of one core (0: no limit)",
+      KW("sampler_cpu_budget", NULL, "sampler_cpu_budget"),
+      .meaning = "the sampler's CPU share"}, K_PERCENT, OFF(sampler_cpu_budget)},
+    {{NAMED("strict_labels", "STRICT_LABELS"), BOOL, .default_value = "false",
+      KW("strict_labels", "strictLabels", "strict_labels"),
+      .meaning = "bad request-time labels are errors (else coerced or dropped)"},
+     K_BOOL, OFF(strict_labels)},
+
+    /* Variables a binding reads itself (the anchors'): known here so none
+     * is "unknown"; the core stores nothing for them. */
+    {{NAMED("auth_token", "AUTH_TOKEN"), STRING, .flags = PN_SETTING_EXTERNAL | PN_SETTING_SECRET,
+      KW(NULL, "authToken", "auth_token"),
+      .meaning = "sent as Authorization: Bearer (the anchors' token)"}, K_EXTERNAL, 0},
+    {{NAMED("gil_only", "GIL_ONLY"), BOOL, .flags = PN_SETTING_EXTERNAL, .default_value = "true",
+      KW("gil_only", NULL, NULL), .meaning = "only threads holding the GIL"}, K_EXTERNAL, 0},
+    {{NAMED("enable_logging", "ENABLE_LOGGING"), BOOL, .flags = PN_SETTING_EXTERNAL,
+      .default_value = "false", KW("enable_logging", NULL, NULL),
+      .meaning = "log at the pyroscope logger's level"}, K_EXTERNAL, 0},
+    {{NAMED("line_no", "LINE_NO"), CHOICE, .flags = PN_SETTING_EXTERNAL,
+      .spellings = "LastInstruction,First,NoLine,0,1,2", KW("line_no", NULL, NULL),
+      .meaning = "which line a frame reports"}, K_EXTERNAL, 0},
+    {{NAMED("flush_interval_ms", "FLUSH_INTERVAL_MS"), INTEGER, .flags = PN_SETTING_EXTERNAL,
+      .unit = "ms", KW(NULL, "flushIntervalMs", NULL),
+      .meaning = "upload_interval in ms (@pyroscope/nodejs)"}, K_EXTERNAL, 0},
+    {{NAMED("wall_sampling_interval_micros", "WALL_SAMPLING_INTERVAL_MICROS"), INTEGER,
+      .flags = PN_SETTING_EXTERNAL, .lo = 100, .hi = 10000000, .unit = "us",
+      KW(NULL, "wall.samplingIntervalMicros", NULL),
+      .meaning = "1e6 / sample_rate (@pyroscope/nodejs)"}, K_EXTERNAL, 0},
+    {{NAMED("wall_sampling_duration_ms", "WALL_SAMPLING_DURATION_MS"), INTEGER,
+      .flags = PN_SETTING_EXTERNAL, .default_value = "60000", .unit = "ms",
+      KW(NULL, "wall.samplingDurationMs", NULL),
+      .meaning = "pull mode: a profile's length"}, K_EXTERNAL, 0},
+    {{NAMED("wall_collect_cpu_time", "WALL_COLLECT_CPU_TIME"), BOOL, .flags = PN_SETTING_EXTERNAL,
+      .default_value = "false", KW(NULL, "wall.collectCpuTime", NULL),
+      .meaning = "wall profiles with CPU time"}, K_EXTERNAL, 0},
+    {{NAMED("heap_sampling_interval_bytes", "HEAP_SAMPLING_INTERVAL_BYTES"), INTEGER,
+      .flags = PN_SETTING_EXTERNAL, .default_value = "524288", .unit = "bytes",
+      KW(NULL, "heap.samplingIntervalBytes", NULL),
+      .meaning = "bytes between heap samples"}, K_EXTERNAL, 0},
+    {{NAMED("heap_stack_depth", "HEAP_STACK_DEPTH"), INTEGER, .flags = PN_SETTING_EXTERNAL,
+      .default_value = "64", KW(NULL, "heap.stackDepth", NULL),
+      .meaning = "frames per heap sample"}, K_EXTERNAL, 0},
+    {{NAMED("strip_filenames", "STRIP_FILENAMES"), CHOICE, .flags = PN_SETTING_EXTERNAL,
+      .spellings = "all,dependencies", KW(NULL, "stripFilenames", NULL),
+      .meaning = "shorten file names"}, K_EXTERNAL, 0},
+    {{NAMED("shorten_paths", "SHORTEN_PATHS"), BOOL, .flags = PN_SETTING_EXTERNAL,
+      .default_value = "false", KW(NULL, "shortenPaths", NULL),
+      .meaning = "relative file names"}, K_EXTERNAL, 0},
+    {{NAMED("autoinstrument_rails", "AUTOINSTRUMENT_RAILS"), BOOL, .flags = PN_SETTING_EXTERNAL,
+      .default_value = "true", KW(NULL, NULL, "autoinstrument_rails"),
+      .meaning = "controller/action labels in Rails"}, K_EXTERNAL, 0},
+    {{NAMED("compression", "COMPRESSION"), STRING, .flags = PN_SETTING_EXTERNAL,
+      .default_value = "gzip", KW(NULL, NULL, "compression"),
+      .meaning = "accepted, always gzip"}, K_EXTERNAL, 0},
+    {{NAMED("report_encoding", "REPORT_ENCODING"), STRING, .flags = PN_SETTING_EXTERNAL,
+      .default_value = "pprof", KW(NULL, NULL, "report_encoding"),
+      .meaning = "accepted, always pprof"}, K_EXTERNAL, 0},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
+_Static_assert(NSETTINGS <= 64, "pn_config.given has 64 bits");
 
 /* Filled once (pthread_once), then only read, by any thread. */
 static const char *setting_names[NSETTINGS + 1];
@@ -381,14 +512,48 @@ static pthread_once_t setting_names_once = PTHREAD_ONCE_INIT;
 
 static void fill_setting_names(void)
 {
-    for (size_t i = 0; i < NSETTINGS; i++)
-        setting_names[i] = settings[i].name;
+    size_t n = 0;
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        if (!(settings[i].i.flags & PN_SETTING_EXTERNAL))
+            setting_names[n++] = settings[i].i.name;
+    }
 }
 
 const char *const *pn_config_names(void)
 {
     pthread_once(&setting_names_once, fill_setting_names);
     return setting_names;
+}
+
+const pn_setting_info *pn_config_setting(size_t i)
+{
+    return i < NSETTINGS ? &settings[i].i : NULL;
+}
+
+static const setting *find(const char *name)
+{
+    for (size_t i = 0; name && i < NSETTINGS; i++) {
+        if (strcmp(settings[i].i.name, name) == 0)
+            return &settings[i];
+    }
+    return NULL;
+}
+
+const pn_setting_info *pn_config_setting_find(const char *name)
+{
+    const setting *s = find(name);
+    return s ? &s->i : NULL;
+}
+
+static uint64_t bit_of(const setting *s)
+{
+    return (uint64_t)1 << (s - settings);
+}
+
+int pn_config_is_given(const pn_config *c, const char *name)
+{
+    const setting *s = find(name);
+    return s && (c->given & bit_of(s));
 }
 
 /* Rules for string settings, checked as they are set. */
@@ -437,19 +602,38 @@ static int check_string(const char *name, const char *v, pn_error *e)
     return 0;
 }
 
+static int set_value(pn_config *c, const setting *s, const char *value, pn_error *e);
+
 int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e)
 {
     if (!name)
         return pn_fail(e, PN_EINVAL, "setting name missing");
-    const setting *s = NULL;
-    for (size_t i = 0; i < NSETTINGS && !s; i++) {
-        if (strcmp(settings[i].name, name) == 0)
-            s = &settings[i];
-    }
+    const setting *s = find(name);
     if (!s)
         return pn_fail(e, PN_EINVAL, "unknown setting \"%.100s\"", name);
+    if (s->k == K_EXTERNAL)
+        return pn_fail(e, PN_EINVAL, "%s is read by the binding, not the core", name);
     if (!value)
         return pn_fail(e, PN_EINVAL, "%s: a value is required", name);
+    if (set_value(c, s, value, e) != 0)
+        return -1;
+    c->given |= bit_of(s);
+    return 0;
+}
+
+int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_error *e)
+{
+    const setting *s = find(name);
+    uint64_t before = c->given;
+    if (pn_config_set(c, name, value, e) != 0)
+        return -1;
+    c->given = (c->given & ~bit_of(s)) | (before & bit_of(s));
+    return 0;
+}
+
+static int set_value(pn_config *c, const setting *s, const char *value, pn_error *e)
+{
+    const char *name = s->i.name;
     char *field = (char *)c + s->off;
     switch (s->k) {
     case K_STR: {
@@ -458,17 +642,17 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
         return dup_str((char **)field, value[0] ? value : NULL, e);
     }
     case K_BOOL:
-        return parse_bool(name, value, (int *)field, e);
+        return pn_config_parse_bool(name, value, (int *)field, e);
     case K_RATE:
-        return parse_number(name, value, s->lo, s->hi, "Hz", 0, (double *)field, e);
+        return parse_number(name, value, s->i.lo, s->i.hi, "Hz", 0, (double *)field, e);
     case K_PERCENT:
-        return parse_number(name, value, s->lo, s->hi, "% of one core (0: no limit)", 0,
+        return parse_number(name, value, s->i.lo, s->i.hi, "% of one core (0: no limit)", 0,
                             (double *)field, e);
     case K_SECONDS:
-        return parse_seconds(name, value, s->lo, s->hi, (double *)field, e);
+        return parse_seconds(name, value, s->i.lo, s->i.hi, (double *)field, e);
     case K_U32: {
         double d;
-        if (parse_number(name, value, s->lo, s->hi, "", 1, &d, e) != 0)
+        if (parse_number(name, value, s->i.lo, s->i.hi, "", 1, &d, e) != 0)
             return -1;
         *(uint32_t *)field = (uint32_t)d;
         return 0;
@@ -488,6 +672,8 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
         return pn_fail(e, PN_EINVAL, "%s: \"%.40s\" is not one of grpc, http/protobuf, "
                        "http/json", name, value);
     }
+    case K_EXTERNAL:
+        break;
     case K_LEVEL: {
         int level;
         double d;
@@ -524,19 +710,15 @@ int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size
     }
     if (tags && check_unique(name, kv, n, e) != 0)
         return -1;
+    c->given |= bit_of(find(name));
     if (otlp)
         return dup_pairs(&c->otlp_headers, &c->notlp_headers, kv, n, e);
     return tags ? dup_pairs(&c->tags, &c->ntags, kv, n, e)
                 : dup_pairs(&c->http_headers, &c->nheaders, kv, n, e);
 }
 
-/* Variables the anchors' users set (Grafana's examples): PYROSCOPE_BASIC_AUTH_USER
- * is basic_auth_username unless PYROSCOPE_BASIC_AUTH_USERNAME is set too;
- * PYROSCOPE_AUTH_TOKEN (the pyroscope gem < 1.0, @pyroscope/nodejs) is sent
- * as "Authorization: Bearer <token>" unless an Authorization header is set. */
-static const char *env_of(char *const *envp, const char *name)
+static const char *env_of(char *const *envp, const char *name, size_t n)
 {
-    size_t n = strlen(name);
     for (; envp && *envp; envp++) {
         if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
             return *envp + n + 1;
@@ -544,17 +726,20 @@ static const char *env_of(char *const *envp, const char *name)
     return NULL;
 }
 
-static int apply_anchor_env(pn_config *c, char *const *envp, pn_error *e)
+/* A variable's value, NULL when unset or empty (set but empty: unset). */
+static const char *env_value(char *const *envp, const char *name, size_t n)
 {
-    const char *user = env_of(envp, "PYROSCOPE_BASIC_AUTH_USER");
-    const char *full = env_of(envp, "PYROSCOPE_BASIC_AUTH_USERNAME");
-    pn_error why;
-    if (user && user[0] && !(full && full[0]) &&
-        pn_config_set(c, "basic_auth_username", user, &why) != 0)
-        return pn_fail(e, why.code, "environment variable PYROSCOPE_BASIC_AUTH_USER: %s",
-                       why.msg);
-    const char *token = env_of(envp, "PYROSCOPE_AUTH_TOKEN");
-    if (!token || !token[0])
+    const char *v = env_of(envp, name, n);
+    return v && v[0] ? v : NULL;
+}
+
+/* PYROSCOPE_AUTH_TOKEN (the pyroscope gem < 1.0, @pyroscope/nodejs) is sent
+ * as "Authorization: Bearer <token>" unless an Authorization header or basic
+ * is set. */
+static int apply_auth_token(pn_config *c, char *const *envp, pn_error *e)
+{
+    const char *token = env_value(envp, "PYROSCOPE_AUTH_TOKEN", 20);
+    if (!token)
         return 0;
     for (size_t i = 0; i < c->nheaders; i++) {
         if (strcasecmp(c->http_headers[i].key, "Authorization") == 0)
@@ -566,12 +751,15 @@ static int apply_anchor_env(pn_config *c, char *const *envp, pn_error *e)
     char *bearer = malloc(len);
     pn_label *kv = malloc((c->nheaders + 1) * sizeof *kv);
     int rc = -1;
+    pn_error why;
     if (bearer && kv) {
         snprintf(bearer, len, "Bearer %s", token);
         if (c->nheaders)
             memcpy(kv, c->http_headers, c->nheaders * sizeof *kv);
         kv[c->nheaders] = (pn_label){"Authorization", bearer};
+        uint64_t given = c->given;
         rc = pn_config_set_pairs(c, "http_headers", kv, c->nheaders + 1, &why);
+        c->given = given;
         if (rc != 0)
             pn_fail(e, why.code, "environment variable PYROSCOPE_AUTH_TOKEN: %s", why.msg);
     } else {
@@ -582,52 +770,90 @@ static int apply_anchor_env(pn_config *c, char *const *envp, pn_error *e)
     return rc;
 }
 
-static int is_anchor_env(const char *name)
+/* Names already warned about, by hash: an unknown variable is reported once
+ * per process, however often a binding starts. Any thread, under the lock. */
+static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t warned[32];
+static size_t nwarned;
+
+static void warn_unknown_once(const char *kv, size_t n)
 {
-    return strcmp(name, "basic_auth_user") == 0 || strcmp(name, "auth_token") == 0;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)kv[i]) * 1099511628211ull;
+    int seen = 0;
+    pthread_mutex_lock(&warned_lock);
+    for (size_t i = 0; i < nwarned && !seen; i++)
+        seen = warned[i] == h;
+    if (!seen && nwarned < sizeof warned / sizeof warned[0])
+        warned[nwarned++] = h;
+    pthread_mutex_unlock(&warned_lock);
+    if (!seen)
+        pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s", (int)n, kv);
+}
+
+/* The row whose variable (or alias) is the name of kv ("NAME=value"); the
+ * part after PYROSCOPE_ in any case. */
+static const setting *row_of_var(const char *kv, size_t n)
+{
+    for (size_t i = 0; i < NSETTINGS; i++) {
+        const char *env = settings[i].i.env;
+        if (strlen(env) == n && strncasecmp(env, kv, n) == 0)
+            return &settings[i];
+        for (const char *a = settings[i].i.env_aliases; a && *a;) {
+            size_t len = strcspn(a, ",");
+            if (len == n && strncasecmp(a, kv, n) == 0)
+                return &settings[i];
+            a += len + (a[len] == ',');
+        }
+    }
+    return NULL;
 }
 
 int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
 {
     if (!envp)
         envp = environ;
+    /* Keyword > PYROSCOPE_* > its aliases > OTEL_* > default: OTEL_* first,
+     * then each variable of a setting no keyword gave. */
+    uint64_t given = c->given;
     if (pn_config_apply_otel_env(c, envp, e) != 0)
         return -1;
     static const char prefix[] = "PYROSCOPE_";
-    char *const *all = envp;
-    for (; envp && *envp; envp++) {
-        const char *kv = *envp;
-        if (strncmp(kv, prefix, sizeof prefix - 1) != 0)
-            continue;
+    for (char *const *p = envp; *p; p++) {
+        const char *kv = *p;
         const char *eq = strchr(kv, '=');
-        if (!eq)
+        if (strncmp(kv, prefix, sizeof prefix - 1) != 0 || !eq)
             continue;
-        char name[64];
-        size_t n = (size_t)(eq - kv) - (sizeof prefix - 1);
-        if (n == 0 || n >= sizeof name) {
-            pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s", (int)(eq - kv), kv);
-            continue;
-        }
-        for (size_t i = 0; i < n; i++)
-            name[i] = (char)tolower((unsigned char)kv[sizeof prefix - 1 + i]);
-        name[n] = '\0';
-        int known = 0;
-        for (size_t i = 0; i < NSETTINGS; i++)
-            known |= strcmp(settings[i].name, name) == 0;
-        if (!known) {
-            if (!is_anchor_env(name))
-                pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s",
-                       (int)(eq - kv), kv);
+        size_t n = (size_t)(eq - kv);
+        const setting *s = row_of_var(kv, n);
+        if (!s) {
+            warn_unknown_once(kv, n);
             continue;
         }
-        if (eq[1] == '\0')
-            continue; /* set but empty: treated as unset */
+        if (s->k == K_EXTERNAL || (given & bit_of(s)) || eq[1] == '\0')
+            continue;
+        /* An alias is read only when the setting's own variable is unset. */
+        if (strncasecmp(s->i.env, kv, n) != 0 && env_value(envp, s->i.env, strlen(s->i.env)))
+            continue;
         pn_error why; /* e may be NULL */
-        if (pn_config_set(c, name, eq + 1, &why) != 0)
-            return pn_fail(e, why.code, "environment variable %.*s: %s", (int)(eq - kv), kv,
-                           why.msg);
+        if (set_value(c, s, eq + 1, &why) != 0)
+            return pn_fail(e, why.code, "environment variable %.*s: %s", (int)n, kv, why.msg);
     }
-    return apply_anchor_env(c, all, e);
+    c->given = given;
+    return apply_auth_token(c, envp, e);
+}
+
+int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e)
+{
+    if (pn_config_apply_env(c, envp, e) != 0)
+        return -1;
+    /* No destination at all: the anchors' default server. */
+    if (!(c->server_address && c->server_address[0]) && !(c->output_dir && c->output_dir[0]) &&
+        !(c->otlp_endpoint && c->otlp_endpoint[0]) &&
+        pn_config_set_default(c, "server_address", find("server_address")->i.default_value, e))
+        return -1;
+    return pn_config_validate(c, e);
 }
 
 /* A pair list a binding filled by hand: an array for every count, and a key
@@ -665,7 +891,7 @@ int pn_config_validate(const pn_config *c, pn_error *e)
         switch (s->k) {
         case K_STR: {
             const char *v = *(char *const *)field;
-            if (v && v[0] && check_string(s->name, v, e) != 0)
+            if (v && v[0] && check_string(s->i.name, v, e) != 0)
                 return -1;
             break;
         }
@@ -673,9 +899,9 @@ int pn_config_validate(const pn_config *c, pn_error *e)
         case K_SECONDS:
         case K_PERCENT: {
             double d = *(const double *)field;
-            if (!(d >= s->lo && d <= s->hi))
+            if (!(d >= s->i.lo && d <= s->i.hi))
                 return pn_fail(e, PN_EINVAL, "%s: %.15g is out of range; it must be between "
-                               "%.15g and %.15g %s", s->name, d, s->lo, s->hi,
+                               "%.15g and %.15g %s", s->i.name, d, s->i.lo, s->i.hi,
                                s->k == K_RATE      ? "Hz"
                                : s->k == K_SECONDS ? "seconds"
                                                    : "% of one core (0: no limit)");
@@ -683,29 +909,29 @@ int pn_config_validate(const pn_config *c, pn_error *e)
         }
         case K_U32: {
             uint32_t u = *(const uint32_t *)field;
-            if (u < s->lo || u > s->hi)
+            if (u < s->i.lo || u > s->i.hi)
                 return pn_fail(e, PN_EINVAL, "%s: %u is out of range; it must be between %.15g "
-                               "and %.15g", s->name, u, s->lo, s->hi);
+                               "and %.15g", s->i.name, u, s->i.lo, s->i.hi);
             break;
         }
         case K_TAGS:
-            if (check_pair_array(s->name, c->tags, c->ntags, e) != 0)
+            if (check_pair_array(s->i.name, c->tags, c->ntags, e) != 0)
                 return -1;
             for (size_t j = 0; j < c->ntags; j++) {
-                if (check_tag(s->name, c->tags[j].key, c->tags[j].value, e) != 0)
+                if (check_tag(s->i.name, c->tags[j].key, c->tags[j].value, e) != 0)
                     return -1;
             }
-            if (check_unique(s->name, c->tags, c->ntags, e) != 0)
+            if (check_unique(s->i.name, c->tags, c->ntags, e) != 0)
                 return -1;
             break;
         case K_HEADERS:
         case K_OTLP_HEADERS: {
             const pn_label *h = s->k == K_HEADERS ? c->http_headers : c->otlp_headers;
             size_t nh = s->k == K_HEADERS ? c->nheaders : c->notlp_headers;
-            if (check_pair_array(s->name, h, nh, e) != 0)
+            if (check_pair_array(s->i.name, h, nh, e) != 0)
                 return -1;
             for (size_t j = 0; j < nh; j++) {
-                if (check_header(s->name, h[j].key, h[j].value, e))
+                if (check_header(s->i.name, h[j].key, h[j].value, e))
                     return -1;
             }
             break;
@@ -717,6 +943,7 @@ int pn_config_validate(const pn_config *c, pn_error *e)
             break;
         case K_BOOL:
         case K_LEVEL:
+        case K_EXTERNAL:
             break;
         }
     }

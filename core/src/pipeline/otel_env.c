@@ -150,17 +150,19 @@ int pn_config_apply_otel_env(pn_config *c, char *const *envp, pn_error *e)
 {
     pn_error why;
     const char *v, *var;
-    if ((v = env_get(envp, "OTEL_SERVICE_NAME"))) {
+    if (!pn_config_is_given(c, "application_name") && (v = env_get(envp, "OTEL_SERVICE_NAME"))) {
         /* An OTel service name may hold characters Pyroscope's application
          * names may not: then it is only a resource attribute's business. */
         if (pn_config_set(c, "application_name", v, &why) != 0)
             pn_log(PN_LOG_WARN, "OTEL_SERVICE_NAME ignored as the application name: %s", why.msg);
     }
-    if ((v = env_first(envp, "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT",
+    if (!pn_config_is_given(c, "otlp_endpoint") &&
+        (v = env_first(envp, "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT",
                        &var)) &&
         pn_config_set(c, "otlp_endpoint", v, &why) != 0)
         return pn_fail(e, why.code, "environment variable %s: %s", var, why.msg);
-    if ((v = env_first(envp, "OTEL_EXPORTER_OTLP_PROFILES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS",
+    if (!pn_config_is_given(c, "otlp_headers") &&
+        (v = env_first(envp, "OTEL_EXPORTER_OTLP_PROFILES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS",
                        &var))) {
         pn_label *kv = NULL;
         size_t n = 0;
@@ -171,11 +173,13 @@ int pn_config_apply_otel_env(pn_config *c, char *const *envp, pn_error *e)
         if (rc != 0)
             return pn_fail(e, why.code, "environment variable %s: %s", var, why.msg);
     }
-    if ((v = env_first(envp, "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
+    if (!pn_config_is_given(c, "otlp_protocol") &&
+        (v = env_first(envp, "OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
                        &var)) &&
         pn_config_set(c, "otlp_protocol", v, &why) != 0)
         return pn_fail(e, why.code, "environment variable %s: %s", var, why.msg);
-    if ((v = env_get(envp, "OTEL_RESOURCE_ATTRIBUTES")) &&
+    if (!pn_config_is_given(c, "resource_attributes") &&
+        (v = env_get(envp, "OTEL_RESOURCE_ATTRIBUTES")) &&
         pn_config_set(c, "resource_attributes", v, &why) != 0)
         return pn_fail(e, why.code, "environment variable OTEL_RESOURCE_ATTRIBUTES: %s", why.msg);
     return 0;

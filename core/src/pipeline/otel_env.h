@@ -5,7 +5,8 @@
 
 #include "pyroscope_native.h"
 
-/* OTEL_* variables of envp into c; PYROSCOPE_* ones are applied after. */
+/* OTEL_* variables of envp into c, for settings no keyword gave;
+ * PYROSCOPE_* ones are applied after. */
 int pn_config_apply_otel_env(pn_config *c, char *const *envp, pn_error *e);
 
 /* Parses the W3C-baggage-like list of OTEL_RESOURCE_ATTRIBUTES and
@@ -19,5 +20,7 @@ int pn_otel_pairs_parse(const char *what, const char *v, pn_label **out, size_t 
 /* The same for the resource_attributes setting. */
 int pn_resource_attributes_parse(const char *v, pn_label **out, size_t *n, pn_error *e);
 void pn_pairs_free(pn_label *kv, size_t n);
+/* Whether a binding gave the setting (c->given). */
+int pn_config_is_given(const pn_config *c, const char *name);
 
 #endif
