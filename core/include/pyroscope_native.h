@@ -607,8 +607,8 @@ const pn_setting_info *pn_config_setting_find(const char *name);
 /* "true"/"1"/"yes"/"on" -> 1, "false"/"0"/"no"/"off" -> 0 (any case, spaces
  * around); else -1 with a message naming `what`. */
 int pn_config_parse_bool(const char *what, const char *value, int *out, pn_error *e);
-/* Sets a setting's value without marking it given: a variable still wins
- * (bindings' own defaults: spy_name, runtime_name...). */
+/* Sets a setting's value without marking it given, unless a keyword gave
+ * it: a variable still wins (bindings' own defaults: spy_name...). */
 int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_error *e);
 /* The whole start-up contract once: envp (NULL: environ) applied under the
  * precedence rule above, every PYROSCOPE_* variable the table does not know

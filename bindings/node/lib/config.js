@@ -1,55 +1,15 @@
 'use strict';
 // User options (the @pyroscope/nodejs 0.6.4 names plus our shared settings in camelCase)
-// and PYROSCOPE_* variables -> core settings + what the profilers and the frame mapper need.
-// Pure: no native calls, so it is unit-tested alone. An option wins over its variable.
+// -> core settings + what the profilers and the frame mapper need. The core's settings
+// table (native.settingTable()) says which option is which setting and of what kind; the
+// core applies PYROSCOPE_*/OTEL_* variables under its precedence rule (an option wins)
+// and the default destination. Pure: no native calls, so it is unit-tested alone.
 
-const DEFAULT_SERVER_ADDRESS = 'http://localhost:4040';
-const DEFAULT_HEAP_INTERVAL_BYTES = 512 * 1024;
-const DEFAULT_HEAP_STACK_DEPTH = 64;
-const DEFAULT_WALL_DURATION_MS = 60000;
-
-// Core settings the package sets itself (not user options).
-const INTERNAL = new Set(['spy_name', 'runtime_name', 'runtime_version']);
-
-// How a core setting's option value is checked; names not listed take a string,
-// number or boolean (a setting the core gained after this file was written).
-const KIND = {
-  application_name: 'string', server_address: 'string', basic_auth_username: 'string',
-  basic_auth_password: 'string', tenant_id: 'string', output_dir: 'string',
-  otlp_endpoint: 'string', resource_attributes: 'string',
-  oncpu: 'bool', report_pid: 'bool', report_thread_id: 'bool', report_thread_name: 'bool',
-  fault_guard: 'bool', strict_labels: 'bool',
-  sample_rate: 'number', sampler_cpu_budget: 'number', max_stacks: 'int', max_depth: 'int',
-  upload_interval: 'duration', stop_timeout: 'duration',
-  tags: 'pairs', http_headers: 'pairs', otlp_headers: 'pairs',
-  log_level: 'level',
-};
-
-// Anchor names that are aliases of a shared setting (both spellings accepted).
-const ALIASES = {
-  appName: 'application_name',
-  basicAuthUser: 'basic_auth_username',
-  tenantID: 'tenant_id',
-};
-
-// Options of the anchor that are not core settings.
+// Options of the anchor that are not core settings (read below).
 const ANCHOR_ONLY = new Set([
   'authToken', 'flushIntervalMs', 'wall', 'heap', 'sourceMapper', 'stripFilenames',
   'shortenPaths',
 ]);
-
-// The anchor's variables: converted here, never handed to the core (it would warn).
-const ANCHOR_ENV = [
-  'PYROSCOPE_FLUSH_INTERVAL_MS', 'PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS',
-  'PYROSCOPE_WALL_SAMPLING_DURATION_MS', 'PYROSCOPE_WALL_COLLECT_CPU_TIME',
-  'PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES', 'PYROSCOPE_HEAP_STACK_DEPTH',
-  'PYROSCOPE_AUTH_TOKEN', 'PYROSCOPE_ADHOC_SERVER_ADDRESS', 'PYROSCOPE_STRIP_FILENAMES',
-  'PYROSCOPE_SHORTEN_PATHS',
-];
-
-const TRUE = ['1', 'true', 'yes', 'on'];
-const FALSE = ['0', 'false', 'no', 'off'];
-
 function configError(message) {
   const err = new Error(message);
   err.code = 'ERR_PYROSCOPE_CONFIG';
@@ -117,24 +77,19 @@ function checkPairs(name, v, numbersToo) {
   return out;
 }
 
-// An option value for the core: a string, or pairs for tags/headers.
-function coreValue(optName, coreName, v) {
-  switch (KIND[coreName]) {
-    case 'string': return checkString(optName, v);
+// An option value for the core (by the kind of its row): a string, or pairs.
+function coreValue(optName, row, v) {
+  switch (row.kind) {
     case 'bool': return checkBool(optName, v);
     case 'number': return checkNumber(optName, v, false);
-    case 'int': return checkNumber(optName, v, true);
-    case 'duration':
-      if (typeof v === 'string') return v;
-      return checkNumber(optName, v, false);
-    case 'pairs': return checkPairs(optName, v, coreName === 'tags');
+    case 'integer': return checkNumber(optName, v, true);
+    case 'duration': return typeof v === 'string' ? v : checkNumber(optName, v, false);
+    case 'pairs': return checkPairs(optName, v, row.name === 'tags');
     case 'level':
       if (typeof v === 'string' || typeof v === 'number') return v;
-      throw configError(`${optName} must be a level name (debug, info, warning, error, off) or a ` +
-        `number, not ${describe(v)}`);
-    default:
-      if (['string', 'number', 'boolean'].includes(typeof v)) return v;
-      throw configError(`${optName} must be a string, number or boolean, not ${describe(v)}`);
+      throw configError(`${optName} must be a level name (${row.spellings}) or a number, ` +
+        `not ${describe(v)}`);
+    default: return checkString(optName, v);
   }
 }
 
@@ -153,15 +108,16 @@ function envNumber(env, name, integer) {
   return n;
 }
 
+// The core's boolean words (its bool rows' spellings: true, false, 1, 0, ...).
 function envBool(env, name) {
   const raw = envValue(env, name);
   if (raw === undefined) return undefined;
-  const low = raw.toLowerCase();
-  if (TRUE.includes(low)) return true;
-  if (FALSE.includes(low)) return false;
+  const i = BOOL_WORDS.indexOf(raw.toLowerCase());
+  if (i >= 0) return i % 2 === 0;
   throw configError(`environment variable ${name}: "${raw}" is not a boolean ` +
-    '(use true/false, 1/0, yes/no, on/off)');
+    `(use ${BOOL_WORDS.join(', ')})`);
 }
+let BOOL_WORDS = ['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'];
 
 function checkStripMode(name, v) {
   if (v === 'all' || v === 'dependencies') return v;
@@ -184,38 +140,50 @@ function parseEnvPairs(name, raw) {
 
 /**
  * options: the object given to init(); env: process.env (or a test's object);
- * coreNames: native.settingNames(). Returns
- *   { settings, env, origins, kind, wall, heap, frames, unknownEnv }
+ * table: native.settingTable(), the core's settings. Returns
+ *   { settings, env, origins, kind, wall, heap, frames, warnings }
  * settings/env go to native.start; origins maps a core name to the option or
  * variable it came from (to name it in the core's errors).
  */
-function resolveConfig(options, env, coreNames) {
+function resolveConfig(options, env, table) {
   if (options === undefined || options === null) options = {};
   if (!isPlainObject(options)) throw configError('init() expects an object of options');
   env = env || {};
-  const known = new Map(); // option name -> core name
-  for (const core of coreNames) {
-    if (!INTERNAL.has(core)) known.set(camel(core), core);
+  const known = new Map(); // option name -> row
+  const noEffect = new Set(); // settings of other bindings (no keyword here)
+  const byName = {};
+  for (const row of table) {
+    byName[row.name] = row;
+    if (row.kind === 'bool') BOOL_WORDS = row.spellings.split(',');
+    if (row.external) continue;
+    if (row.node) for (const kw of row.node.split('|')) known.set(kw, row);
+    else if (!row.binding) noEffect.add(camel(row.name));
   }
-  for (const [alias, core] of Object.entries(ALIASES)) known.set(alias, core);
+  const defaultOf = (name) => Number(byName[name].default);
 
   const settings = {};
   const origins = {};
+  const warnings = [];
   const given = new Set(); // core names set by an option
   for (const [key, value] of Object.entries(options)) {
     if (value === undefined) continue; // the anchor treats undefined as absent
     if (ANCHOR_ONLY.has(key)) continue;
-    const core = known.get(key);
-    if (!core) {
+    if (noEffect.has(key)) {
+      warnings.push(`option ${key} has no effect in Node.js and is ignored`);
+      continue;
+    }
+    const row = known.get(key);
+    if (!row) {
       let hint = '';
       if (known.has(camel(key))) hint = ` (did you mean ${camel(key)}?)`;
       throw configError(`unknown option "${key}"${hint}; known options: ` +
         [...known.keys(), ...ANCHOR_ONLY].sort().join(', '));
     }
+    const core = row.name;
     if (given.has(core)) {
       throw configError(`${origins[core]} and ${key} are the same setting; give only one`);
     }
-    settings[core] = coreValue(key, core, value);
+    settings[core] = coreValue(key, row, value);
     origins[core] = key;
     given.add(core);
   }
@@ -245,7 +213,7 @@ function resolveConfig(options, env, coreNames) {
   };
 
   const wall = {
-    samplingDurationMs: DEFAULT_WALL_DURATION_MS,
+    samplingDurationMs: defaultOf('wall_sampling_duration_ms'),
     collectCpuTime: false,
   };
   const dur = pick(wallOpt.samplingDurationMs, 'wall.samplingDurationMs', checkPositiveInt,
@@ -302,14 +270,6 @@ function resolveConfig(options, env, coreNames) {
     }
   }
 
-  // Server address: the anchor lets PYROSCOPE_ADHOC_SERVER_ADDRESS override even the option.
-  const adhoc = envValue(env, 'PYROSCOPE_ADHOC_SERVER_ADDRESS');
-  if (adhoc !== undefined) {
-    settings.server_address = adhoc;
-    origins.server_address = 'environment variable PYROSCOPE_ADHOC_SERVER_ADDRESS';
-    given.add('server_address');
-  }
-
   // authToken -> a Bearer Authorization header (the anchor prefers it to basic auth;
   // here both at once is refused, since the server would see one of them only).
   const token = pick(options.authToken, 'authToken', checkString, 'PYROSCOPE_AUTH_TOKEN',
@@ -338,17 +298,9 @@ function resolveConfig(options, env, coreNames) {
     given.add('http_headers');
   }
 
-  // No destination at all: upload to the anchor's default server, as it does
-  // (an OTLP endpoint, by either OTEL_ variable, is one).
-  const hasDest = ['server_address', 'output_dir', 'otlp_endpoint'].some(
-    (c) => given.has(c) || envValue(env, envName(c)) !== undefined) ||
-    envValue(env, 'OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT') !== undefined ||
-    envValue(env, 'OTEL_EXPORTER_OTLP_ENDPOINT') !== undefined;
-  if (!hasDest) settings.server_address = DEFAULT_SERVER_ADDRESS;
-
   const heap = {
-    samplingIntervalBytes: DEFAULT_HEAP_INTERVAL_BYTES,
-    stackDepth: DEFAULT_HEAP_STACK_DEPTH,
+    samplingIntervalBytes: defaultOf('heap_sampling_interval_bytes'),
+    stackDepth: defaultOf('heap_stack_depth'),
   };
   const bytes = pick(heapOpt.samplingIntervalBytes, 'heap.samplingIntervalBytes',
     checkPositiveInt, 'PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES', (e, n) => envNumber(e, n, true));
@@ -380,33 +332,15 @@ function resolveConfig(options, env, coreNames) {
   if (given.has('oncpu')) oncpu = settings.oncpu;
   else if (envBool(env, 'PYROSCOPE_ONCPU') !== undefined) oncpu = envBool(env, 'PYROSCOPE_ONCPU');
 
-  settings.spy_name = 'nodespy';
-  settings.runtime_name = 'nodejs';
-  settings.runtime_version = process.versions.node;
-
-  // The core's environment: PYROSCOPE_* and OTEL_*, without the anchor's variables
-  // (converted above) and without those of settings given here (an option wins, so
-  // a bad variable beside it must not fail).
-  // Unknown PYROSCOPE_* variables are reported once by init() (the core would warn at
-  // every check and start).
+  // The core's environment: it reads PYROSCOPE_* and OTEL_* itself, skipping the
+  // variables of settings given here (an option wins) and the anchor's (read above).
   const coreEnv = {};
-  const unknownEnv = [];
-  const coreSet = new Set(coreNames);
   for (const [k, v] of Object.entries(env)) {
-    if (typeof v !== 'string') continue;
-    if (k.startsWith('OTEL_')) {
-      coreEnv[k] = v;
-    } else if (k.startsWith('PYROSCOPE_') && !ANCHOR_ENV.includes(k)) {
-      const core = k.slice('PYROSCOPE_'.length).toLowerCase();
-      if (k === 'PYROSCOPE_BASIC_AUTH_USER') { // Grafana's name; the core reads it
-        if (!given.has('basic_auth_username')) coreEnv[k] = v;
-      } else if (!coreSet.has(core)) unknownEnv.push(k);
-      else if (!given.has(core)) coreEnv[k] = v;
-    }
+    if (typeof v === 'string' && (k.startsWith('OTEL_') || k.startsWith('PYROSCOPE_'))) coreEnv[k] = v;
   }
 
   return {
-    settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, frames, unknownEnv,
+    settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, frames, warnings,
   };
 }
 
@@ -426,7 +360,4 @@ function renameError(err, origins) {
   return err;
 }
 
-module.exports = {
-  resolveConfig, renameError, configError, camel, ANCHOR_ENV, DEFAULT_SERVER_ADDRESS,
-  DEFAULT_HEAP_INTERVAL_BYTES, DEFAULT_HEAP_STACK_DEPTH,
-};
+module.exports = { resolveConfig, renameError, configError, camel };

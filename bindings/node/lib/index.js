@@ -99,11 +99,9 @@ function init(options = {}) {
     throw config.configError('init(): the profiler is running; call stop() (and await it) ' +
       'before init() with new options');
   }
-  const resolved = config.resolveConfig(options, process.env, n.settingNames());
+  const resolved = config.resolveConfig(options, process.env, n.settingTable());
   n.setLogHandler(onNativeLog); // the core's warnings about settings go to setLogger's logger
-  for (const name of resolved.unknownEnv) {
-    logger.warn(`ignoring unknown environment variable ${name}`);
-  }
+  for (const text of resolved.warnings) logger.warn(text);
   try {
     n.checkSettings(resolved.settings, resolved.env);
   } catch (e) {

@@ -1,7 +1,7 @@
 'use strict';
 // The native half of the Node binding, as the public package (index.js)
 // uses it:
-//   settingNames(), checkSettings(settings, env), start(settings, env)
+//   settingTable(), checkSettings(settings, env), start(settings, env)
 //     settings: {<core setting name>: string | number | boolean}, pairs
 //     (tags, http_headers, otlp_headers) as [[k, v], ...]; env: PYROSCOPE_* /
 //     OTEL_* variables applied first. Errors name the setting
@@ -33,18 +33,13 @@ const KINDS = ['cpu', 'wall', 'heap'];
 let exitHooked = false;
 let stopping = null; // the promise of a stop in progress
 
-function settingNames() {
-  return addon.settingNames();
+// The core's settings table (one object per setting: name, kind, default, env, node...).
+function settingTable() {
+  return addon.settingTable();
 }
 
 function checkSettings(settings, env) {
   addon.checkSettings(settings || {}, env || {});
-}
-
-function withRuntime(settings) {
-  const s = Object.assign({}, settings || {});
-  if (s.runtime_version === undefined) s.runtime_version = process.versions.node;
-  return s;
 }
 
 // On exit the last period is exported within stop_timeout: at beforeExit
@@ -91,7 +86,7 @@ function setUploadClient(name, opts) {
 
 function start(settings, env) {
   addon.setSender(uploadClient === 'node' ? sender.send : null, pickupTimeoutMs);
-  addon.start(withRuntime(settings), env || {});
+  addon.start(settings || {}, env || {});
   stopTimeout = addon.config().stopTimeout;
   report.beginRun(addon);
   hookExit();
@@ -167,7 +162,7 @@ function setLogHandler(fn) {
 }
 
 module.exports = {
-  settingNames,
+  settingTable,
   checkSettings,
   start,
   setUploadClient,

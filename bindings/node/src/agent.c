@@ -115,7 +115,7 @@ static int apply_env(napi_env env, pn_config *c, napi_value envobj)
         free(vs);
     }
     pn_error e = {0};
-    if (pn_config_apply_env(c, envp, &e) != 0) {
+    if (pn_config_resolve(c, envp, &e) != 0) {
         throw_pn(env, &e);
         goto out;
     }
@@ -127,18 +127,13 @@ out:
     return rc;
 }
 
-/* settings object + env object -> a validated config (thrown otherwise). */
+/* settings object (keywords) + env object -> a validated config (thrown
+ * otherwise): keywords, this binding's defaults, then the core's contract
+ * (variables under its precedence rule, the default destination). */
 static int build_config(napi_env env, pn_config *c, napi_value settings, napi_value envobj)
 {
     pn_error e = {0};
     pn_config_init(c);
-    if (pn_config_set(c, "spy_name", "nodespy", &e) != 0 ||
-        pn_config_set(c, "runtime_name", "nodejs", &e) != 0) {
-        throw_pn(env, &e);
-        return -1;
-    }
-    if (apply_env(env, c, envobj) != 0)
-        return -1;
     napi_value keys;
     uint32_t n;
     if (js_keys(env, settings, "settings", &keys, &n) < 0)
@@ -182,23 +177,56 @@ static int build_config(napi_env env, pn_config *c, napi_value settings, napi_va
         if (rc != 0)
             return -1;
     }
-    if (pn_config_validate(c, &e) != 0) {
+    const napi_node_version *nv = NULL;
+    char version[48] = "";
+    if (napi_get_node_version(env, &nv) == napi_ok && nv)
+        snprintf(version, sizeof version, "%u.%u.%u", nv->major, nv->minor, nv->patch);
+    if (pn_config_set_default(c, "spy_name", "nodespy", &e) != 0 ||
+        pn_config_set_default(c, "runtime_name", "nodejs", &e) != 0 ||
+        (version[0] && pn_config_set_default(c, "runtime_version", version, &e) != 0)) {
         throw_pn(env, &e);
         return -1;
     }
-    return 0;
+    return apply_env(env, c, envobj);
 }
 
-static napi_value m_setting_names(napi_env env, napi_callback_info info)
+/* The core's settings table: one object per row (pn_setting_info). */
+static napi_value m_setting_table(napi_env env, napi_callback_info info)
 {
     (void)info;
     napi_value arr;
     napi_create_array(env, &arr);
-    uint32_t i = 0;
-    for (const char *const *p = pn_config_names(); *p; p++, i++) {
-        napi_value s;
-        napi_create_string_utf8(env, *p, NAPI_AUTO_LENGTH, &s);
-        napi_set_element(env, arr, i, s);
+    const pn_setting_info *s;
+    for (uint32_t i = 0; (s = pn_config_setting(i)); i++) {
+        napi_value row, v;
+        napi_create_object(env, &row);
+        const char *strs[][2] = {
+            {"name", s->name}, {"kind", s->kind_name}, {"default", s->default_value},
+            {"unit", s->unit}, {"spellings", s->spellings}, {"env", s->env},
+            {"envAliases", s->env_aliases}, {"otelEnv", s->otel_env}, {"python", s->python},
+            {"node", s->node}, {"ruby", s->ruby}, {"meaning", s->meaning},
+        };
+        for (size_t j = 0; j < sizeof strs / sizeof strs[0]; j++) {
+            if (strs[j][1])
+                napi_create_string_utf8(env, strs[j][1], NAPI_AUTO_LENGTH, &v);
+            else
+                napi_get_null(env, &v);
+            napi_set_named_property(env, row, strs[j][0], v);
+        }
+        napi_create_double(env, s->lo, &v);
+        napi_set_named_property(env, row, "lo", v);
+        napi_create_double(env, s->hi, &v);
+        napi_set_named_property(env, row, "hi", v);
+        const struct {
+            const char *key;
+            unsigned flag;
+        } flags[] = {{"secret", PN_SETTING_SECRET}, {"binding", PN_SETTING_BINDING},
+                     {"external", PN_SETTING_EXTERNAL}};
+        for (size_t j = 0; j < 3; j++) {
+            napi_get_boolean(env, (s->flags & flags[j].flag) != 0, &v);
+            napi_set_named_property(env, row, flags[j].key, v);
+        }
+        napi_set_element(env, arr, i, row);
     }
     return arr;
 }
@@ -541,7 +569,7 @@ static napi_value m_stats(napi_env env, napi_callback_info info)
 
 void agent_exports(napi_env env, napi_value exports)
 {
-    set_fn(env, exports, "settingNames", m_setting_names);
+    set_fn(env, exports, "settingTable", m_setting_table);
     set_fn(env, exports, "checkSettings", m_check_settings);
     set_fn(env, exports, "start", m_start);
     set_fn(env, exports, "flush", m_flush);

@@ -49,11 +49,12 @@ class ProfilerImplementation(Enum):
     Stack = 1
 
 
-# Settings only this package understands; the rest go to the core.
-_PY_ONLY_ENV = ("PYROSCOPE_GIL_ONLY", "PYROSCOPE_ENABLE_LOGGING", "PYROSCOPE_LINE_NO")
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
-DEFAULT_SERVER = "http://localhost:4040"
+# The core's settings table: kinds, defaults, variables and each binding's
+# keyword. A row with a "python" keyword is a keyword of configure (the first
+# spelling; the others are accepted aliases); "external" rows are read here.
+SETTINGS = _native.settings()
+_KEYWORDS = {kw: row for row in SETTINGS for kw in (row["python"] or "").split("|") if kw}
+_SETTING_OF_VAR = {row["env"]: row["name"] for row in SETTINGS}
 
 # Serialises configure/shutdown (any thread may call them).
 _lock = threading.RLock()
@@ -128,15 +129,23 @@ def _check_pairs(name, value):
 
 
 def _env_bool(var, default):
-    raw = os.environ.get(var)
-    if raw is None or raw.strip() == "":
-        return default
-    low = raw.strip().lower()
-    if low in _TRUE:
-        return True
-    if low in _FALSE:
-        return False
-    raise ValueError(f"{var}: {raw!r} is not a boolean (use true/false, 1/0, yes/no, on/off)")
+    raw = os.environ.get(var, "")
+    return _native.parse_bool(var, raw) if raw.strip() else default
+
+
+def _to_core(name, kind, value):
+    """A keyword's value in the core's string form (pairs: a dict)."""
+    if kind == "bool":
+        return "true" if _check_bool(name, value) else "false"
+    if kind in ("number", "integer"):
+        return _check_number(name, value, integer=kind == "integer")
+    if kind == "duration" and not isinstance(value, str):  # "10s" or seconds
+        return _check_number(name, value)
+    if kind == "pairs":
+        return _check_pairs(name, value)
+    if kind == "level" and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _check_str(name, value)
 
 
 def _line_mode(line_no):
@@ -156,18 +165,14 @@ def _line_mode(line_no):
     raise TypeError(f"line_no must be a pyroscope.LineNo, not {line_no!r}")
 
 
-def _core_env(given=()):
-    """PYROSCOPE_* variables for the core: ours removed (so it does not
-    warn), and those of settings given as keywords too, since a keyword wins
-    and its variable is then not even parsed; and the OTEL_* ones it reads
-    (OTLP endpoint, headers, resource). A value that is not UTF-8 is
-    refused here, naming the variable (and never showing the value: it may
-    be a password)."""
+def _core_env(given):
+    """PYROSCOPE_* and OTEL_* variables for the core, which applies them
+    under its precedence rule (a keyword given wins; its variable is not
+    even checked here). A value that is not UTF-8 is refused here, naming
+    the variable (and never showing the value: it may be a password)."""
     out = []
     for k, v in os.environ.items():
-        ours = k.startswith("PYROSCOPE_") and k not in _PY_ONLY_ENV and \
-            k[len("PYROSCOPE_"):].lower() not in given
-        if not (ours or k.startswith("OTEL_")):
+        if not k.startswith(("PYROSCOPE_", "OTEL_")) or _SETTING_OF_VAR.get(k) in given:
             continue
         for part, text in (("name", k), ("value", v)):
             try:
@@ -187,9 +192,12 @@ def _env_set(name):
 
 
 def _uploads(settings):
-    """Whether the settings may upload (a server or an OTLP endpoint): only
-    then is libcurl looked for (writing to a folder never loads it)."""
-    return any(k in settings or _env_set(k) for k in ("server_address", "otlp_endpoint")) \
+    """Whether the settings may upload (a server, an OTLP endpoint, or no
+    destination at all: the default server): only then is libcurl looked
+    for (writing to a folder only never loads it)."""
+    def given(k):
+        return k in settings or _env_set(k)
+    return given("server_address") or given("otlp_endpoint") or not given("output_dir") \
         or any(os.environ.get(v, "").strip() for v in (
             "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
 
@@ -228,6 +236,8 @@ def configure(
         cpu_implementation=None,
         otlp_endpoint=None,
         otlp_headers=None,
+        otlp_protocol=None,
+        resource_attributes=None,
         strict_labels=None,
 ):
     """Start profiling this process (or restart it with new settings).
@@ -237,6 +247,7 @@ def configure(
     ``TypeError`` naming the setting, and the previous configuration (if
     any) keeps running.
     """
+    keywords = dict(locals())  # first: the arguments only
     if app_name is not None:
         warnings.warn("app_name is deprecated, use application_name", DeprecationWarning,
                       stacklevel=2)
@@ -267,39 +278,14 @@ def configure(
         return False
 
     settings = {}
-    for name, value in (("application_name", application_name),
-                        ("server_address", server_address),
-                        ("basic_auth_username", basic_auth_username),
-                        ("basic_auth_password", basic_auth_password),
-                        ("tenant_id", tenant_id), ("output_dir", output_dir)):
-        if value is not None:
-            settings[name] = _check_str(name, value)
-    for name, value in (("sample_rate", sample_rate), ("upload_interval", upload_interval),
-                        ("stop_timeout", stop_timeout),
-                        ("sampler_cpu_budget", sampler_cpu_budget)):
-        if value is not None:
-            settings[name] = _check_number(name, value)
-    for name, value in (("max_stacks", max_stacks), ("max_depth", max_depth)):
-        if value is not None:
-            settings[name] = _check_number(name, value, integer=True)
-    for name, value in (("oncpu", oncpu), ("report_pid", report_pid),
-                        ("report_thread_id", report_thread_id),
-                        ("report_thread_name", report_thread_name),
-                        ("fault_guard", fault_guard), ("strict_labels", strict_labels)):
-        if value is not None:
-            settings[name] = "true" if _check_bool(name, value) else "false"
-    if tags is not None:
-        settings["tags"] = _check_pairs("tags", tags)
-    if http_headers is not None:
-        settings["http_headers"] = _check_pairs("http_headers", http_headers)
-    # OTLP profiles (beside or instead of server_address); the OTEL_EXPORTER_OTLP_*
-    # variables are read by the core too.
-    if otlp_endpoint is not None:
-        settings["otlp_endpoint"] = _check_str("otlp_endpoint", otlp_endpoint)
-    if otlp_headers is not None:
-        settings["otlp_headers"] = _check_pairs("otlp_headers", otlp_headers)
-    settings["runtime_name"] = sys.implementation.name
-    settings["runtime_version"] = platform.python_version()
+    for kw, row in _KEYWORDS.items():
+        value = keywords.get(kw)
+        if value is not None and not row["external"] and row["name"] not in settings:
+            settings[row["name"]] = _to_core(kw, row["kind"], value)
+    # The binding's own values; a variable beats them (PYROSCOPE_SPY_NAME...).
+    defaults = {"runtime_name": sys.implementation.name,
+                "runtime_version": platform.python_version(),
+                "spy_name": "pyspy"}  # the server's name for Python profiles
 
     # A free-threaded CPython has no GIL: the default there is every thread,
     # and gil_only=True is treated as False (the native side says so once).
@@ -309,28 +295,10 @@ def configure(
         _env_bool("PYROSCOPE_ENABLE_LOGGING", False)
     mode = _line_mode(line_no)
 
-    # Log level: an explicit one wins; else what the "pyroscope" logger lets
-    # through, and warnings and errors always (they report lost data).
-    if log_level is not None:
-        if isinstance(log_level, int) and not isinstance(log_level, bool):
-            settings["log_level"] = str(log_level)
-        else:
-            settings["log_level"] = _check_str("log_level", log_level)
-    elif not _env_set("log_level"):
-        level = LOGGER.getEffectiveLevel()
-        settings["log_level"] = str(level if logs else max(level, logging.WARNING))
-
-    # pyroscope-io uploads to localhost:4040 unless told otherwise; with only
-    # an output folder or an OTLP endpoint (either OTEL_ variable too) we
-    # upload nowhere else.
-    if "server_address" not in settings and not _env_set("server_address") \
-            and "output_dir" not in settings and not _env_set("output_dir") \
-            and "otlp_endpoint" not in settings and not _env_set("otlp_endpoint") \
-            and not os.environ.get("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "").strip() \
-            and not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip():
-        settings["server_address"] = DEFAULT_SERVER
-    if not _env_set("spy_name"):
-        settings["spy_name"] = "pyspy"  # the server's name for Python profiles
+    # Log level: the core's default (warning) in every binding; with
+    # enable_logging, the "pyroscope" logger's level (pyroscope-io's meaning).
+    if logs:
+        defaults["log_level"] = str(LOGGER.getEffectiveLevel())
 
     report_names = settings.get("report_thread_name") == "true" or (
         "report_thread_name" not in settings and _env_bool("PYROSCOPE_REPORT_THREAD_NAME", False))
@@ -341,7 +309,7 @@ def configure(
         _fault_handlers.install()
         if _uploads(settings):
             _sender.ensure()   # only without libcurl: uploads through http.client
-        _native.start(_core_env(settings), settings, gil_only=gil, line_mode=mode)
+        _native.start(_core_env(settings), settings, defaults, gil_only=gil, line_mode=mode)
     return True
 
 

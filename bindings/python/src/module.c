@@ -147,14 +147,52 @@ static void stop_agent(void)
     log_bridge_drain();
 }
 
-/* Fill c from env lines ("PYROSCOPE_X=v") and then settings (keywords win). */
-static int build_config(pn_config *c, PyObject *env, PyObject *settings)
+/* One dict of settings into c: keywords (pn_config_set, they win over
+ * variables) or the binding's defaults (pn_config_set_default: a variable
+ * beats them). */
+static int set_all(pn_config *c, PyObject *settings, int defaults)
 {
     pn_error e = {0};
-    if (!PyList_Check(env) || !PyDict_Check(settings)) {
-        PyErr_SetString(PyExc_TypeError, "start(env: list, settings: dict, ...)");
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(settings, &pos, &k, &v)) {
+        const char *name = utf8_of(k, "setting name");
+        if (!name)
+            return -1;
+        int rc;
+        if (PyDict_Check(v)) {
+            pn_label *kv;
+            size_t nkv;
+            if (py_dict_pairs(v, name, &kv, &nkv) != 0)
+                return -1;
+            rc = pn_config_set_pairs(c, name, kv, nkv, &e);
+            py_pairs_free(kv);
+        } else {
+            const char *s = utf8_of(v, name);
+            if (!s)
+                return -1;
+            rc = defaults ? pn_config_set_default(c, name, s, &e) : pn_config_set(c, name, s, &e);
+        }
+        if (rc != 0) {
+            raise_pn(&e);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Keywords, the binding's defaults, then the core's contract: variables
+ * (env lines "PYROSCOPE_X=v", "OTEL_X=v") under its precedence rule, the
+ * default destination, validation. */
+static int build_config(pn_config *c, PyObject *env, PyObject *settings, PyObject *defaults)
+{
+    pn_error e = {0};
+    if (!PyList_Check(env) || !PyDict_Check(settings) || !PyDict_Check(defaults)) {
+        PyErr_SetString(PyExc_TypeError, "start(env: list, settings: dict, defaults: dict, ...)");
         return -1;
     }
+    if (set_all(c, settings, 0) != 0 || set_all(c, defaults, 1) != 0)
+        return -1;
     Py_ssize_t n = PyList_Size(env);
     char **envp = PyMem_Calloc((size_t)n + 1, sizeof *envp);
     if (!envp) {
@@ -169,37 +207,9 @@ static int build_config(pn_config *c, PyObject *env, PyObject *settings)
         }
         envp[i] = (char *)line;
     }
-    int rc = pn_config_apply_env(c, envp, &e);
+    int rc = pn_config_resolve(c, envp, &e);
     PyMem_Free(envp);
     if (rc != 0) {
-        raise_pn(&e);
-        return -1;
-    }
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(settings, &pos, &k, &v)) {
-        const char *name = utf8_of(k, "setting name");
-        if (!name)
-            return -1;
-        if (PyDict_Check(v)) {
-            pn_label *kv;
-            size_t nkv;
-            if (py_dict_pairs(v, name, &kv, &nkv) != 0)
-                return -1;
-            rc = pn_config_set_pairs(c, name, kv, nkv, &e);
-            py_pairs_free(kv);
-        } else {
-            const char *s = utf8_of(v, name);
-            if (!s)
-                return -1;
-            rc = pn_config_set(c, name, s, &e);
-        }
-        if (rc != 0) {
-            raise_pn(&e);
-            return -1;
-        }
-    }
-    if (pn_config_validate(c, &e) != 0) {
         raise_pn(&e);
         return -1;
     }
@@ -225,11 +235,11 @@ static PyObject *m_start_locked(PyObject *self, PyObject *args, PyObject *kw)
     (void)self;
     if (main_interpreter_only("configure") != 0)
         return NULL;
-    static char *names[] = {"env", "settings", "gil_only", "line_mode", NULL};
-    PyObject *env, *settings;
+    static char *names[] = {"env", "settings", "defaults", "gil_only", "line_mode", NULL};
+    PyObject *env, *settings, *defaults;
     int gil_only = 1, line_mode = PY_WALKER_LINE_CURRENT;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|pi", names, &env, &settings, &gil_only,
-                                     &line_mode))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|pi", names, &env, &settings, &defaults,
+                                     &gil_only, &line_mode))
         return NULL;
     if (line_mode < PY_WALKER_LINE_CURRENT || line_mode > PY_WALKER_LINE_NONE) {
         PyErr_Format(PyExc_ValueError, "line_no: %d is not 0 (last instruction), 1 (first "
@@ -238,7 +248,7 @@ static PyObject *m_start_locked(PyObject *self, PyObject *args, PyObject *kw)
     }
     pn_config c;
     pn_config_init(&c);
-    if (build_config(&c, env, settings) != 0) {
+    if (build_config(&c, env, settings, defaults) != 0) {
         pn_config_free(&c);
         log_bridge_drain();
         return NULL;
@@ -683,24 +693,41 @@ out:
     return result;
 }
 
-static PyObject *m_config_names(PyObject *self, PyObject *unused)
+/* The core's settings table (pn_setting_info), one dict per row. */
+static PyObject *m_settings(PyObject *self, PyObject *unused)
 {
     (void)self;
     (void)unused;
-    const char *const *names = pn_config_names();
-    size_t n = 0;
-    while (names[n])
-        n++;
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    for (size_t i = 0; t && i < n; i++) {
-        PyObject *s = PyUnicode_FromString(names[i]);
-        if (!s) {
-            Py_CLEAR(t);
-            break;
-        }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, s);
+    PyObject *rows = PyList_New(0);
+    const pn_setting_info *s;
+    for (size_t i = 0; rows && (s = pn_config_setting(i)); i++) {
+        PyObject *row = Py_BuildValue(
+            "{s:s,s:s,s:z,s:d,s:d,s:z,s:z,s:s,s:z,s:z,s:z,s:z,s:z,s:O,s:O,s:O,s:s}", "name",
+            s->name, "kind", s->kind_name, "default", s->default_value, "lo", s->lo, "hi", s->hi,
+            "unit", s->unit, "spellings", s->spellings, "env", s->env, "env_aliases",
+            s->env_aliases, "otel_env", s->otel_env, "python", s->python, "node", s->node,
+            "ruby", s->ruby, "secret", (s->flags & PN_SETTING_SECRET) ? Py_True : Py_False,
+            "binding", (s->flags & PN_SETTING_BINDING) ? Py_True : Py_False, "external",
+            (s->flags & PN_SETTING_EXTERNAL) ? Py_True : Py_False, "meaning", s->meaning);
+        if (!row || PyList_Append(rows, row) != 0)
+            Py_CLEAR(rows);
+        Py_XDECREF(row);
     }
-    return t;
+    return rows;
+}
+
+/* parse_bool(what, text): the core's boolean words, or ValueError naming what. */
+static PyObject *m_parse_bool(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *what, *text;
+    if (!PyArg_ParseTuple(args, "ss", &what, &text))
+        return NULL;
+    pn_error e = {0};
+    int v;
+    if (pn_config_parse_bool(what, text, &v, &e) != 0)
+        return raise_pn(&e);
+    return PyBool_FromLong(v);
 }
 
 /* os.register_at_fork(after_in_child=...): the core's fork path entry
@@ -806,7 +833,7 @@ static PyMethodDef methods[] = {
     {"fault_guard_change", m_fault_guard_change, METH_O,
      "True before, False after changing the SIGSEGV/SIGBUS handler"},
     {"start", (PyCFunction)(void (*)(void))m_start, METH_VARARGS | METH_KEYWORDS,
-     "start(env, settings, gil_only=True, line_mode=0): start (or restart) the agent"},
+     "start(env, settings, defaults, gil_only=True, line_mode=0): start (or restart)"},
     {"stop", m_stop, METH_NOARGS, "flush within stop_timeout and stop; True if it ran"},
     {"flush", m_flush, METH_VARARGS, "flush(timeout=5): export now; True when drained"},
     {"running", m_running, METH_NOARGS, "True while an agent runs"},
@@ -828,7 +855,8 @@ static PyMethodDef methods[] = {
     {"report", m_report, METH_VARARGS,
      "report(paths, html_path, title, top, filters, group_by, diff_a, diff_b, hide_files, "
      "view) -> (profiles read, report text)"},
-    {"config_names", m_config_names, METH_NOARGS, "the core's setting names"},
+    {"settings", m_settings, METH_NOARGS, "the core's settings table, a list of dicts"},
+    {"parse_bool", m_parse_bool, METH_VARARGS, "parse_bool(what, text): the core's words"},
     {"libcurl_available", m_libcurl_available, METH_NOARGS,
      "whether libcurl loads (else uploads go through pyroscope._sender)"},
     {"sender_attach", py_sender_attach, METH_O, "a sender thread starts (True) or ends"},

@@ -625,6 +625,8 @@ int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_
 {
     const setting *s = find(name);
     uint64_t before = c->given;
+    if (s && (before & bit_of(s)))
+        return 0; /* a keyword gave it */
     if (pn_config_set(c, name, value, e) != 0)
         return -1;
     c->given = (c->given & ~bit_of(s)) | (before & bit_of(s));
