@@ -616,6 +616,9 @@ int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_
  * endpoint, folder) meaning server_address's default, then
  * pn_config_validate. A bad value fails naming its setting and source. */
 int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e);
+/* A setting's value in its string form (pairs "k=v,k2=v2", levels by name)
+ * into buf; -1 for an unknown or external name or a buf too small. */
+int pn_config_get(const pn_config *c, const char *name, char *buf, size_t size);
 
 /* ----------------------------------------------------------------- stats */
 

@@ -1078,6 +1078,7 @@ static void test_table(void)
         if (!(s->flags & PN_SETTING_BINDING))
             CHECK(s->python || s->node || s->ruby);
         if (s->default_value && strcmp(s->name, "server_address") != 0) {
+            char buf[64];
             pn_config a, b;
             pn_config_init(&a);
             pn_config_init(&b);
@@ -1087,6 +1088,8 @@ static void test_table(void)
                 fprintf(stderr, "  %s: default \"%s\" is not pn_config_init's\n", s->name,
                         s->default_value);
             CHECK(memcmp(&a, &b, sizeof a) == 0);
+            CHECK_EQ_INT(pn_config_get(&a, s->name, buf, sizeof buf), 0);
+            CHECK_STR(buf, s->default_value); /* the string form round-trips */
             pn_config_free(&a);
             pn_config_free(&b);
         }

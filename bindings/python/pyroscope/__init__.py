@@ -202,6 +202,28 @@ def _uploads(settings):
             "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
 
 
+def _core_args(keywords):
+    """configure's keywords -> (settings, defaults) for the core: settings by
+    the core's name in its string form (pairs: dicts); defaults are this
+    binding's own values, which a variable beats."""
+    settings = {}
+    for kw, row in _KEYWORDS.items():
+        value = keywords.get(kw)
+        if value is not None and not row["external"] and row["name"] not in settings:
+            settings[row["name"]] = _to_core(kw, row["kind"], value)
+    defaults = {"runtime_name": sys.implementation.name,
+                "runtime_version": platform.python_version(),
+                "spy_name": "pyspy"}  # the server's name for Python profiles
+    return settings, defaults
+
+
+def _resolve(**keywords):
+    """The core settings configure(**keywords) would start with, as
+    {name: str}, without starting (tests and diagnostics)."""
+    settings, defaults = _core_args(keywords)
+    return _native.resolve(_core_env(settings), settings, defaults)
+
+
 def configure(
         app_name=None,
         application_name=None,
@@ -277,16 +299,7 @@ def configure(
         shutdown()
         return False
 
-    settings = {}
-    for kw, row in _KEYWORDS.items():
-        value = keywords.get(kw)
-        if value is not None and not row["external"] and row["name"] not in settings:
-            settings[row["name"]] = _to_core(kw, row["kind"], value)
-    # The binding's own values; a variable beats them (PYROSCOPE_SPY_NAME...).
-    defaults = {"runtime_name": sys.implementation.name,
-                "runtime_version": platform.python_version(),
-                "spy_name": "pyspy"}  # the server's name for Python profiles
-
+    settings, defaults = _core_args(keywords)
     # A free-threaded CPython has no GIL: the default there is every thread,
     # and gil_only=True is treated as False (the native side says so once).
     gil = _check_bool("gil_only", gil_only) if gil_only is not None else \
@@ -295,9 +308,7 @@ def configure(
         _env_bool("PYROSCOPE_ENABLE_LOGGING", False)
     mode = _line_mode(line_no)
 
-    # Log level: the core's default (warning) in every binding; with
-    # enable_logging, the "pyroscope" logger's level (pyroscope-io's meaning).
-    if logs:
+    if logs:  # pyroscope-io's meaning: the "pyroscope" logger's level
         defaults["log_level"] = str(LOGGER.getEffectiveLevel())
 
     report_names = settings.get("report_thread_name") == "true" or (

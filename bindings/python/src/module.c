@@ -716,6 +716,33 @@ static PyObject *m_settings(PyObject *self, PyObject *unused)
     return rows;
 }
 
+/* resolve(env, settings, defaults): the config start() would use, without
+ * starting; {name: string form} of every core setting (tests, diagnostics). */
+static PyObject *m_resolve(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *env, *settings, *defaults;
+    if (!PyArg_ParseTuple(args, "OOO", &env, &settings, &defaults))
+        return NULL;
+    pn_config c;
+    pn_config_init(&c);
+    PyObject *out = NULL;
+    if (build_config(&c, env, settings, defaults) == 0 && (out = PyDict_New())) {
+        char buf[4096];
+        const pn_setting_info *s;
+        for (size_t i = 0; out && (s = pn_config_setting(i)); i++) {
+            if (pn_config_get(&c, s->name, buf, sizeof buf) != 0)
+                continue;
+            PyObject *v = PyUnicode_FromString(buf);
+            if (!v || PyDict_SetItemString(out, s->name, v) != 0)
+                Py_CLEAR(out);
+            Py_XDECREF(v);
+        }
+    }
+    pn_config_free(&c);
+    return out;
+}
+
 /* parse_bool(what, text): the core's boolean words, or ValueError naming what. */
 static PyObject *m_parse_bool(PyObject *self, PyObject *args)
 {
@@ -856,6 +883,8 @@ static PyMethodDef methods[] = {
      "report(paths, html_path, title, top, filters, group_by, diff_a, diff_b, hide_files, "
      "view) -> (profiles read, report text)"},
     {"settings", m_settings, METH_NOARGS, "the core's settings table, a list of dicts"},
+    {"resolve", m_resolve, METH_VARARGS,
+     "resolve(env, settings, defaults): {name: value} start() would use"},
     {"parse_bool", m_parse_bool, METH_VARARGS, "parse_bool(what, text): the core's words"},
     {"libcurl_available", m_libcurl_available, METH_NOARGS,
      "whether libcurl loads (else uploads go through pyroscope._sender)"},

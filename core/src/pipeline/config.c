@@ -719,6 +719,65 @@ int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size
                 : dup_pairs(&c->http_headers, &c->nheaders, kv, n, e);
 }
 
+int pn_config_get(const pn_config *c, const char *name, char *buf, size_t size)
+{
+    const setting *s = find(name);
+    if (!s || s->k == K_EXTERNAL || size == 0)
+        return -1;
+    const char *field = (const char *)c + s->off;
+    const pn_label *kv = NULL;
+    size_t n = 0;
+    int len = 0;
+    buf[0] = '\0';
+    switch (s->k) {
+    case K_STR: {
+        const char *v = *(char *const *)field;
+        len = snprintf(buf, size, "%s", v ? v : "");
+        break;
+    }
+    case K_BOOL:
+        len = snprintf(buf, size, "%s", *(const int *)field ? "true" : "false");
+        break;
+    case K_RATE:
+    case K_SECONDS:
+    case K_PERCENT:
+        len = snprintf(buf, size, "%.15g", *(const double *)field);
+        break;
+    case K_U32:
+        len = snprintf(buf, size, "%u", *(const uint32_t *)field);
+        break;
+    case K_LEVEL: {
+        static const char *const names[] = {"debug", "info", "warning", "error"};
+        int l = c->log_level;
+        len = l == PN_LOG_OFF                       ? snprintf(buf, size, "off")
+              : l % 10 == 0 && l >= 10 && l <= 40 ? snprintf(buf, size, "%s", names[l / 10 - 1])
+                                                  : snprintf(buf, size, "%d", l);
+        break;
+    }
+    case K_PROTOCOL: {
+        static const char *const names[] = {"http/protobuf", "http/json", "grpc"};
+        int p = c->otlp_protocol;
+        len = snprintf(buf, size, "%s", p >= 0 && p <= 2 ? names[p] : "?");
+        break;
+    }
+    case K_TAGS:
+        kv = c->tags, n = c->ntags;
+        break;
+    case K_HEADERS:
+        kv = c->http_headers, n = c->nheaders;
+        break;
+    case K_OTLP_HEADERS:
+        kv = c->otlp_headers, n = c->notlp_headers;
+        break;
+    case K_EXTERNAL:
+        return -1;
+    }
+    for (size_t i = 0; i < n && len >= 0 && (size_t)len < size; i++)
+        len += snprintf(buf + len, size - (size_t)len, "%s%s=%s", i ? "," : "", kv[i].key,
+                        kv[i].value);
+    return len >= 0 && (size_t)len < size ? 0 : -1;
+}
+
 static const char *env_of(char *const *envp, const char *name, size_t n)
 {
     for (; envp && *envp; envp++) {
