@@ -114,7 +114,8 @@ function envBool(env, name) {
   if (raw === undefined) return undefined;
   const i = BOOL_WORDS.indexOf(raw.toLowerCase());
   if (i >= 0) return i % 2 === 0;
-  throw configError(`environment variable ${name}: "${raw}" is not a boolean ` +
+  const setting = name.slice('PYROSCOPE_'.length).toLowerCase();
+  throw configError(`environment variable ${name}: ${setting}: "${raw}" is not a boolean ` +
     `(use ${BOOL_WORDS.join(', ')})`);
 }
 let BOOL_WORDS = ['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'];

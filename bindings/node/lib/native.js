@@ -38,6 +38,11 @@ function settingTable() {
   return addon.settingTable();
 }
 
+// {core name: string form} of what start(settings, env) would run with (tests).
+function resolveSettings(settings, env) {
+  return addon.resolveSettings(settings || {}, env || {});
+}
+
 function checkSettings(settings, env) {
   addon.checkSettings(settings || {}, env || {});
 }
@@ -163,6 +168,7 @@ function setLogHandler(fn) {
 
 module.exports = {
   settingTable,
+  resolveSettings,
   checkSettings,
   start,
   setUploadClient,

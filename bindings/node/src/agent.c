@@ -190,6 +190,30 @@ static int build_config(napi_env env, pn_config *c, napi_value settings, napi_va
     return apply_env(env, c, envobj);
 }
 
+/* resolveSettings(settings, env): {name: string form} of the config start()
+ * would use, without starting (tests, diagnostics). */
+static napi_value m_resolve_settings(napi_env env, napi_callback_info info)
+{
+    napi_value argv[2];
+    js_args(env, info, argv, 2);
+    pn_config c;
+    napi_value out = NULL;
+    if (build_config(env, &c, argv[0], argv[1]) == 0) {
+        napi_create_object(env, &out);
+        char buf[4096];
+        const pn_setting_info *s;
+        for (size_t i = 0; (s = pn_config_setting(i)); i++) {
+            napi_value v;
+            if (pn_config_get(&c, s->name, buf, sizeof buf) != 0)
+                continue;
+            napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &v);
+            napi_set_named_property(env, out, s->name, v);
+        }
+    }
+    pn_config_free(&c);
+    return out;
+}
+
 /* The core's settings table: one object per row (pn_setting_info). */
 static napi_value m_setting_table(napi_env env, napi_callback_info info)
 {
@@ -570,6 +594,7 @@ static napi_value m_stats(napi_env env, napi_callback_info info)
 void agent_exports(napi_env env, napi_value exports)
 {
     set_fn(env, exports, "settingTable", m_setting_table);
+    set_fn(env, exports, "resolveSettings", m_resolve_settings);
     set_fn(env, exports, "checkSettings", m_check_settings);
     set_fn(env, exports, "start", m_start);
     set_fn(env, exports, "flush", m_flush);
