@@ -53,14 +53,15 @@ module Pyroscope
       config = Config.new
       yield config if block_given?
       settings, env = Settings.native_args(config)
+      resolved = Native.resolve(settings, env) # what start runs with (the core's contract)
       rails = Settings.env_bool(ENV, "autoinstrument_rails")
       config.autoinstrument_rails = rails unless rails.nil? || config.given.key?(:autoinstrument_rails)
       Settings.warnings(config).each { |w| warn("pyroscope: #{w}", uplevel: 1) }
       CONTROL.synchronize do
         Native.stop if Native.running?
-        Sender.ensure_running if Sender.uploads?(settings, env) # only without libcurl
+        Sender.ensure_running if Sender.uploads?(resolved) # only without libcurl
         Native.start(settings, env)
-        Report.begin_run(settings, env) # with output_dir: the page at stop covers this run
+        Report.begin_run(resolved, {}) # with output_dir: the page at stop covers this run
         @config = config
       end
       install_exit_hook

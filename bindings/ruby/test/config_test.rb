@@ -9,7 +9,7 @@ class ConfigTest < Minitest::Test
 
   GEM_DEFAULTS = {
     application_name: "", app_name: nil, server_address: "http://localhost:4040",
-    basic_auth_username: "", basic_auth_password: "", log_level: "error", sample_rate: 100,
+    basic_auth_username: "", basic_auth_password: "", log_level: "warning", sample_rate: 100,
     oncpu: true, report_pid: false, report_thread_id: false, tags: {}, compression: "gzip",
     report_encoding: "pprof", autoinstrument_rails: true, tenant_id: "", http_headers: {}
   }.freeze
@@ -38,11 +38,11 @@ class ConfigTest < Minitest::Test
     refute_same Pyroscope::Config.new.tags, config.tags, "each Config has its own tags Hash"
   end
 
-  # Every user-facing setting of the core is a Config key (and the reverse).
-  def test_shared_settings_are_the_cores
-    core = Pyroscope::Native.setting_names - Pyroscope::Settings::BINDING_OWNED
-    ours = Pyroscope::Settings::ALL.keys.map(&:to_s) - Pyroscope::Settings::RUBY_ONLY.map(&:to_s)
-    assert_equal core.sort, ours.sort
+  # The Config keys are the core table's Ruby keywords (issue 27), plus the
+  # gem's removed detect_subprocesses.
+  def test_config_keys_are_the_core_tables
+    keys = Pyroscope::Native.setting_table.flat_map { |r| r["ruby"].to_s.split("|") }.map(&:to_sym)
+    assert_equal (keys + [:detect_subprocesses]).sort, Pyroscope::Config.members.sort
   end
 
   def test_unknown_setting_is_a_no_method_error_naming_it
@@ -71,18 +71,19 @@ class ConfigTest < Minitest::Test
     assert_equal false, settings["oncpu"]
     assert_equal "t1", settings["tenant_id"]
     refute settings.key?("report_pid"), "defaults equal to the core's are not passed"
-    assert_equal "rbspy", settings["spy_name"]
-    assert_equal RUBY_VERSION, settings["runtime_version"]
+    resolved = Pyroscope::Native.resolve(settings, {})
+    assert_equal "rbspy", resolved["spy_name"]
+    assert_equal RUBY_VERSION, resolved["runtime_version"]
   end
 
-  def test_gem_defaults_that_differ_from_the_core
-    settings, = native_args
-    assert_equal "http://localhost:4040", settings["server_address"]
-    assert_equal "error", settings["log_level"]
-    settings, = native_args { |c| c.output_dir = "/tmp/x" }
-    refute settings.key?("server_address"), "a folder alone uploads nowhere"
-    settings, = native_args({ "PYROSCOPE_OTLP_ENDPOINT" => "http://127.0.0.1:1" })
-    refute settings.key?("server_address")
+  def test_defaults_come_from_the_core
+    resolved = Pyroscope::Native.resolve(*native_args { |c| c.application_name = "a" })
+    assert_equal "http://localhost:4040", resolved["server_address"]
+    assert_equal "warning", resolved["log_level"]
+    resolved = Pyroscope::Native.resolve(*native_args { |c| c.application_name = "a"; c.output_dir = "/tmp/x" })
+    assert_equal "", resolved["server_address"], "a folder alone uploads nowhere"
+    settings, env = native_args({ "PYROSCOPE_OTLP_ENDPOINT" => "http://127.0.0.1:1" }) { |c| c.application_name = "a" }
+    assert_equal "", Pyroscope::Native.resolve(settings, env)["server_address"]
   end
 
   def test_app_name_alias_wins_as_in_the_gem
@@ -105,7 +106,8 @@ class ConfigTest < Minitest::Test
     end
     assert_equal({ "env" => "prod", "build" => "42" }, settings["tags"])
     assert_equal({ "X-A" => "1" }, settings["http_headers"])
-    assert_equal "debug", settings["log_level"]
+    assert_equal "trace", settings["log_level"]
+    assert_equal "debug", Pyroscope::Native.resolve(settings.merge("application_name" => "a"), {})["log_level"]
     assert_equal "/tmp/p", settings["output_dir"]
     assert_equal "500ms", settings["upload_interval"]
     assert_in_delta 2.5, settings["stop_timeout"]

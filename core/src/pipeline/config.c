@@ -401,7 +401,7 @@ static const setting settings[] = {
       KW("report_thread_name", NULL, "report_thread_name"),
       .meaning = "a thread_name label"}, K_BOOL, OFF(report_thread_name)},
     {{NAMED("log_level", "LOG_LEVEL"), .kind = PN_KIND_LEVEL, .kind_name = "level",
-      .default_value = "warning", .spellings = "debug,info,warning,warn,error,off,none",
+      .default_value = "warning", .spellings = "debug,info,warning,warn,error,off,none,trace",
       KW("log_level", "logLevel", "log_level"),
       .meaning = "the least severe message logged"}, K_LEVEL, OFF(log_level)},
     {{NAMED("max_stacks", "MAX_STACKS"), INTEGER, .default_value = "16384", .lo = 16,
@@ -787,11 +787,11 @@ static const char *env_of(char *const *envp, const char *name, size_t n)
     return NULL;
 }
 
-/* A variable's value, NULL when unset or empty (set but empty: unset). */
+/* A variable's value, NULL when unset or blank (set but blank: unset). */
 static const char *env_value(char *const *envp, const char *name, size_t n)
 {
     const char *v = env_of(envp, name, n);
-    return v && v[0] ? v : NULL;
+    return v && v[strspn(v, " \t")] ? v : NULL;
 }
 
 /* PYROSCOPE_AUTH_TOKEN (the pyroscope gem < 1.0, @pyroscope/nodejs) is sent
@@ -892,8 +892,8 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
             warn_unknown_once(kv, n);
             continue;
         }
-        if (s->k == K_EXTERNAL || (given & bit_of(s)) || eq[1] == '\0')
-            continue;
+        if (s->k == K_EXTERNAL || (given & bit_of(s)) || eq[1 + strspn(eq + 1, " \t")] == '\0')
+            continue; /* blank: unset */
         /* An alias is read only when the setting's own variable is unset. */
         if (strncasecmp(s->i.env, kv, n) != 0 && env_value(envp, s->i.env, strlen(s->i.env)))
             continue;

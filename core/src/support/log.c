@@ -69,7 +69,7 @@ int pn_log_level_parse(const char *s, int *out)
     } names[] = {
         {"debug", PN_LOG_DEBUG}, {"info", PN_LOG_INFO},   {"warn", PN_LOG_WARN},
         {"warning", PN_LOG_WARN}, {"error", PN_LOG_ERROR}, {"off", PN_LOG_OFF},
-        {"none", PN_LOG_OFF},
+        {"none", PN_LOG_OFF},  {"trace", PN_LOG_DEBUG}, /* the pyroscope gem's */
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcasecmp(s, names[i].name) == 0) {

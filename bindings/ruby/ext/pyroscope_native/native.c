@@ -96,10 +96,18 @@ typedef struct {
     VALUE settings, env;
 } config_args;
 
-/* Fill c from env then settings (settings win); raises ConfigError. */
+/* Keywords (settings), this binding's defaults, then the core's contract
+ * (variables under its precedence rule, the default destination,
+ * validation); raises ConfigError. */
 static VALUE build_config(VALUE arg)
 {
     config_args *a = (config_args *)arg;
+    rb_hash_foreach(a->settings, apply_setting, (VALUE)a->c);
+    pn_error e = {0};
+    if (pn_config_set_default(a->c, "spy_name", "rbspy", &e) != 0 ||
+        pn_config_set_default(a->c, "runtime_name", "ruby", &e) != 0 ||
+        pn_config_set_default(a->c, "runtime_version", ruby_version, &e) != 0)
+        raise_pn_error(&e);
     long n = RHASH_SIZE(a->env);
     if (n > 4096)
         rb_raise(g_eConfigError, "environment: more than 4096 variables");
@@ -115,21 +123,44 @@ static VALUE build_config(VALUE arg)
         envp[i] = StringValueCStr(s);
     }
     envp[n] = NULL;
-    pn_error e = {0};
-    if (pn_config_apply_env(a->c, envp, &e) != 0)
-        raise_pn_error(&e);
-    rb_hash_foreach(a->settings, apply_setting, (VALUE)a->c);
-    if (!a->c->spy_name && pn_config_set(a->c, "spy_name", "rbspy", &e) != 0)
-        raise_pn_error(&e);
-    if (!a->c->runtime_name)
-        a->c->runtime_name = strdup("ruby");
-    if (!a->c->runtime_version)
-        a->c->runtime_version = strdup(ruby_version);
-    if (pn_config_validate(a->c, &e) != 0)
+    if (pn_config_resolve(a->c, envp, &e) != 0)
         raise_pn_error(&e);
     RB_GC_GUARD(strs);
     RB_GC_GUARD(keys);
     return Qnil;
+}
+
+/* c from settings and env (c freed and the error raised on failure). */
+static void config_from(pn_config *c, VALUE settings, VALUE env)
+{
+    Check_Type(settings, T_HASH);
+    Check_Type(env, T_HASH);
+    pn_config_init(c);
+    config_args args = {c, settings, env};
+    int state = 0;
+    rb_protect(build_config, (VALUE)&args, &state);
+    if (state) {
+        pn_config_free(c);
+        rb_jump_tag(state);
+    }
+}
+
+/* Native.resolve(settings, env): {name => String} of the config start
+ * would use, without starting (Sender, Report, tests). */
+static VALUE m_resolve(VALUE self, VALUE settings, VALUE env)
+{
+    (void)self;
+    pn_config c;
+    config_from(&c, settings, env);
+    VALUE out = rb_hash_new();
+    char buf[4096];
+    const pn_setting_info *s;
+    for (size_t i = 0; (s = pn_config_setting(i)); i++) {
+        if (pn_config_get(&c, s->name, buf, sizeof buf) == 0)
+            rb_hash_aset(out, rb_str_new_cstr(s->name), rb_str_new_cstr(buf));
+    }
+    pn_config_free(&c);
+    return out;
 }
 
 /* ---------------------------------------------------------- start/stop */
@@ -161,18 +192,9 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     (void)self;
     if (g_agent)
         rb_raise(g_eError, "pyroscope is already running: stop it before starting again");
-    Check_Type(settings, T_HASH);
-    Check_Type(env, T_HASH);
     log_drain();
     pn_config c;
-    pn_config_init(&c);
-    config_args args = {&c, settings, env};
-    int state = 0;
-    rb_protect(build_config, (VALUE)&args, &state);
-    if (state) {
-        pn_config_free(&c);
-        rb_jump_tag(state);
-    }
+    config_from(&c, settings, env);
     pn_error e = {0};
     const char *why = NULL;
     int job_mode = need_job_mode(&why);
@@ -377,13 +399,47 @@ static VALUE m_stats(VALUE self)
     return h;
 }
 
-static VALUE m_setting_names(VALUE self)
+static VALUE str_or_nil(const char *s)
+{
+    return s ? rb_str_new_cstr(s) : Qnil;
+}
+
+/* The core's settings table: one Hash per row (pn_setting_info). */
+static VALUE m_setting_table(VALUE self)
 {
     (void)self;
     VALUE out = rb_ary_new();
-    for (const char *const *n = pn_config_names(); *n; n++)
-        rb_ary_push(out, rb_str_new_cstr(*n));
+    const pn_setting_info *s;
+    for (size_t i = 0; (s = pn_config_setting(i)); i++) {
+        VALUE h = rb_hash_new();
+        const char *strs[][2] = {
+            {"name", s->name}, {"kind", s->kind_name}, {"default", s->default_value},
+            {"unit", s->unit}, {"spellings", s->spellings}, {"env", s->env},
+            {"env_aliases", s->env_aliases}, {"otel_env", s->otel_env}, {"python", s->python},
+            {"node", s->node}, {"ruby", s->ruby}, {"meaning", s->meaning},
+        };
+        for (size_t j = 0; j < sizeof strs / sizeof strs[0]; j++)
+            rb_hash_aset(h, rb_str_new_cstr(strs[j][0]), str_or_nil(strs[j][1]));
+        rb_hash_aset(h, rb_str_new_cstr("lo"), DBL2NUM(s->lo));
+        rb_hash_aset(h, rb_str_new_cstr("hi"), DBL2NUM(s->hi));
+        rb_hash_aset(h, rb_str_new_cstr("secret"), (s->flags & PN_SETTING_SECRET) ? Qtrue : Qfalse);
+        rb_hash_aset(h, rb_str_new_cstr("binding"), (s->flags & PN_SETTING_BINDING) ? Qtrue : Qfalse);
+        rb_hash_aset(h, rb_str_new_cstr("external"),
+                     (s->flags & PN_SETTING_EXTERNAL) ? Qtrue : Qfalse);
+        rb_ary_push(out, rb_obj_freeze(h));
+    }
     return out;
+}
+
+/* Native.parse_bool(what, text): the core's boolean words (ConfigError). */
+static VALUE m_parse_bool(VALUE self, VALUE what, VALUE text)
+{
+    (void)self;
+    pn_error e = {0};
+    int v;
+    if (pn_config_parse_bool(StringValueCStr(what), StringValueCStr(text), &v, &e) != 0)
+        raise_pn_error(&e);
+    return v ? Qtrue : Qfalse;
 }
 
 static VALUE m_thread_id(VALUE self)
@@ -454,7 +510,9 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     rb_define_module_function(g_mNative, "flush", m_flush, 1);
     rb_define_module_function(g_mNative, "running?", m_running, 0);
     rb_define_module_function(g_mNative, "stats", m_stats, 0);
-    rb_define_module_function(g_mNative, "setting_names", m_setting_names, 0);
+    rb_define_module_function(g_mNative, "setting_table", m_setting_table, 0);
+    rb_define_module_function(g_mNative, "resolve", m_resolve, 2);
+    rb_define_module_function(g_mNative, "parse_bool", m_parse_bool, 2);
     rb_define_module_function(g_mNative, "thread_id", m_thread_id, 0);
     rb_define_module_function(g_mNative, "_after_fork_child", m_after_fork_child, 0);
     rb_define_module_function(g_mNative, "_before_exec", m_before_exec, 0);

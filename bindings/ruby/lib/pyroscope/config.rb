@@ -10,123 +10,90 @@ module Pyroscope
   # the name is not a setting and lists the ones that are.
   class UnknownSettingError < NoMethodError; end
 
-  # Every setting of Pyroscope.configure: its kind and its default.
-  #   gem:    the pyroscope gem 1.1 Config, with that gem's defaults
-  #   legacy: removed from the pyroscope gem in 1.0; accepted with a warning
-  #   shared: the settings all pyroscope-native bindings share; unset means
-  #           the core's default (README / docs/ruby.md)
+  # Every setting of Pyroscope.configure comes from the core's settings
+  # table (Native.setting_table): a row with a "ruby" keyword is a Config
+  # key (the first spelling; app_name is the gem's alias), of the row's kind,
+  # read from its variable by the core when the block does not set it.
   module Settings
-    GEM = {
-      application_name: [:string, ""],
-      app_name: [:string, nil],
-      server_address: [:string, "http://localhost:4040"],
-      basic_auth_username: [:string, ""],
-      basic_auth_password: [:string, ""],
-      log_level: [:level, "error"],
-      sample_rate: [:number, 100],
-      oncpu: [:bool, true],
-      report_pid: [:bool, false],
-      report_thread_id: [:bool, false],
-      tags: [:pairs, {}],
-      compression: [:word, "gzip"],
-      report_encoding: [:word, "pprof"],
-      autoinstrument_rails: [:bool, true],
-      tenant_id: [:string, ""],
-      http_headers: [:pairs, {}],
+    TABLE = Native.setting_table.freeze
+    ROW = TABLE.each_with_object({}) do |row, out|
+      row["ruby"]&.split("|")&.each { |key| out[key.to_sym] = row }
+    end.freeze
+    # The pyroscope gem 1.1 Config's defaults where they are not the core's
+    # (a String where the core has none); the others are the core's.
+    GEM_DEFAULTS = {
+      application_name: "", server_address: "http://localhost:4040",
+      basic_auth_username: "", basic_auth_password: "", tenant_id: "", tags: {}, http_headers: {}
     }.freeze
-    LEGACY = {
-      auth_token: [:string, nil],
-      detect_subprocesses: [:bool, nil],
-    }.freeze
-    SHARED = {
-      output_dir: [:path, nil],
-      upload_interval: [:duration, nil],
-      stop_timeout: [:duration, nil],
-      report_thread_name: [:bool, nil],
-      otlp_endpoint: [:string, nil],
-      otlp_headers: [:pairs, nil],
-      resource_attributes: [:string, nil],
-      max_stacks: [:integer, nil],
-      max_depth: [:integer, nil],
-      sampler_cpu_budget: [:number, nil],
-      strict_labels: [:bool, nil],
-    }.freeze
-    ALL = GEM.merge(LEGACY, SHARED).freeze
-
-    # Understood here, never passed to the core (app_name becomes
-    # application_name; auth_token an Authorization header).
-    RUBY_ONLY = %i[app_name compression report_encoding autoinstrument_rails auth_token
-                   detect_subprocesses].freeze
-    # PYROSCOPE_* variables read here; the core is not shown them (it would
-    # warn about names it does not know).
-    RUBY_ONLY_ENV = %w[PYROSCOPE_AUTOINSTRUMENT_RAILS PYROSCOPE_COMPRESSION
-                       PYROSCOPE_REPORT_ENCODING].freeze
-    # Core settings a binding sets itself (not user settings here).
-    BINDING_OWNED = %w[spy_name runtime_name runtime_version fault_guard].freeze
-    DESTINATIONS = %w[server_address output_dir otlp_endpoint].freeze
-    TRUE_WORDS = %w[1 true yes on].freeze
-    FALSE_WORDS = %w[0 false no off].freeze
-    # The pyroscope gem's log levels; "trace" is the core's "debug".
-    LEVEL_ALIASES = { "trace" => "debug" }.freeze
-    SPY_NAME = "rbspy" # the server's name for Ruby profiles
+    # Removed from the pyroscope gem in 1.0; accepted with a warning.
+    LEGACY = %i[detect_subprocesses].freeze
+    BOOL_WORDS = TABLE.find { |r| r["kind"] == "bool" }["spellings"].split(",").freeze
 
     module_function
 
+    # A row's default as the gem's Config showed it (100, true, "warning").
+    def default(key)
+      return GEM_DEFAULTS[key].dup if GEM_DEFAULTS.key?(key)
+
+      row = ROW[key]
+      return nil unless row && row["ruby"].split("|").first == key.to_s # app_name: an alias
+      return {} if row["kind"] == "pairs"
+
+      text = row["default"]
+      return nil if text.nil?
+
+      case row["kind"]
+      when "bool" then text == "true"
+      when "number", "integer" then text.include?(".") ? Float(text) : Integer(text)
+      else text
+      end
+    end
+
     # [settings, env] for Pyroscope::Native.start: settings the user gave
-    # (by core name, checked and converted), the pyroscope gem's defaults
-    # where the core's differ and no variable sets them, and the
-    # environment variables the core reads (PYROSCOPE_* of settings not
-    # given here: a setting given here wins, its variable is not even
-    # parsed; OTEL_*). Raises ConfigError naming a bad setting.
+    # (by core name, checked and converted) and the environment's
+    # PYROSCOPE_* and OTEL_* variables, which the core applies under its
+    # precedence rule (a setting given here wins; its variable is not even
+    # parsed). Raises ConfigError naming a bad setting.
     def native_args(config, env = ENV)
       given = config.given
       settings = {}
       given.each do |key, value|
         value = convert(key, value) # every setting is checked, ours too
-        settings[key.to_s] = value unless RUBY_ONLY.include?(key)
+        row = ROW[key]
+        settings[row["name"]] = value if row && !row["external"] && key != :app_name
       end
-      if given.key?(:app_name)
-        settings["application_name"] = convert(:app_name, given[:app_name])
-      end
+      settings["application_name"] = convert(:app_name, given[:app_name]) if given.key?(:app_name)
       apply_auth_token(settings, given)
-      env_out = core_env(env, settings.keys)
-      defaults(settings, env_out)
-      settings["spy_name"] = SPY_NAME unless env_set?(env_out, "spy_name")
-      settings["runtime_name"] = defined?(RUBY_ENGINE) ? RUBY_ENGINE : "ruby"
-      settings["runtime_version"] = RUBY_VERSION
-      [settings, env_out]
+      [settings, env.to_h.select { |k, _| k.start_with?("PYROSCOPE_", "OTEL_") }]
     end
 
     # The value for Native.start of one setting, or ConfigError.
     def convert(key, value)
       name = key.to_s
-      case ALL.fetch(key).first
-      when :string
-        string(name, value)
-      when :path
-        value = value.to_path if value.respond_to?(:to_path)
-        string(name, value)
-      when :bool
-        return value if value == true || value == false
+      return bool(name, value) if LEGACY.include?(key)
 
-        raise ConfigError, "#{name} must be true or false, not #{value.inspect}"
-      when :number
-        number(name, value)
-      when :integer
+      row = ROW.fetch(key)
+      case row["kind"]
+      when "bool" then bool(name, value)
+      when "number" then number(name, value)
+      when "integer"
         return value if value.is_a?(Integer)
 
         raise ConfigError, "#{name} must be an Integer, not #{value.class}"
-      when :duration
-        value.is_a?(String) ? value : number(name, value)
-      when :pairs
-        pairs(name, value)
-      when :level
-        level(value)
-      when :word
-        return value.to_s if value.is_a?(String) || value.is_a?(Symbol)
-
-        raise ConfigError, "#{name} must be a String, not #{value.class}"
+      when "duration" then value.is_a?(String) ? value : number(name, value)
+      when "pairs" then pairs(name, value)
+      when "level" then level(value)
+      else
+        value = value.name if value.is_a?(Symbol) && row["external"] # compression: :gzip
+        value = value.to_path if value.respond_to?(:to_path)
+        string(name, value)
       end
+    end
+
+    def bool(name, value)
+      return value if value == true || value == false
+
+      raise ConfigError, "#{name} must be true or false, not #{value.inspect}"
     end
 
     def string(name, value)
@@ -164,8 +131,7 @@ module Pyroscope
         raise ConfigError, "log_level must be a String (trace, debug, info, warn, error), " \
                            "not #{value.class}"
       end
-      word = value.to_s.downcase
-      LEVEL_ALIASES.fetch(word, word)
+      value.to_s.downcase # the core's words, the gem's "trace" among them
     end
 
     # auth_token (pyroscope gem < 1.0) was sent as a bearer token.
@@ -179,40 +145,11 @@ module Pyroscope
       settings["http_headers"] = headers.merge("Authorization" => "Bearer #{token}")
     end
 
-    # Defaults of the pyroscope gem that differ from the core's: its server
-    # address (only when no destination is set at all) and its log level.
-    def defaults(settings, env)
-      no_destination = DESTINATIONS.none? { |d| settings.key?(d) || env_set?(env, d) } &&
-                       env.fetch("OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "").strip.empty? &&
-                       env.fetch("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip.empty?
-      settings["server_address"] = GEM[:server_address].last if no_destination
-      settings["log_level"] = GEM[:log_level].last unless settings.key?("log_level") ||
-                                                          env_set?(env, "log_level")
-    end
-
-    def env_set?(env, name)
-      !env.fetch("PYROSCOPE_#{name.upcase}", "").strip.empty?
-    end
-
-    # The variables the core applies (PYROSCOPE_* and OTEL_*), without those
-    # of settings given as keywords and without the ones read here.
-    def core_env(env, given_names)
-      skip = given_names.map { |n| "PYROSCOPE_#{n.upcase}" } + RUBY_ONLY_ENV
-      env.to_h.select do |k, _|
-        (k.start_with?("PYROSCOPE_") && !skip.include?(k)) || k.start_with?("OTEL_")
-      end
-    end
-
-    # A boolean from PYROSCOPE_<NAME>, or nil when unset.
+    # A boolean from PYROSCOPE_<NAME> (the core's words), or nil when unset.
     def env_bool(env, name)
       var = "PYROSCOPE_#{name.upcase}"
-      raw = env.fetch(var, "").strip.downcase
-      return nil if raw.empty?
-      return true if TRUE_WORDS.include?(raw)
-      return false if FALSE_WORDS.include?(raw)
-
-      raise ConfigError, "environment variable #{var}: #{env[var].inspect} is not a boolean " \
-                         "(use true/false, 1/0, yes/no, on/off)"
+      raw = env.fetch(var, "").strip
+      raw.empty? ? nil : Native.parse_bool(var, raw)
     end
 
     # Warnings for settings given that do nothing here.
@@ -237,10 +174,10 @@ module Pyroscope
   # pyroscope-native. It remembers which settings the block assigned: the
   # others come from PYROSCOPE_* variables when set, else the defaults.
   # Owned by the thread that runs configure.
-  Config = Struct.new(*Settings::ALL.keys) do
+  Config = Struct.new(*Settings::ROW.keys, *Settings::LEGACY) do
     def initialize(*)
       super()
-      Settings::ALL.each { |key, (_, default)| self[key] = default.dup }
+      members.each { |key| self[key] = Settings.default(key) }
       @assigned = {}
     end
 
@@ -253,7 +190,7 @@ module Pyroscope
 
     # The Struct's own setters, through []= (prepended: no redefinition).
     prepend(Module.new do
-      Settings::ALL.each_key do |key|
+      Settings::ROW.each_key do |key|
         define_method(:"#{key}=") { |value| self[key] = value }
       end
     end)
@@ -261,11 +198,11 @@ module Pyroscope
     # The settings the block set, by name: assigned, or changed in place
     # (c.tags["k"] = "v"), and not nil (nil means "unset" here).
     def given
-      Settings::ALL.each_with_object({}) do |(key, (_, default)), out|
+      members.each_with_object({}) do |key, out|
         value = self[key]
         next if value.nil?
 
-        out[key] = value if @assigned[key] || value != default
+        out[key] = value if @assigned[key] || value != Settings.default(key)
       end
     end
 
@@ -273,7 +210,7 @@ module Pyroscope
       return super unless name.to_s.end_with?("=")
 
       key = name.to_s.chomp("=")
-      names = Settings::ALL.keys.map(&:to_s)
+      names = members.map(&:to_s)
       near = defined?(DidYouMean::SpellChecker) ? DidYouMean::SpellChecker.new(dictionary: names).correct(key) : []
       hint = near.empty? ? "" : " (did you mean #{near.first}?)"
       err = UnknownSettingError.new("unknown setting `#{key}' for Pyroscope.configure#{hint}; " \
@@ -289,10 +226,9 @@ module Pyroscope
 
     # Passwords and tokens are not shown.
     def inspect
-      shown = Settings::ALL.keys.map do |key|
+      shown = members.map do |key|
         value = self[key]
-        value = "[REDACTED]" if %i[basic_auth_password auth_token].include?(key) &&
-                                 !value.to_s.empty?
+        value = "[REDACTED]" if Settings::ROW[key]&.fetch("secret") && !value.to_s.empty?
         "#{key}=#{value.inspect}"
       end
       "#<struct Pyroscope::Config #{shown.join(', ')}>"

@@ -34,9 +34,8 @@ module Pyroscope
 
       # Whether the settings may upload (a server or an OTLP endpoint): only
       # then is libcurl looked for (writing to a folder never loads it).
-      def uploads?(settings, env)
-        %w[server_address otlp_endpoint].any? { |k| settings.key?(k) || env.key?("PYROSCOPE_#{k.upcase}") } ||
-          %w[OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT OTEL_EXPORTER_OTLP_ENDPOINT].any? { |v| env.key?(v) }
+      def uploads?(resolved)
+        %w[server_address otlp_endpoint].any? { |k| !resolved[k].to_s.empty? }
       end
 
       # The thread does not exist in a forked child: start a new one if it ran.
