@@ -94,50 +94,38 @@ def _line_mode(text):
     return mode
 
 
-# (flag, configure keyword, kind, metavar, help). Kinds: "str", "number",
-# "whole", "bool" (--x / --no-x), "pairs" (repeatable KEY=VALUE), "line".
-RUN_OPTIONS = (
-    ("--application-name", "application_name", "str", "NAME",
-     "application name (default: the script's or module's name)"),
-    ("--server-address", "server_address", "str", "URL",
-     "Pyroscope server to upload to, e.g. http://localhost:4040 (default: none, "
-     "profiles go to the output folder)"),
-    ("--sample-rate", "sample_rate", "number", "HZ", "samples per second (default 100)"),
-    ("--upload-interval", "upload_interval", "number", "SECONDS",
-     "how often profiles are exported (default 10)"),
-    ("--oncpu", "oncpu", "bool", None,
-     "count only time on the CPU (default); --no-oncpu counts wall time"),
-    ("--gil-only", "gil_only", "bool", None,
-     "sample only the thread holding the GIL (default); --no-gil-only samples all threads"),
-    ("--report-pid", "report_pid", "bool", None, "tag samples with the process id"),
-    ("--report-thread-id", "report_thread_id", "bool", None, "tag samples with the thread id"),
-    ("--report-thread-name", "report_thread_name", "bool", None,
-     "tag samples with the thread name"),
-    ("--tag", "tags", "pairs", "KEY=VALUE", "a tag on every sample (repeatable)"),
-    ("--basic-auth-username", "basic_auth_username", "str", "USER", "HTTP Basic auth user"),
-    ("--basic-auth-password", "basic_auth_password", "str", "PASSWORD",
-     "HTTP Basic auth password"),
-    ("--tenant-id", "tenant_id", "str", "ID", "tenant, sent as the X-Scope-OrgID header"),
-    ("--http-header", "http_headers", "pairs", "NAME=VALUE",
-     "an extra HTTP header on uploads (repeatable)"),
-    ("--output-dir", "output_dir", "str", "DIR",
-     f"folder for the profiles and the flame graph (default ./{DEFAULT_OUTPUT_DIR} "
-     "when there is no server address)"),
-    ("--enable-logging", "enable_logging", "bool", None, "log what the profiler does to stderr"),
-    ("--log-level", "log_level", "str", "LEVEL",
-     "debug, info, warning, error or off (or 0-100)"),
-    ("--fault-guard", "fault_guard", "bool", None,
-     "read stacks with plain loads guarded by a SIGSEGV handler (default); "
-     "--no-fault-guard reads them with process_vm_readv"),
-    ("--line-no", "line_no", "line", "MODE",
-     "line reported per frame: LastInstruction (default), First or NoLine"),
-    ("--max-stacks", "max_stacks", "whole", "N", "distinct stacks kept per upload period"),
-    ("--max-depth", "max_depth", "whole", "N", "frames kept per stack"),
-    ("--stop-timeout", "stop_timeout", "number", "SECONDS",
-     "longest wait for the last export at exit (default 5)"),
-    ("--sampler-cpu-budget", "sampler_cpu_budget", "number", "PERCENT",
-     "the sampler's CPU limit, %% of one core (default 1; 0: no limit)"),
-)
+# (flag, configure keyword, kind, metavar, help), one per configure keyword of
+# the core's settings table (pyroscope.SETTINGS), in kebab case; pairs are
+# repeatable in the singular. Kinds: "str", "number", "whole", "bool"
+# (--x / --no-x), "pairs" (repeatable KEY=VALUE), "line".
+_PAIR_FLAGS = {"tags": "--tag", "http_headers": "--http-header", "otlp_headers": "--otlp-header"}
+_KINDS = {"number": "number", "integer": "whole", "bool": "bool", "pairs": "pairs"}
+_HELP = {  # where the command line's default is not configure's
+    "application_name": "application name (default: the script's or module's name)",
+    "server_address": "Pyroscope server to upload to (default: none, profiles go to the "
+                      "output folder)",
+    "output_dir": f"folder for the profiles and the flame graph (default ./{DEFAULT_OUTPUT_DIR} "
+                  "when there is no server address)",
+}
+
+
+def _run_options():
+    out = []
+    for row in pyroscope.SETTINGS:
+        key = (row["python"] or "").split("|")[0]
+        if not key:
+            continue
+        kind = "line" if key == "line_no" else _KINDS.get(row["kind"], "str")
+        unit = f" {row['unit']}" if row["unit"] else ""
+        text = _HELP.get(key) or row["meaning"] + (
+            f" (default {row['default']}{unit})" if row["default"] else "")
+        metavar = None if kind == "bool" else "KEY=VALUE" if kind == "pairs" else key.upper()
+        out.append((_PAIR_FLAGS.get(key, "--" + key.replace("_", "-")), key, kind, metavar,
+                    text.replace("%", "%%")))
+    return tuple(out)
+
+
+RUN_OPTIONS = _run_options()
 
 _TYPES = {"str": str, "number": _number, "whole": _whole, "pairs": _pair, "line": _line_mode}
 

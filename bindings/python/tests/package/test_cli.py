@@ -174,13 +174,17 @@ def test_options_reach_configure(tmp_path, monkeypatch):
     code = cli.main(["run", "--http-header", "X-Token=a=b", "--tag", "env=test",
                      "--tag", "zone=a", "--sample-rate", "50", "--upload-interval", "0.5",
                      "--no-oncpu", "--gil-only", "--report-pid", "--line-no", "first",
-                     "--max-depth", "64", "noop.py"])
+                     "--max-depth", "64", "--otlp-endpoint", "http://o:4318",
+                     "--otlp-header", "k=v", "--resource-attributes", "team=a", "noop.py"])
     assert code == 0
     assert calls == [{
         "http_headers": {"X-Token": "a=b"},  # split on the first '='
         "tags": {"env": "test", "zone": "a"},
-        "sample_rate": 50, "upload_interval": 0.5, "oncpu": False, "gil_only": True,
+        "sample_rate": 50, "upload_interval": "0.5", "oncpu": False, "gil_only": True,
         "report_pid": True, "line_no": pyroscope.LineNo.First, "max_depth": 64,
+        # issue 27: every configure keyword of the core's table is a flag (OTLP too)
+        "otlp_endpoint": "http://o:4318", "otlp_headers": {"k": "v"},
+        "resource_attributes": "team=a",
         "application_name": "noop",
         "output_dir": os.path.join(os.getcwd(), "pyroscope-profiles"),
     }]
