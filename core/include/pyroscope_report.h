@@ -106,6 +106,50 @@ void *pn_report_job_keep(pn_report_job *j, void *block);
 void pn_report_job_run(pn_report_job *j);
 void pn_report_job_clear(pn_report_job *j);
 
+/* ---------------------------------------------------- the output folder */
+
+/* The type in a name the folder exporter wrote,
+ * <app>-<type>-<from>-<until>[.<part>][-<n>].pb[.gz], into buf; "profile"
+ * for any other name. */
+void pn_folder_name_type(const char *name, char *buf, size_t size);
+
+/* A folder's profiles (*.pb, *.pb.gz; hidden names, the exporter's
+ * temporary files, left out), in name order. A folder that cannot be read
+ * lists nothing. */
+typedef struct {
+    char **names;
+    size_t n;
+} pn_folder_names;
+int pn_folder_names_read(const char *dir, pn_folder_names *out, pn_error *e);
+void pn_folder_names_free(pn_folder_names *l);
+
+/* The profiles of one type and the page they make: flamegraph.html for
+ * the time profile (cpu, else wall) when it comes first, else
+ * flamegraph-<type>.html. Pages come cpu, wall, then by type. */
+typedef struct {
+    char *type;
+    char *page;
+    char **paths;  /* dir/name in name order: the newest npaths of total */
+    size_t npaths, total;
+} pn_folder_page;
+typedef struct {
+    pn_folder_page *pages;
+    size_t n;
+} pn_folder_pages;
+/* Every profile of dir grouped into pages (max_files: the newest per page;
+ * 0: all). */
+int pn_folder_pages_read(const char *dir, size_t max_files, pn_folder_pages *out,
+                         pn_error *e);
+void pn_folder_pages_free(pn_folder_pages *p);
+
+/* The run report: begin remembers dir's listing (at configure, with an
+ * output_dir); end gives the pages of the files written since, at most
+ * PN_RUN_MAX_FILES (an hour of 10 s periods) of the newest per page, and
+ * forgets the run (none: no pages). Process-wide. */
+#define PN_RUN_MAX_FILES 360
+int pn_folder_run_begin(const char *dir, pn_error *e);
+int pn_folder_run_end(pn_folder_pages *out, pn_error *e);
+
 #ifdef __cplusplus
 }
 #endif
