@@ -7,9 +7,10 @@
 //     A folder gives its profiles of one type (the core reports one sample type at a time):
 //     `type`, else the time profile (cpu, else wall); otherTypes lists those left out.
 //   beginRun(addon) / endRun(addon) / endRunSync(addon): the run's own flame graph. When
-//     the agent writes to a folder, the folder's profiles are listed at start; at stop
-//     (or exit) the page covers the files that appeared since, the ones this run wrote.
-//     endRun never throws or rejects: a failure is logged.
+//     the agent writes to a folder, the core lists it at start; at stop (or exit) each
+//     page covers the files that appeared since, the ones this run wrote (the core's run
+//     report: its pages per type, the newest 360 each). endRun never throws or rejects:
+//     a failure is logged. The folder's listing and file names are the core's.
 //
 // All state here belongs to the main JS thread.
 const fs = require('fs');
@@ -17,9 +18,6 @@ const path = require('path');
 
 const REPORT_NAME = 'flamegraph.html';
 const DEFAULT_TOP = 20;
-// Profiles per type the run's page reads at most (an hour of 10 s periods); older ones
-// stay in the folder for writeReport / the CLI.
-const MAX_RUN_FILES = 360;
 
 function reportError(message) {
   const e = new Error(message);
@@ -27,76 +25,36 @@ function reportError(message) {
   return e;
 }
 
-// The profiles in a folder (the exporter's temporary files are hidden: never listed).
-function profileFiles(folder) {
-  let names;
-  try {
-    names = fs.readdirSync(folder);
-  } catch (_) {
-    return new Set();
-  }
-  return new Set(names.filter((n) => !n.startsWith('.') &&
-    (n.endsWith('.pb.gz') || n.endsWith('.pb'))));
-}
-
-// The profile type in a name the folder exporter wrote
-// (<app>-<type>-<from>-<until>[.<part>][-<n>].pb.gz); 'profile' when it is not one.
-const NAME_RE = /-([A-Za-z0-9_]+)-\d+-\d+(?:\.\d+)?(?:-\d+)?\.pb(?:\.gz)?$/;
-function typeOf(name) {
-  const m = NAME_RE.exec(name);
-  return m ? m[1] : 'profile';
-}
-
-// Names by profile type, the time profile (cpu, else wall) first: the core reports one
-// sample type at a time.
-function byType(names) {
-  const groups = new Map();
-  for (const n of [...names].sort()) {
-    const t = typeOf(n);
-    if (!groups.has(t)) groups.set(t, []);
-    groups.get(t).push(n);
-  }
-  const rank = (t) => (t === 'cpu' ? 0 : t === 'wall' ? 1 : 2);
-  return [...groups.entries()].sort((x, y) => rank(x[0]) - rank(y[0]) ||
-    (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
-}
-
-// The page of a type: flamegraph.html for the time profile (cpu, else wall: the first
-// of byType's order), flamegraph-<type>.html for the others.
-function pageName(type, first) {
-  return first && (type === 'cpu' || type === 'wall') ? REPORT_NAME : `flamegraph-${type}.html`;
-}
-
-// Folders expanded to their profiles of one type (options.type, else the time profile);
-// files stay as given. -> {files, type, others: [types left out]}
-function expand(paths, type) {
-  const inFolders = [];
+// Folders expanded to their profiles of one type (the core's pages: options.type, else the
+// first, the time profile); files stay as given. -> {files, type, others, page}
+function expand(addon, paths, type) {
+  const pages = new Map(); // type -> page, the first folder's order
   const files = [];
   for (const p of paths) {
-    if (fs.statSync(p).isDirectory()) {
-      for (const n of profileFiles(p)) inFolders.push({ dir: p, name: n });
-    } else {
+    if (!fs.statSync(p).isDirectory()) {
       files.push(p);
+      continue;
+    }
+    for (const g of addon.folderPages(p)) {
+      if (pages.has(g.type)) pages.get(g.type).paths.push(...g.paths);
+      else pages.set(g.type, g);
     }
   }
-  if (inFolders.length === 0) {
+  if (pages.size === 0) {
     if (files.length === 0) {
       throw reportError(`writeReport: no profiles (.pb or .pb.gz files) in ${paths.join(', ')}`);
     }
     return { files, type: null, others: [], page: REPORT_NAME };
   }
-  const groups = byType(inFolders.map((f) => f.name));
-  const types = groups.map(([t]) => t);
+  const types = [...pages.keys()];
   const chosen = type || types[0];
-  if (!types.includes(chosen)) {
+  if (!pages.has(chosen)) {
     throw reportError(`type: no ${chosen} profiles in ${paths.join(', ')} ` +
       `(there are: ${types.join(', ')})`);
   }
-  const picked = inFolders.filter((f) => typeOf(f.name) === chosen)
-    .map((f) => path.join(f.dir, f.name)).sort();
   return {
-    files: [...picked, ...files], type: chosen, others: types.filter((t) => t !== chosen),
-    page: pageName(chosen, chosen === types[0]),
+    files: [...pages.get(chosen).paths.sort(), ...files], type: chosen,
+    others: types.filter((t) => t !== chosen), page: pages.get(chosen).page,
   };
 }
 
@@ -158,7 +116,7 @@ function defaultOutput(first, page) {
 }
 
 // The addon's arguments from the public options (thrown: ERR_PYROSCOPE_REPORT).
-function request(paths, options) {
+function request(addon, paths, options) {
   const opts = options || {};
   if (typeof opts !== 'object') throw new TypeError('writeReport: options must be an object');
   const list = typeof paths === 'string' ? [paths] : paths;
@@ -189,7 +147,7 @@ function request(paths, options) {
   if (opts.type !== undefined && opts.type !== null && (typeof opts.type !== 'string' || !opts.type)) {
     throw reportError('type: a profile type (cpu, wall, heap)');
   }
-  const found = expand(list, opts.type || null);
+  const found = expand(addon, list, opts.type || null);
   const output = opts.output === undefined ? defaultOutput(list[0], found.page) : opts.output;
   if (output !== null && (typeof output !== 'string' || !output)) {
     throw reportError('output: a file path for the flame graph page (null: none)');
@@ -211,18 +169,18 @@ function request(paths, options) {
 }
 
 async function writeReport(addon, paths, options) {
-  const q = request(paths, options);
+  const q = request(addon, paths, options);
   const r = await addon.reportAsync(q.paths, q.args);
   return { profiles: r.profiles, output: q.args.output, text: r.text, type: q.type, otherTypes: q.others };
 }
 
 // ---- the run's own flame graph
 
-let run = null; // {dir, app, before} of the agent running now, when it writes to a folder
+let run = null; // {dir, app} of the agent running now, when it writes to a folder
 
 function beginRun(addon) {
-  const out = addon.runOutput();
-  run = out ? { dir: out.dir, app: out.app, before: profileFiles(out.dir) } : null;
+  run = addon.runOutput();
+  if (run) addon.runBegin(run.dir);
 }
 
 // The reports of the files this run wrote, one per profile type: flamegraph.html for the
@@ -231,25 +189,22 @@ function beginRun(addon) {
 function takeRun(addon) {
   const r = run;
   run = null;
+  const pages = addon.runEnd();
   if (!r) return [];
-  const written = [...profileFiles(r.dir)].filter((n) => !r.before.has(n));
-  if (written.length === 0) {
+  if (pages.length === 0) {
     addon.log(20, `no profiles were written to ${r.dir} in this run, so there is no flame graph`);
-    return [];
   }
-  return byType(written).map(([type, all], i) => {
-    const output = path.join(r.dir, pageName(type, i === 0));
-    // the newest periods only: a long run's stop (or exit) must not read for minutes
-    const names = all.slice(-MAX_RUN_FILES);
-    if (names.length < all.length) {
-      addon.log(20, `the ${type} flame graph covers the last ${names.length} of the ` +
-        `${all.length} profiles this run wrote`);
+  return pages.map((g) => {
+    const output = path.join(r.dir, g.page);
+    if (g.paths.length < g.total) {
+      addon.log(20, `the ${g.type} flame graph covers the last ${g.paths.length} of the ` +
+        `${g.total} profiles this run wrote`);
     }
     return {
       dir: r.dir,
       output,
-      paths: names.map((n) => path.join(r.dir, n)),
-      args: { output, title: `${r.app || 'pyroscope-native'} (${type})`, top: 0, view: '' },
+      paths: g.paths,
+      args: { output, title: `${r.app || 'pyroscope-native'} (${g.type})`, top: 0, view: '' },
     };
   });
 }
@@ -296,5 +251,4 @@ function endRunSync(addon) {
 
 module.exports = {
   REPORT_NAME, DEFAULT_TOP, writeReport, beginRun, endRun, endRunSync, selection, pair,
-  profileFiles, typeOf,
 };

@@ -7,7 +7,10 @@
  *   opts: {output: html path | null, title, view (the page's URL-fragment
  *     syntax), top: n (0: no table), filter: [[k, v], ...], groupBy: key |
  *     null, diffA / diffB: [[k, v], ...] | null}
+ *   folderPages(dir) -> [{type, page, paths, total}]: the folder's profiles by type
  *   runOutput() -> {dir, app} of the running agent's folder output, or null
+ *   runBegin(dir): its listing remembered; runEnd() -> the pages of the files
+ *     written since (the core's run report)
  *
  * Threads: the request is read from JS and the result built on the main JS
  * thread; pn_report_job_run touches only the job (its own copies of every
@@ -274,6 +277,66 @@ static napi_value m_report_async(napi_env env, napi_callback_info info)
     return promise;
 }
 
+/* pages -> [{type, page, paths, total}] (freed). */
+static napi_value pages_value(napi_env env, pn_folder_pages *p)
+{
+    napi_value arr, o, v;
+    napi_create_array(env, &arr);
+    for (size_t i = 0; i < p->n; i++) {
+        const pn_folder_page *g = &p->pages[i];
+        napi_create_object(env, &o);
+        napi_create_string_utf8(env, g->type, NAPI_AUTO_LENGTH, &v);
+        napi_set_named_property(env, o, "type", v);
+        napi_create_string_utf8(env, g->page, NAPI_AUTO_LENGTH, &v);
+        napi_set_named_property(env, o, "page", v);
+        napi_create_double(env, (double)g->total, &v);
+        napi_set_named_property(env, o, "total", v);
+        napi_value paths;
+        napi_create_array_with_length(env, g->npaths, &paths);
+        for (size_t j = 0; j < g->npaths; j++) {
+            napi_create_string_utf8(env, g->paths[j], NAPI_AUTO_LENGTH, &v);
+            napi_set_element(env, paths, (uint32_t)j, v);
+        }
+        napi_set_named_property(env, o, "paths", paths);
+        napi_set_element(env, arr, (uint32_t)i, o);
+    }
+    pn_folder_pages_free(p);
+    return arr;
+}
+
+/* The one argument, a folder (malloc'ed; NULL: thrown). */
+static char *dir_arg(napi_env env, napi_callback_info info, const char *what)
+{
+    napi_value argv[1];
+    js_args(env, info, argv, 1);
+    return js_string(env, argv[0], what);
+}
+
+/* folderPages(dir) -> the folder's profiles by type (pn_folder_pages_read). */
+static napi_value m_folder_pages(napi_env env, napi_callback_info info)
+{
+    char *dir = dir_arg(env, info, "folderPages: dir must be a string");
+    if (!dir)
+        return NULL;
+    pn_folder_pages p;
+    pn_error e = {0};
+    int rc = pn_folder_pages_read(dir, 0, &p, &e);
+    free(dir);
+    return rc == 0 ? pages_value(env, &p) : throw_pn(env, &e);
+}
+
+/* runBegin(dir): the run report begins, dir's listing remembered. */
+static napi_value m_run_begin(napi_env env, napi_callback_info info)
+{
+    char *dir = dir_arg(env, info, "runBegin: dir must be a string");
+    if (!dir)
+        return NULL;
+    pn_error e = {0};
+    int rc = pn_folder_run_begin(dir, &e);
+    free(dir);
+    return rc == 0 ? js_undefined(env) : throw_pn(env, &e);
+}
+
 /* runOutput() -> {dir, app} of the running agent when it writes to a
  * folder, else null. */
 static napi_value m_run_output(napi_env env, napi_callback_info info)
@@ -295,9 +358,21 @@ static napi_value m_run_output(napi_env env, napi_callback_info info)
     return o;
 }
 
+/* runEnd() -> the pages of the files written since runBegin ([] when none). */
+static napi_value m_run_end(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    pn_folder_pages p;
+    pn_error e = {0};
+    return pn_folder_run_end(&p, &e) == 0 ? pages_value(env, &p) : throw_pn(env, &e);
+}
+
 void report_exports(napi_env env, napi_value exports)
 {
     set_fn(env, exports, "report", m_report);
     set_fn(env, exports, "reportAsync", m_report_async);
+    set_fn(env, exports, "folderPages", m_folder_pages);
     set_fn(env, exports, "runOutput", m_run_output);
+    set_fn(env, exports, "runBegin", m_run_begin);
+    set_fn(env, exports, "runEnd", m_run_end);
 }

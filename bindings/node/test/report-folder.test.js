@@ -161,8 +161,11 @@ describe('report: flame graph of the folder output', function () {
     fs.writeFileSync(path.join(d, 'app-cpu-1000-1001.pb.gz'), 'earlier run');
     const calls = [];
     const logs = [];
+    const addon = require('../lib/addon');
     const fake = {
       runOutput: () => ({ dir: d, app: 'app' }),
+      runBegin: addon.runBegin, // the core's run report
+      runEnd: addon.runEnd,
       log: (level, message) => logs.push(message),
       report: (paths, args) => { calls.push({ paths, args }); return { profiles: paths.length, text: '' }; },
       reportAsync: async (paths, args) => fake.report(paths, args),
