@@ -61,7 +61,7 @@ module Pyroscope
         Native.stop if Native.running?
         Sender.ensure_running if Sender.uploads?(resolved) # only without libcurl
         Native.start(settings, env)
-        Report.begin_run(resolved, {}) # with output_dir: the page at stop covers this run
+        Report.begin_run(resolved) # with output_dir: the page at stop covers this run
         @config = config
       end
       install_exit_hook

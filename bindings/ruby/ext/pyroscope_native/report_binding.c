@@ -130,7 +130,61 @@ static VALUE m_report(VALUE self, VALUE paths, VALUE html, VALUE title, VALUE to
     return out;
 }
 
+/* pages -> [{"type", "page", "paths", "total"}, ...] (freed). */
+static VALUE pages_value(pn_folder_pages *p)
+{
+    VALUE out = rb_ary_new_capa((long)p->n);
+    for (size_t i = 0; i < p->n; i++) {
+        const pn_folder_page *g = &p->pages[i];
+        VALUE h = rb_hash_new(), paths = rb_ary_new_capa((long)g->npaths);
+        for (size_t j = 0; j < g->npaths; j++)
+            rb_ary_push(paths, rb_str_new_cstr(g->paths[j]));
+        rb_hash_aset(h, rb_str_new_cstr("type"), rb_str_new_cstr(g->type));
+        rb_hash_aset(h, rb_str_new_cstr("page"), rb_str_new_cstr(g->page));
+        rb_hash_aset(h, rb_str_new_cstr("paths"), paths);
+        rb_hash_aset(h, rb_str_new_cstr("total"), SIZET2NUM(g->total));
+        rb_ary_push(out, h);
+    }
+    pn_folder_pages_free(p);
+    return out;
+}
+
+/* folder_pages(dir): the folder's profiles by type (the core's pages). */
+static VALUE m_folder_pages(VALUE self, VALUE dir)
+{
+    (void)self;
+    pn_folder_pages p;
+    pn_error e = {0};
+    if (pn_folder_pages_read(StringValueCStr(dir), 0, &p, &e) != 0)
+        raise_pn_error(&e);
+    return pages_value(&p);
+}
+
+/* run_begin(dir): the run report begins (dir's listing remembered). */
+static VALUE m_run_begin(VALUE self, VALUE dir)
+{
+    (void)self;
+    pn_error e = {0};
+    if (pn_folder_run_begin(StringValueCStr(dir), &e) != 0)
+        raise_pn_error(&e);
+    return Qnil;
+}
+
+/* run_end: the pages of the files written since run_begin ([] when none). */
+static VALUE m_run_end(VALUE self)
+{
+    (void)self;
+    pn_folder_pages p;
+    pn_error e = {0};
+    if (pn_folder_run_end(&p, &e) != 0)
+        raise_pn_error(&e);
+    return pages_value(&p);
+}
+
 void report_init(VALUE mNative)
 {
     rb_define_module_function(mNative, "report", m_report, 9);
+    rb_define_module_function(mNative, "folder_pages", m_folder_pages, 1);
+    rb_define_module_function(mNative, "run_begin", m_run_begin, 1);
+    rb_define_module_function(mNative, "run_end", m_run_end, 0);
 }

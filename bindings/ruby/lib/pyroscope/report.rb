@@ -21,11 +21,6 @@ module Pyroscope
   module Report
     REPORT_NAME = "flamegraph.html"
     DEFAULT_TOP = 20
-    # Profiles per type the run's page reads at most (an hour of 10 s
-    # periods); older ones stay in the folder for write_report.
-    MAX_RUN_FILES = 360
-    # <app>-<type>-<from>-<until>[.<part>][-<n>].pb.gz, as the folder exporter names them
-    NAME_RE = /-([A-Za-z0-9_]+)-\d+-\d+(?:\.\d+)?(?:-\d+)?\.pb(?:\.gz)?\z/.freeze
     OPTIONS = %i[output title filter group_by top diff type].freeze
 
     class << self
@@ -58,16 +53,18 @@ module Pyroscope
         { profiles: profiles, output: output, text: text, type: type, other_types: others }
       end
 
-      def begin_run(settings, env)
-        dir = settings["output_dir"] || env.fetch("PYROSCOPE_OUTPUT_DIR", "").strip
-        app = settings["application_name"] || env.fetch("PYROSCOPE_APPLICATION_NAME", "").strip
-        return @run = nil if dir.nil? || dir.empty?
+      # resolved: the settings the profiler runs with (Native.resolve).
+      def begin_run(resolved)
+        dir = resolved["output_dir"]
+        app = resolved["application_name"]
+        return @run = nil if dir.empty?
 
         dir = File.expand_path(dir)
         # a restart with the same folder keeps the run (its files are this process's)
         return if @run && @run[:dir] == dir && @run[:pid] == Process.pid
 
-        @run = { dir: dir, app: app.empty? ? "ruby" : app, pid: Process.pid, before: profile_files(dir) }
+        Native.run_begin(dir) # the core's run report: the folder's listing now
+        @run = { dir: dir, app: app.empty? ? "ruby" : app, pid: Process.pid }
       end
 
       # One page per profile type of the files this run wrote. A forked child
@@ -77,74 +74,49 @@ module Pyroscope
         @run = nil
         return if run.nil? || run[:pid] != Process.pid
 
-        written = profile_files(run[:dir]) - run[:before]
-        if written.empty?
+        pages = Native.run_end
+        if pages.empty?
           Pyroscope.log(20, "no profiles were written to #{run[:dir]} in this run, so there is no flame graph")
           return
         end
-        by_type(written).each_with_index do |(type, names), i|
-          write_page(run, type, names, i.zero?)
-        end
+        pages.each { |page| write_page(run, page) }
       rescue StandardError => e
         Pyroscope.log(30, "cannot write the flame graph: #{e.message}")
       end
 
       private
 
-      def write_page(run, type, all, first)
-        output = File.join(run[:dir], page_name(type, first))
-        # the newest periods only: a long run's stop must not read for minutes
-        names = all.last(MAX_RUN_FILES)
-        if names.size < all.size
-          Pyroscope.log(20, "the #{type} flame graph covers the last #{names.size} of the #{all.size} profiles this run wrote")
+      def write_page(run, page)
+        output = File.join(run[:dir], page["page"])
+        type = page["type"]
+        if page["paths"].size < page["total"] # the newest only: a long run's stop must not read for minutes
+          Pyroscope.log(20, "the #{type} flame graph covers the last #{page["paths"].size} of the #{page["total"]} profiles this run wrote")
         end
-        profiles, = Native.report(names.map { |n| File.join(run[:dir], n) }, output,
-                                  "#{run[:app]} (#{type})", 0, [], nil, nil, nil, "")
+        profiles, = Native.report(page["paths"], output, "#{run[:app]} (#{type})", 0, [], nil, nil, nil, "")
         Pyroscope.log(20, "#{profiles} profile#{profiles == 1 ? "" : "s"} in #{run[:dir]}, flame graph: #{output}")
       rescue StandardError => e
         Pyroscope.log(30, "cannot write the flame graph: #{e.message}")
       end
 
-      # The profiles in a folder (the exporter's temporary files are hidden).
-      def profile_files(dir)
-        Dir.children(dir).reject { |n| n.start_with?(".") }.select { |n| n.end_with?(".pb.gz", ".pb") }
-      rescue SystemCallError
-        []
-      end
-
-      def type_of(name)
-        m = NAME_RE.match(name)
-        m ? m[1] : "profile"
-      end
-
-      # [[type, names], ...], the time profile (cpu, else wall) first.
-      def by_type(names)
-        rank = ->(t) { { "cpu" => 0, "wall" => 1 }.fetch(t, 2) }
-        names.sort.group_by { |n| type_of(n) }.sort_by { |t, _| [rank.call(t), t] }
-      end
-
-      # flamegraph.html for the time profile, flamegraph-<type>.html otherwise.
-      def page_name(type, first)
-        first && %w[cpu wall].include?(type) ? REPORT_NAME : "flamegraph-#{type}.html"
-      end
-
-      # Folders expanded to their profiles of one type; files as given.
+      # Folders expanded to their profiles of one type (the core's pages:
+      # type:, else the first, the time profile); files as given.
       # -> [files, type or nil, other types, default page name]
       def expand(paths, type)
         dirs, files = paths.partition { |p| File.directory?(p) }
-        found = dirs.flat_map { |d| profile_files(d).map { |n| [d, n] } }
-        if found.empty?
+        pages = {}
+        dirs.each do |d|
+          Native.folder_pages(d).each { |g| (pages[g["type"]] ||= g.merge("paths" => [])).fetch("paths").concat(g["paths"]) }
+        end
+        if pages.empty?
           raise ReportError, "write_report: no profiles (.pb or .pb.gz files) in #{paths.join(", ")}" if files.empty?
 
           return [files, nil, [], REPORT_NAME]
         end
-        types = by_type(found.map(&:last)).map(&:first)
-        chosen = type&.to_s || types.first
-        unless types.include?(chosen)
-          raise ReportError, "type: no #{chosen} profiles in #{paths.join(", ")} (there are: #{types.join(", ")})"
+        chosen = type&.to_s || pages.keys.first
+        unless pages.key?(chosen)
+          raise ReportError, "type: no #{chosen} profiles in #{paths.join(", ")} (there are: #{pages.keys.join(", ")})"
         end
-        picked = found.select { |_, n| type_of(n) == chosen }.map { |d, n| File.join(d, n) }.sort
-        [picked + files, chosen, types - [chosen], page_name(chosen, chosen == types.first)]
+        [pages[chosen]["paths"].sort + files, chosen, pages.keys - [chosen], pages[chosen]["page"]]
       end
 
       def default_output(first, page)
