@@ -224,17 +224,6 @@ def _default_app_name(name):
     return re.sub(r"[^A-Za-z0-9_./-]", "_", name)[:200] or "python"
 
 
-def _profile_files(folder):
-    """Names of the profiles in `folder` (the exporter's temporary files
-    are hidden and end in .tmp, so they never match)."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return set()
-    return {n for n in names
-            if not n.startswith(".") and (n.endswith(".pb.gz") or n.endswith(".pb"))}
-
-
 def _setup_logging(enabled, level_text):
     """With --enable-logging the profiler's log goes to stderr through the
     "pyroscope" logger only: the program's own logging setup is untouched."""
@@ -320,11 +309,11 @@ def _say(message):
     print(f"pyroscope: {message}", file=sys.stderr, flush=True)
 
 
-def _report_run(folder, before, title, top):
-    """Flame graph and top functions of the profiles this run wrote (older
-    files in the folder are left out)."""
-    new = sorted(_profile_files(folder) - before)
-    if not new:
+def _report_run(folder, title, top):
+    """Flame graph and top functions of the profiles this run wrote (the
+    core's run report: older files in the folder are left out)."""
+    pages = _native.run_end()
+    if not pages:
         failed = pyroscope.stats().get("folder_failed", 0)
         if failed:
             _say(f"no profiles were written to {folder}: writing failed {failed} "
@@ -334,9 +323,10 @@ def _report_run(folder, before, title, top):
             _say(f"no profiles were written to {folder} (the program ran too briefly, "
                  "or never on the CPU), so there is no flame graph")
         return
+    new = pages[0]["paths"]  # the time profile
     html = os.path.join(folder, REPORT_NAME)
     try:
-        count, text = _native.report([os.path.join(folder, n) for n in new], html, title, top,
+        count, text = _native.report(new, html, title, top,
                                      [], None, None, None, _launcher_files(), "")
     except (ValueError, RuntimeError, OSError) as exc:
         _say(f"cannot write the report: {exc}")
@@ -410,7 +400,8 @@ def _run(ns, kind, target, program_args):
             raise UsageError(_flag_message(
                 f"output_dir: cannot create the folder {settings['output_dir']}: "
                 f"{exc.strerror or exc}", settings)) from None
-    before = _profile_files(folder) if folder else set()
+    if folder:
+        _native.run_begin(settings["output_dir"])  # the core lists the folder now
 
     _setup_logging(ns.enable_logging, ns.log_level)
     try:
@@ -435,7 +426,7 @@ def _run(ns, kind, target, program_args):
         # A forked child that leaves the program by SystemExit ends up here
         # too; the report is the parent's job.
         if folder and os.getpid() == pid:
-            _report_run(folder, before, app_name, ns.top)
+            _report_run(folder, app_name, ns.top)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return code

@@ -693,6 +693,59 @@ out:
     return result;
 }
 
+/* The output folder's pages (pn_folder_pages, freed): [{type, page, paths, total}]. */
+static PyObject *pages_value(pn_folder_pages *p)
+{
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out && i < p->n; i++) {
+        const pn_folder_page *g = &p->pages[i];
+        PyObject *paths = PyList_New(0);
+        for (size_t j = 0; paths && j < g->npaths; j++) {
+            PyObject *s = PyUnicode_DecodeFSDefault(g->paths[j]);
+            if (!s || PyList_Append(paths, s) != 0)
+                Py_CLEAR(paths);
+            Py_XDECREF(s);
+        }
+        PyObject *row = paths ? Py_BuildValue("{s:s,s:s,s:O,s:n}", "type", g->type, "page",
+                                              g->page, "paths", paths, "total",
+                                              (Py_ssize_t)g->total)
+                              : NULL;
+        Py_XDECREF(paths);
+        if (!row || PyList_Append(out, row) != 0)
+            Py_CLEAR(out);
+        Py_XDECREF(row);
+    }
+    pn_folder_pages_free(p);
+    return out;
+}
+
+/* run_begin(dir): the run report begins (the folder's listing remembered). */
+static PyObject *m_run_begin(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *dir;
+    if (!PyArg_ParseTuple(args, "O&", PyUnicode_FSConverter, &dir))
+        return NULL;
+    pn_error e = {0};
+    int rc = pn_folder_run_begin(PyBytes_AS_STRING(dir), &e);
+    Py_DECREF(dir);
+    if (rc != 0)
+        return raise_pn(&e);
+    Py_RETURN_NONE;
+}
+
+/* run_end(): the pages of the files written since run_begin ([] when none). */
+static PyObject *m_run_end(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    pn_folder_pages p;
+    pn_error e = {0};
+    if (pn_folder_run_end(&p, &e) != 0)
+        return raise_pn(&e);
+    return pages_value(&p);
+}
+
 /* The core's settings table (pn_setting_info), one dict per row. */
 static PyObject *m_settings(PyObject *self, PyObject *unused)
 {
@@ -883,6 +936,8 @@ static PyMethodDef methods[] = {
      "report(paths, html_path, title, top, filters, group_by, diff_a, diff_b, hide_files, "
      "view) -> (profiles read, report text)"},
     {"settings", m_settings, METH_NOARGS, "the core's settings table, a list of dicts"},
+    {"run_begin", m_run_begin, METH_VARARGS, "run_begin(dir): the run report begins"},
+    {"run_end", m_run_end, METH_NOARGS, "the pages of the files written since run_begin"},
     {"resolve", m_resolve, METH_VARARGS,
      "resolve(env, settings, defaults): {name: value} start() would use"},
     {"parse_bool", m_parse_bool, METH_VARARGS, "parse_bool(what, text): the core's words"},
