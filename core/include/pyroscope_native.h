@@ -703,6 +703,20 @@ void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final);
 void pn_agent_get_stats(pn_agent *a, pn_agent_stats *out);
 const pn_config *pn_agent_config(const pn_agent *a);
 
+/* The counters as data: row i (NULL past the last), its value in st
+ * (real: a rate, else a count, ns or bytes). Every binding's stats() walks
+ * this table (Node spells the names in camelCase), then adds its runtime's
+ * own counters. Per exporter: "<exporter name>_<row name>". */
+typedef struct {
+    const char *name;
+    const char *meaning;
+    int real;
+} pn_stat_info;
+const pn_stat_info *pn_stat_row(size_t i);
+double pn_stat_value(const pn_agent_stats *st, size_t i);
+const pn_stat_info *pn_stat_exporter_row(size_t i);
+double pn_stat_exporter_value(const pn_exporter_stats *x, size_t i);
+
 /* ------------------------------------------------------------------ fork */
 
 /* The one fork path, in a fixed order: prepare takes every core lock (the

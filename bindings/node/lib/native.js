@@ -169,6 +169,7 @@ function setLogHandler(fn) {
 module.exports = {
   settingTable,
   resolveSettings,
+  statsTable: () => addon.statsTable(),
   checkSettings,
   start,
   setUploadClient,

@@ -4,6 +4,7 @@
  * Main thread owns `agent` and `drivers`; flush and stop run the blocking
  * core call on a libuv pool thread (napi async work), holding the agent
  * with pn_agent_hold so a concurrent stop cannot free it under a flush. */
+#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -214,6 +215,24 @@ static napi_value m_resolve_settings(napi_env env, napi_callback_info info)
     return out;
 }
 
+/* statsTable() -> [[name, meaning], ...]: the core's counters (snake_case). */
+static napi_value m_stats_table(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    napi_value arr, pair, v;
+    napi_create_array(env, &arr);
+    const pn_stat_info *row;
+    for (uint32_t i = 0; (row = pn_stat_row(i)); i++) {
+        napi_create_array_with_length(env, 2, &pair);
+        napi_create_string_utf8(env, row->name, NAPI_AUTO_LENGTH, &v);
+        napi_set_element(env, pair, 0, v);
+        napi_create_string_utf8(env, row->meaning, NAPI_AUTO_LENGTH, &v);
+        napi_set_element(env, pair, 1, v);
+        napi_set_element(env, arr, i, pair);
+    }
+    return arr;
+}
+
 /* The core's settings table: one object per row (pn_setting_info). */
 static napi_value m_setting_table(napi_env env, napi_callback_info info)
 {
@@ -374,22 +393,20 @@ static void job_execute(napi_env env, void *data)
     }
 }
 
+/* The core's counters (its table), named in camelCase. */
 static napi_value stats_object(napi_env env, const pn_agent_stats *st)
 {
     napi_value o;
     napi_create_object(env, &o);
-    set_num(env, o, "periods", (double)st->periods);
-    set_num(env, o, "profilesEncoded", (double)st->profiles_encoded);
-    set_num(env, o, "samplesRecorded", (double)st->samples_recorded);
-    set_num(env, o, "samplesDropped", (double)st->samples_dropped);
-    set_num(env, o, "lateSamples", (double)st->late_samples);
-    set_num(env, o, "encodeErrors", (double)st->encode_errors);
-    set_num(env, o, "uploadsOk", (double)st->queue.uploads_ok);
-    set_num(env, o, "uploadsFailed", (double)st->queue.uploads_failed);
-    set_num(env, o, "uploadsDropped", (double)st->queue.uploads_dropped);
-    set_num(env, o, "uploadsUnconfirmed", (double)st->queue.uploads_unconfirmed);
-    set_num(env, o, "retries", (double)st->queue.retries);
-    set_num(env, o, "bytesSent", (double)st->queue.bytes_sent);
+    const pn_stat_info *row;
+    char key[64];
+    for (size_t i = 0; (row = pn_stat_row(i)); i++) {
+        size_t k = 0;
+        for (const char *p = row->name; *p && k + 1 < sizeof key; p++)
+            key[k++] = (p[0] == '_' && p[1]) ? (char)toupper((unsigned char)*++p) : *p;
+        key[k] = '\0';
+        set_num(env, o, key, pn_stat_value(st, i));
+    }
     return o;
 }
 
@@ -587,7 +604,6 @@ static napi_value m_stats(napi_env env, napi_callback_info info)
     napi_set_named_property(env, o, "drivers", drv);
     join_counts(env, o);
     heap_counts(env, o);
-    set_num(env, o, "labelSetsLive", (double)pn_labelset_live());
     return o;
 }
 
@@ -595,6 +611,7 @@ void agent_exports(napi_env env, napi_value exports)
 {
     set_fn(env, exports, "settingTable", m_setting_table);
     set_fn(env, exports, "resolveSettings", m_resolve_settings);
+    set_fn(env, exports, "statsTable", m_stats_table);
     set_fn(env, exports, "checkSettings", m_check_settings);
     set_fn(env, exports, "start", m_start);
     set_fn(env, exports, "flush", m_flush);

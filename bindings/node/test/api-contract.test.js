@@ -135,4 +135,13 @@ describe('api contract: the core\'s settings table (issue 27)', function () {
       api.setLogger(null);
     }
   });
+
+  it('stats() has every counter of the core\'s table, in camelCase', () => {
+    const table = native.statsTable();
+    assert.ok(table.length > 15);
+    const camel = (n) => n.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+    const got = native.stats();
+    const missing = table.map(([n]) => camel(n)).filter((n) => !(n in got));
+    assert.deepStrictEqual(missing, []);
+  });
 });

@@ -331,9 +331,10 @@ static PyObject *m_running_locked(PyObject *self, PyObject *unused)
     return PyBool_FromLong(agent != NULL);
 }
 
-static int put_u64(PyObject *d, const char *k, uint64_t v)
+/* d[k] = v, an int unless real. */
+static int put_num(PyObject *d, const char *k, double v, int real)
 {
-    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    PyObject *o = real ? PyFloat_FromDouble(v) : PyLong_FromDouble(v);
     int rc = o ? PyDict_SetItemString(d, k, o) : -1;
     Py_XDECREF(o);
     return rc;
@@ -352,32 +353,31 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         py_walker_get_stats(walker, &w);
     ctx_labels_stats c;
     ctx_labels_get_stats(&c);
-    uint64_t fixed_coerced, fixed_dropped;
-    pn_labels_fix_counts(&fixed_coerced, &fixed_dropped);
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
+    /* The core's counters (its table), then the walker's and the context's. */
+    const pn_stat_info *row;
+    for (size_t i = 0; (row = pn_stat_row(i)); i++) {
+        double v = pn_stat_value(&s, i);
+        if (put_num(d, row->name, v, row->real) != 0)
+            goto fail;
+    }
+    /* Each exporter's own counts: "<name>_sent", e.g. otlp_sent, http_failed. */
+    for (size_t i = 0; i < s.queue.nexporters && i < PN_MAX_EXPORTERS; i++) {
+        const pn_exporter_stats *x = &s.queue.exporters[i];
+        for (size_t j = 0; (row = pn_stat_exporter_row(j)); j++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s_%s", x->name ? x->name : "exporter", row->name);
+            if (put_num(d, key, pn_stat_exporter_value(x, j), 0) != 0)
+                goto fail;
+        }
+    }
     struct {
         const char *k;
         uint64_t v;
     } rows[] = {
         {"running", agent != NULL},
-        {"ticks", s.sampler.ticks},
-        {"missed_ticks", s.sampler.missed_ticks},
-        {"samples", s.sampler.samples},
-        {"idle_skipped", s.sampler.idle_skipped},
-        {"syscall_ticks", s.sampler.syscall_ticks},
-        {"sampler_cpu_ns", (uint64_t)(s.sampler.sampler_cpu_ns > 0 ? s.sampler.sampler_cpu_ns : 0)},
-        {"budget_throttled_ticks", s.sampler.budget_throttled_ticks},
-        {"uploads_ok", s.queue.uploads_ok},
-        {"uploads_failed", s.queue.uploads_failed},
-        {"uploads_dropped", s.queue.uploads_dropped},
-        {"retries", s.queue.retries},
-        {"bytes_sent", s.queue.bytes_sent},
-        {"periods", s.periods},
-        {"profiles_encoded", s.profiles_encoded},
-        {"samples_dropped", s.samples_dropped},
-        {"encode_errors", s.encode_errors},
         {"threads_seen", w.threads_seen},
         {"stacks_walked", w.stacks_walked},
         {"frames", w.frames},
@@ -392,38 +392,15 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         {"context_exit_unmatched", c.exit_unmatched},
         {"context_label_drops", c.label_drops},
         {"context_switched", c.switched},
-        {"labels_coerced", fixed_coerced},
-        {"labels_dropped", fixed_dropped},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        if (put_u64(d, rows[i].k, rows[i].v) != 0) {
-            Py_DECREF(d);
-            return NULL;
-        }
-    }
-    /* Each exporter's own counts: "<name>_sent", e.g. otlp_sent, http_failed. */
-    for (size_t i = 0; i < s.queue.nexporters && i < PN_MAX_EXPORTERS; i++) {
-        const pn_exporter_stats *x = &s.queue.exporters[i];
-        const struct { const char *k; uint64_t v; } per[] = {
-            {"sent", x->sent}, {"failed", x->failed}, {"retries", x->retries},
-            {"bytes_sent", x->bytes_sent}};
-        for (size_t j = 0; j < sizeof per / sizeof per[0]; j++) {
-            char key[64];
-            snprintf(key, sizeof key, "%s_%s", x->name ? x->name : "exporter", per[j].k);
-            if (put_u64(d, key, per[j].v) != 0) {
-                Py_DECREF(d);
-                return NULL;
-            }
-        }
-    }
-    PyObject *rate = PyFloat_FromDouble(s.sampler.effective_rate_hz);
-    int rc = rate ? PyDict_SetItemString(d, "effective_rate_hz", rate) : -1;
-    Py_XDECREF(rate);
-    if (rc != 0) {
-        Py_DECREF(d);
-        return NULL;
+        if (put_num(d, rows[i].k, (double)rows[i].v, 0) != 0)
+            goto fail;
     }
     return d;
+fail:
+    Py_DECREF(d);
+    return NULL;
 }
 
 /* --------------------------------------------------------------- labels */
@@ -796,6 +773,22 @@ static PyObject *m_resolve(PyObject *self, PyObject *args)
     return out;
 }
 
+/* stats_table(): the core's counters, [(name, meaning), ...]. */
+static PyObject *m_stats_table(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyObject *out = PyList_New(0);
+    const pn_stat_info *row;
+    for (size_t i = 0; out && (row = pn_stat_row(i)); i++) {
+        PyObject *t = Py_BuildValue("(ss)", row->name, row->meaning);
+        if (!t || PyList_Append(out, t) != 0)
+            Py_CLEAR(out);
+        Py_XDECREF(t);
+    }
+    return out;
+}
+
 /* parse_bool(what, text): the core's boolean words, or ValueError naming what. */
 static PyObject *m_parse_bool(PyObject *self, PyObject *args)
 {
@@ -940,6 +933,7 @@ static PyMethodDef methods[] = {
     {"run_end", m_run_end, METH_NOARGS, "the pages of the files written since run_begin"},
     {"resolve", m_resolve, METH_VARARGS,
      "resolve(env, settings, defaults): {name: value} start() would use"},
+    {"stats_table", m_stats_table, METH_NOARGS, "the core's counters: [(name, meaning)]"},
     {"parse_bool", m_parse_bool, METH_VARARGS, "parse_bool(what, text): the core's words"},
     {"libcurl_available", m_libcurl_available, METH_NOARGS,
      "whether libcurl loads (else uploads go through pyroscope._sender)"},

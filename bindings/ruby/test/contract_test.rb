@@ -136,4 +136,15 @@ class ContractTest < Minitest::Test
   ensure
     Pyroscope.logger = nil
   end
+
+  # stats is built from the core's counter table (each binding had its own subset).
+  def test_stats_has_every_counter_of_the_cores_table
+    table = Pyroscope::Native.stats_table
+    assert_operator table.size, :>, 15
+    Dir.mktmpdir do |dir|
+      configure_to(dir, "contract.stats")
+      got = Pyroscope.stats
+      assert_equal [], table.map(&:first).reject { |n| got.key?(n) }
+    end
+  end
 end

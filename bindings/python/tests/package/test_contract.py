@@ -142,3 +142,17 @@ def test_an_unknown_variable_is_warned_about_once_per_process(monkeypatch, caplo
             pyroscope.configure(application_name="app", output_dir=str(tmp_path))
             pyroscope.shutdown()
     assert sum(name in r.getMessage() for r in caplog.records) == 1
+
+
+def test_stats_has_every_counter_of_the_cores_table(tmp_path):
+    """Issue 27: stats() is built from the core's counter table (Python had
+    no uploads_unconfirmed, Ruby and Node other subsets)."""
+    table = pyroscope._native.stats_table()
+    assert len(table) > 15 and all(meaning for _, meaning in table)
+    pyroscope.configure(application_name="app", output_dir=str(tmp_path))
+    try:
+        got = pyroscope.stats()
+    finally:
+        pyroscope.shutdown()
+    assert [name for name, _ in table if name not in got] == []
+    assert isinstance(got["effective_rate_hz"], float) and isinstance(got["uploads_unconfirmed"], int)

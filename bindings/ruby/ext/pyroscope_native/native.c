@@ -246,19 +246,19 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
 {
     VALUE h = rb_hash_new();
 #define PUT(name, v) rb_hash_aset(h, rb_str_new_cstr(name), ULL2NUM((unsigned long long)(v)))
-    PUT("ticks", as->sampler.ticks);
-    PUT("missed_ticks", as->sampler.missed_ticks);
-    PUT("sampler_cpu_ns", as->sampler.sampler_cpu_ns);
-    PUT("samples_recorded", as->samples_recorded);
-    PUT("samples_dropped", as->samples_dropped);
-    PUT("periods", as->periods);
-    PUT("profiles_encoded", as->profiles_encoded);
-    PUT("encode_errors", as->encode_errors);
-    PUT("uploads_ok", as->queue.uploads_ok);
-    PUT("uploads_failed", as->queue.uploads_failed);
-    PUT("uploads_dropped", as->queue.uploads_dropped);
-    PUT("retries", as->queue.retries);
-    PUT("bytes_sent", as->queue.bytes_sent);
+    /* The core's counters (its table), then the driver's and this binding's. */
+    const pn_stat_info *row;
+    for (size_t i = 0; (row = pn_stat_row(i)); i++) {
+        double v = pn_stat_value(as, i);
+        rb_hash_aset(h, rb_str_new_cstr(row->name), row->real ? DBL2NUM(v) : ULL2NUM((unsigned long long)v));
+    }
+    for (size_t i = 0; i < as->queue.nexporters && i < PN_MAX_EXPORTERS; i++) {
+        const pn_exporter_stats *x = &as->queue.exporters[i];
+        for (size_t j = 0; (row = pn_stat_exporter_row(j)); j++) {
+            VALUE key = rb_sprintf("%s_%s", x->name ? x->name : "exporter", row->name);
+            rb_hash_aset(h, key, ULL2NUM((unsigned long long)pn_stat_exporter_value(x, j)));
+        }
+    }
     if (ds) {
         PUT("recorded", ds->recorded);
         PUT("requested", ds->requested);
@@ -431,6 +431,18 @@ static VALUE m_setting_table(VALUE self)
     return out;
 }
 
+/* Native.stats_table: the core's counters, [[name, meaning], ...]. */
+static VALUE m_stats_table(VALUE self)
+{
+    (void)self;
+    VALUE out = rb_ary_new();
+    const pn_stat_info *row;
+    for (size_t i = 0; (row = pn_stat_row(i)); i++)
+        rb_ary_push(out, rb_ary_new_from_args(2, rb_str_new_cstr(row->name),
+                                              rb_str_new_cstr(row->meaning)));
+    return out;
+}
+
 /* Native.parse_bool(what, text): the core's boolean words (ConfigError). */
 static VALUE m_parse_bool(VALUE self, VALUE what, VALUE text)
 {
@@ -513,6 +525,7 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     rb_define_module_function(g_mNative, "setting_table", m_setting_table, 0);
     rb_define_module_function(g_mNative, "resolve", m_resolve, 2);
     rb_define_module_function(g_mNative, "parse_bool", m_parse_bool, 2);
+    rb_define_module_function(g_mNative, "stats_table", m_stats_table, 0);
     rb_define_module_function(g_mNative, "thread_id", m_thread_id, 0);
     rb_define_module_function(g_mNative, "_after_fork_child", m_after_fork_child, 0);
     rb_define_module_function(g_mNative, "_before_exec", m_before_exec, 0);
