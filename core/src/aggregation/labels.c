@@ -23,7 +23,7 @@
 #include "pyroscope_native.h"
 #include "aggregation/grace.h"
 #include "aggregation/store.h"
-#include "sampling/sampler.h"
+#include "support/atfork.h"
 
 struct pn_labelset {
     uint64_t id;

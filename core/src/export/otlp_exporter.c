@@ -23,7 +23,7 @@
 #include "encoding/otlp.h"
 #include "encoding/pprof.h"
 #include "export/exporter.h"
-#include "pipeline/otel_env.h"
+#include "support/otel_pairs.h"
 
 #define OTLP_PATH "/v1development/profiles"
 #define GRPC_PATH "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"

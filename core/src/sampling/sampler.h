@@ -4,6 +4,7 @@
 #define PN_SAMPLER_H
 
 #include "pyroscope_native.h"
+#include "support/atfork.h"
 #include "aggregation/store.h"
 
 /* ------------------------------------------------------------- fault guard */
@@ -29,9 +30,6 @@ void pn_fault_guard_after_fork(void);
  * cached pid safe reads use. */
 void pn_thread_names_fork_prepare(void);
 void pn_thread_names_fork_release(void);
-/* Register the fork path with pthread_atfork, once per process (fork.c).
- * Any thread. */
-void pn_fork_register(void);
 void pn_safe_read_after_fork(void);
 
 /* --------------------------------------------------------------- sampler */
