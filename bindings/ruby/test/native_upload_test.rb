@@ -80,7 +80,7 @@ class NativeUploadTest < Minitest::Test
     end
     refute N.running?
     assert_nil N.stop
-    assert_includes N.setting_names, "server_address"
+    assert_includes N.setting_table.map { |r| r["name"] }, "server_address"
     assert_equal File.read("/proc/thread-self/stat").split.first.to_i, N.thread_id
   end
 end
