@@ -197,9 +197,11 @@ def test_free_threaded_lane_builds_the_tested_version():
     mk = open(os.path.join(ROOT, "mk", "python-ft.mk"), encoding="utf-8").read()
     assert re.search(r"^PYTHON_FT_VERSION := 3\.13\.\d+$", mk, re.M), mk
     assert re.search(r"^PYTHON_FT_SHA256 := [0-9a-f]{64}$", mk, re.M), mk
+    assert re.search(r"^PY_FT_LANE := test-python-3\.13t$", mk, re.M), mk
+    # The lane is one of `make test`'s: LANES holds every Python lane.
     make = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
-    test_line = re.search(r"^test: .*\n(?:\t.*\n)+", make, re.M).group(0)
-    assert "test-python-ft" in test_line, test_line
+    assert re.search(r"^ALL_PY_LANES = .*\$\(PY_FT_LANE\)", make, re.M), make
+    assert re.search(r"^LANES = .*\$\(ALL_PY_LANES\)", make, re.M), make
     if FREE_THREADED:
         assert "%d.%d" % sys.version_info[:2] == "3.13"
 
