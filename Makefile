@@ -3,6 +3,7 @@
 #                   in ./pyroscope-profiles (Node's under node/, Ruby's under ruby/)
 #   make demo-c     the same with the C example
 #   make test       install what is missing, build, run every test suite
+#   make runtimes   install what the lanes run on (chroots, CPython 3.13t, Node lines); CI's first step
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-release  core tests built as Release (-O3): -Werror must hold there too
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
@@ -90,6 +91,16 @@ test:
 	@$(MAKE) --no-print-directory -k -j$(JOBS) --output-sync=target $(LANES); \
 	$(MAKE) --no-print-directory test-servers SERVERS_REUSE=1; \
 	tests/lane.sh --summary $(LANE_DIR) $(LANES) test-servers
+
+# What the lanes run on that is installed rather than built from this
+# checkout: the sid chroot (CPython 3.14/3.15, CRuby 3.3/3.4), the
+# free-threaded CPython, Node 22/24/26, Go's tools, the packaging toolchain
+# and test-dist's minimal chroot. `make test` makes whatever is missing; CI
+# installs them first (.ci/run), as it installs the Debian packages.
+.PHONY: runtimes
+runtimes: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) sid-chroot python-ft go-tools dist-tools dist-sources \
+		dist-chroot $(foreach v,$(NODE_COMPAT_VERSIONS),$(NODE_COMPAT_DIR)/$(v)/bin/node)
 
 # The CPython of each version: pyenv's newest, else python3.1x on PATH.
 python_for = $(shell p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$(1).*/bin/python 2>/dev/null | sort -V | tail -1); \
