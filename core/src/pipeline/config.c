@@ -27,6 +27,8 @@ void pn_config_init(pn_config *c)
     c->max_depth = 128;
     c->stop_timeout = 5;
     c->sampler_cpu_budget = 1;
+    c->memory_interval = 512 * 1024;
+    c->memory_max_live = 65536;
 }
 
 static void free_pairs(pn_label *kv, size_t n)
@@ -371,6 +373,9 @@ static const setting settings[] = {
     {"runtime_version", K_STR, OFF(runtime_version), 0, 0},
     {"sampler_cpu_budget", K_PERCENT, OFF(sampler_cpu_budget), 0, 100},
     {"strict_labels", K_BOOL, OFF(strict_labels), 0, 0},
+    {"memory", K_BOOL, OFF(memory), 0, 0},
+    {"memory_interval", K_U32, OFF(memory_interval), 1, 1u << 30},
+    {"memory_max_live", K_U32, OFF(memory_max_live), 16, 1u << 22},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
