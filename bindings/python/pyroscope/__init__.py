@@ -229,6 +229,9 @@ def configure(
         otlp_endpoint=None,
         otlp_headers=None,
         strict_labels=None,
+        memory=None,
+        memory_interval=None,
+        memory_max_live=None,
 ):
     """Start profiling this process (or restart it with new settings).
 
@@ -245,9 +248,12 @@ def configure(
     if native is not None:
         warnings.warn("native is not supported and is ignored", DeprecationWarning,
                       stacklevel=2)
-    if mem_enabled:
-        warnings.warn("mem_enabled: memory profiling is not supported; only CPU/wall "
-                      "profiles are collected", UserWarning, stacklevel=2)
+    # pyroscope-io's memory keywords are ours under their names (memory,
+    # memory_interval); mem_max_nframe is max_depth's business here.
+    if memory is None and mem_enabled is not None:
+        memory = mem_enabled
+    if memory_interval is None and mem_heap_sample_size is not None:
+        memory_interval = mem_heap_sample_size
     for name, value in (("mem_max_nframe", mem_max_nframe),
                         ("mem_heap_sample_size", mem_heap_sample_size)):
         if value is not None:
@@ -279,13 +285,16 @@ def configure(
                         ("sampler_cpu_budget", sampler_cpu_budget)):
         if value is not None:
             settings[name] = _check_number(name, value)
-    for name, value in (("max_stacks", max_stacks), ("max_depth", max_depth)):
+    for name, value in (("max_stacks", max_stacks), ("max_depth", max_depth),
+                        ("memory_interval", memory_interval),
+                        ("memory_max_live", memory_max_live)):
         if value is not None:
             settings[name] = _check_number(name, value, integer=True)
     for name, value in (("oncpu", oncpu), ("report_pid", report_pid),
                         ("report_thread_id", report_thread_id),
                         ("report_thread_name", report_thread_name),
-                        ("fault_guard", fault_guard), ("strict_labels", strict_labels)):
+                        ("fault_guard", fault_guard), ("strict_labels", strict_labels),
+                        ("memory", memory)):
         if value is not None:
             settings[name] = "true" if _check_bool(name, value) else "false"
     if tags is not None:

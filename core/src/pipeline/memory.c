@@ -1,21 +1,24 @@
 /* The memory driver: sampled allocations and the sampled live heap.
  *
  * Application threads (the binding's allocator hooks) and one consumer
- * share a table of nslots slots (twice memory_max_live, a power of two),
- * each a key (the object's address) and a record (its raw stack, labels,
- * scaled weight). Open addressing, linear probing within MAX_PROBE of the
- * home slot. A key is 0 (never used), an address, or TOMB (its object was
- * freed; lookups probe past it; a claim reuses it once the consumer gave
- * its record back). Keys never return to 0, so no probe chain is broken.
+ * share two tables. Records (memory_max_live of them, a lock-free stack of
+ * free ones): a sampled allocation's raw stack, labels and scaled weight.
+ * An address index (nslots keys, twice as many, a power of two): open
+ * addressing, linear probing within MAX_PROBE of the home slot, each key 0
+ * (never used), an address (with the record it names), or TOMB (freed;
+ * lookups probe past it, a claim reuses it at once). Keys never return to
+ * 0, so no probe chain is broken; an address freed and sampled again many
+ * times before the consumer's next pass reuses its own TOMB slot, each
+ * time with a new record.
  *
- * A record's state: EMPTY -> WRITING (the allocating thread claimed it) ->
+ * A record's state: EMPTY -> WRITING (the allocating thread took it) ->
  * READY (committed) -> LIVE (the consumer recorded the allocation and made
  * its stack and labels its own) -> EMPTY (the consumer, once the free hook
- * marked it freed). The hook's side is atomic stores and CASes only; it
- * tells the consumer with a bit in `pending` (one per slot). Frees of
- * objects never sampled (nearly all) stop at a bit filter that fits in
- * the cache: two of them, so the consumer can rebuild one from the live
- * keys while hooks read the other (claims set their bit in both).
+ * marked it freed, pushes it back). The hook's side is atomic operations
+ * only; it tells the consumer with a bit in `pending` (one per record).
+ * Frees of objects never sampled (nearly all) stop at a bit filter that
+ * fits in the cache: two of them, so the consumer can rebuild one from the
+ * live keys while hooks read the other (claims set their bit in both).
  *
  * The consumer (this driver's thread, 10 passes a second, and the flusher
  * just before each cut) holds `mu`, which no application thread takes. */
@@ -31,7 +34,8 @@
 #include "support/clock.h"
 
 #define TOMB ((uintptr_t)1)
-#define MAX_PROBE 32
+/* Frees probe only past the filter. */
+#define MAX_PROBE 64
 #define FILTER_BITS (1u << 19) /* 64 KiB each */
 #define PASS_NS 100000000LL    /* consumer passes: 10 a second */
 #define PERSIST_FRAMES 65536u
@@ -62,10 +66,13 @@ struct pn_mem {
     uint32_t max_depth;
 
     /* Shared with the hooks (pages: resident where written). */
-    _Atomic uintptr_t *keys;
-    mem_rec *recs;
-    uint8_t *bufs;
-    _Atomic uint64_t *pending;
+    _Atomic uintptr_t *keys;    /* nslots */
+    _Atomic uint32_t *key_rec;  /* nslots: the record of the address in keys */
+    mem_rec *recs;              /* max_live */
+    uint8_t *bufs;              /* max_live * cap */
+    _Atomic uint32_t *free_next; /* max_live: the free stack's links */
+    _Atomic uint64_t free_head; /* (tag << 32) | (record + 1); 0 low: empty */
+    _Atomic uint64_t *pending;  /* a bit per record */
     uint32_t npending;          /* words */
     _Atomic uint64_t *filters[2];
     _Atomic int cur;            /* the filter frees read */
@@ -171,6 +178,34 @@ static inline void mark_pending(pn_mem *m, uint32_t i)
     atomic_fetch_or(&m->pending[i >> 6], 1ull << (i & 63));
 }
 
+/* The free records: a Treiber stack whose head carries a tag against ABA.
+ * Any thread pushes and pops. */
+static int pop_record(pn_mem *m, uint32_t *out)
+{
+    uint64_t head = atomic_load(&m->free_head);
+    for (;;) {
+        uint32_t top = (uint32_t)head;
+        if (top == 0)
+            return 0;
+        uint64_t next = ((head >> 32) + 1) << 32 | atomic_load(&m->free_next[top - 1]);
+        if (atomic_compare_exchange_weak(&m->free_head, &head, next)) {
+            *out = top - 1;
+            return 1;
+        }
+    }
+}
+
+static void push_record(pn_mem *m, uint32_t r)
+{
+    uint64_t head = atomic_load(&m->free_head);
+    for (;;) {
+        atomic_store(&m->free_next[r], (uint32_t)head);
+        uint64_t next = ((head >> 32) + 1) << 32 | (r + 1);
+        if (atomic_compare_exchange_weak(&m->free_head, &head, next))
+            return;
+    }
+}
+
 pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void **buf,
                                 size_t *cap)
 {
@@ -182,13 +217,17 @@ pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void
     double w = p > 0 ? 1.0 / p : m->interval;
     int64_t objects = scaled_objects(w), bytes = (int64_t)(w * (double)size + 0.5);
     uint64_t h = hash_ptr((uintptr_t)ptr);
-    if (atomic_fetch_add(&m->used, 1) < m->max_live) {
+    uint32_t ri;
+    if (pop_record(m, &ri)) {
+        atomic_fetch_add(&m->used, 1);
         for (uint32_t k = 0; k < MAX_PROBE; k++) {
             uint32_t i = (uint32_t)(h + k) & m->mask;
             uintptr_t key = atomic_load(&m->keys[i]);
-            mem_rec *r = &m->recs[i];
-            if ((key == 0 || (key == TOMB && atomic_load(&r->state) == REC_EMPTY)) &&
+            if ((key == 0 || key == TOMB) &&
                 atomic_compare_exchange_strong(&m->keys[i], &key, (uintptr_t)ptr)) {
+                /* Read only by the free of ptr, which comes after we return. */
+                atomic_store(&m->key_rec[i], ri);
+                mem_rec *r = &m->recs[ri];
                 atomic_store(&r->freed, 0);
                 atomic_store(&r->state, REC_WRITING);
                 r->objects = objects;
@@ -200,14 +239,15 @@ pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void
                 uint32_t b = filter_bit(h);
                 atomic_fetch_or(&m->filters[0][b >> 6], 1ull << (b & 63));
                 atomic_fetch_or(&m->filters[1][b >> 6], 1ull << (b & 63));
-                *buf = m->bufs + (size_t)i * m->cap;
+                *buf = m->bufs + (size_t)ri * m->cap;
                 *cap = m->cap;
                 tl_mem = m;
                 return (pn_mem_slot *)(void *)r;
             }
         }
+        atomic_fetch_sub(&m->used, 1);
+        push_record(m, ri);
     }
-    atomic_fetch_sub(&m->used, 1);
     atomic_fetch_add_explicit(&m->full, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->lost_objects, objects, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->lost_bytes, bytes, memory_order_relaxed);
@@ -257,10 +297,14 @@ void pn_mem_free(pn_driver *d, const void *ptr)
         uintptr_t key = atomic_load(&m->keys[i]);
         if (key == 0)
             return;
-        if (key == (uintptr_t)ptr && atomic_compare_exchange_strong(&m->keys[i], &key, TOMB)) {
-            atomic_store(&m->recs[i].freed, 1);
+        if (key == (uintptr_t)ptr) {
+            /* Set by the claim of ptr, which came before its free. */
+            uint32_t ri = atomic_load(&m->key_rec[i]);
+            if (!atomic_compare_exchange_strong(&m->keys[i], &key, TOMB))
+                return;
+            atomic_store(&m->recs[ri].freed, 1);
             atomic_fetch_add_explicit(&m->freed, 1, memory_order_relaxed);
-            mark_pending(m, i);
+            mark_pending(m, ri);
             return;
         }
     }
@@ -375,6 +419,7 @@ static void give_back(pn_mem *m, uint32_t i)
     r->owned = NULL;
     atomic_store(&r->state, REC_EMPTY);
     atomic_fetch_sub(&m->used, 1);
+    push_record(m, i);
 }
 
 /* One pass: every committed record recorded, every freed one given back.
@@ -422,7 +467,7 @@ static void pass(pn_mem *m, int snapshot)
     drain(m, p);
     if (snapshot) {
         /* The in-use snapshot: every sampled object still alive. */
-        for (uint32_t i = 0; i < m->nslots; i++) {
+        for (uint32_t i = 0; i < m->max_live; i++) {
             mem_rec *r = &m->recs[i];
             if (atomic_load_explicit(&r->state, memory_order_relaxed) != REC_LIVE ||
                 atomic_load(&r->freed))
@@ -500,11 +545,13 @@ void pn_mem_free_all(pn_mem *m)
     if (!m)
         return;
     pn_mem_stop(m);
-    for (uint32_t i = 0; m->recs && i < m->nslots; i++)
+    for (uint32_t i = 0; m->recs && i < m->max_live; i++)
         pn_labelset_unref(m->recs[i].owned);
     pn_pages_free((void *)m->keys, (size_t)m->nslots * sizeof *m->keys);
-    pn_pages_free(m->recs, (size_t)m->nslots * sizeof *m->recs);
-    pn_pages_free(m->bufs, (size_t)m->nslots * m->cap);
+    pn_pages_free((void *)m->key_rec, (size_t)m->nslots * sizeof *m->key_rec);
+    pn_pages_free(m->recs, (size_t)m->max_live * sizeof *m->recs);
+    pn_pages_free(m->bufs, (size_t)m->max_live * m->cap);
+    free((void *)m->free_next);
     pn_pages_free((void *)m->pending, (size_t)m->npending * 8);
     for (int i = 0; i < 2; i++)
         pn_pages_free((void *)m->filters[i], FILTER_BITS / 8);
@@ -538,24 +585,29 @@ pn_mem *pn_mem_new(pn_driver *d, const pn_driver_opts *o, const pn_config *c, pn
     m->symbolize = o->symbolize;
     m->ctx = o->ctx;
     m->max_depth = c->max_depth ? c->max_depth : 128;
-    m->npending = m->nslots / 64;
+    m->npending = (m->max_live + 63) / 64;
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
     m->keys = pn_pages_new((size_t)m->nslots * sizeof *m->keys);
-    m->recs = pn_pages_new((size_t)m->nslots * sizeof *m->recs);
-    m->bufs = pn_pages_new((size_t)m->nslots * m->cap);
+    m->key_rec = pn_pages_new((size_t)m->nslots * sizeof *m->key_rec);
+    m->recs = pn_pages_new((size_t)m->max_live * sizeof *m->recs);
+    m->bufs = pn_pages_new((size_t)m->max_live * m->cap);
+    m->free_next = calloc(m->max_live, sizeof *m->free_next);
     m->pending = pn_pages_new((size_t)m->npending * 8);
     m->filters[0] = pn_pages_new(FILTER_BITS / 8);
     m->filters[1] = pn_pages_new(FILTER_BITS / 8);
     m->persist = pn_symbols_new(PERSIST_BYTES, PERSIST_FRAMES);
     m->map = calloc(PERSIST_FRAMES, sizeof *m->map);
     m->scratch = calloc(2 * (size_t)m->max_depth + 2, sizeof *m->scratch);
-    if (!m->keys || !m->recs || !m->bufs || !m->pending || !m->filters[0] || !m->filters[1] ||
+    if (!m->keys || !m->key_rec || !m->free_next || !m->recs || !m->bufs || !m->pending || !m->filters[0] || !m->filters[1] ||
         !m->persist || !m->map || !m->scratch) {
         pn_mem_free_all(m);
         return pn_fail(e, PN_ENOMEM, "memory driver: out of memory for %u slots", m->nslots),
                NULL;
     }
+    /* Record 0 on top: the first ones used share their pages. */
+    for (uint32_t i = m->max_live; i-- > 0;)
+        push_record(m, i);
     if (!(m->labels_reader = pn_grace_reader_new(e))) {
         pn_mem_free_all(m);
         return NULL;
