@@ -18,6 +18,7 @@
 #include "files.h"
 #include "pprof_decode.h"
 #include "pyroscope_native.h"
+#include "pyroscope_report.h"
 #include "pipeline/driver.h"
 #include "pipeline/memory.h"
 
@@ -149,6 +150,36 @@ static pn_agent *start(char *dir, const char *name, const char *interval, const 
     return a;
 }
 
+/* The local report of the folder shows the type asked for: in-use holds
+ * the kept objects alone; by default (the first type), allocations. */
+static void check_report(const char *dir)
+{
+    static const struct {
+        const char *type, *has, *not_has;
+    } cases[] = {{"inuse_space", "h_keep", "f_alloc_freed"},
+                 {NULL, "f_alloc_freed", NULL},
+                 {"cpu", NULL, "h_keep"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pn_error e;
+        pn_report *r = pn_report_new();
+        CHECK_EQ_INT(pn_report_set_type(r, cases[i].type, &e), 0);
+        CHECK_EQ_INT(pn_report_add_path(r, dir, &e), 0);
+        CHECK_EQ_INT(pn_report_profiles(r), cases[i].has ? 1 : 0);
+        CHECK_EQ_INT(pn_report_skipped(r), cases[i].has ? 0 : 1);
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        CHECK_EQ_INT(pn_report_write_top(r, f, 10, &e), 0);
+        fclose(f);
+        if (cases[i].has)
+            CHECK(text && strstr(text, cases[i].has));
+        if (cases[i].not_has)
+            CHECK(text && !strstr(text, cases[i].not_has));
+        free(text);
+        pn_report_free(r);
+    }
+}
+
 static int within(double got, double want, double tol)
 {
     int ok = fabs(got - want) <= tol * want;
@@ -221,6 +252,7 @@ static void test_unbiased(void)
         hook_alloc(d, keep_base + i * 65536, keep_size, H_KEEP, lb);
     pn_error e;
     CHECK_EQ_INT(pn_agent_flush(a, 60, &e), 0);
+    check_report(dir);
     totals t;
     sum_dir(dir, &t);
     CHECK_EQ_INT(t.profiles, 1);

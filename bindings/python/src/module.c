@@ -620,16 +620,16 @@ static pn_label *report_pairs(PyObject *list, const char *what, size_t *n)
 }
 
 /* report(paths, html_path or None, title, top, filters, group_by or None,
- *        diff_a or None, diff_b or None, hide_files, view)
+ *        diff_a or None, diff_b or None, hide_files, view, type=None)
  * -> (profiles, text): the top table, breakdown or diff as asked. */
 static PyObject *m_report(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *paths, *html, *filt, *group, *da, *db, *hide;
-    const char *title, *view;
+    const char *title, *view, *type = NULL;
     Py_ssize_t top;
-    if (!PyArg_ParseTuple(args, "OOsnOOOOOs", &paths, &html, &title, &top, &filt, &group,
-                          &da, &db, &hide, &view))
+    if (!PyArg_ParseTuple(args, "OOsnOOOOOs|z", &paths, &html, &title, &top, &filt, &group,
+                          &da, &db, &hide, &view, &type))
         return NULL;
     PyObject *seq = PySequence_Fast(paths, "paths must be a list of str");
     PyObject *hseq = seq ? PySequence_Fast(hide, "hide_files must be a list of str") : NULL;
@@ -659,6 +659,8 @@ static PyObject *m_report(PyObject *self, PyObject *args)
     int rc = r ? 0 : pn_fail(&e, PN_ENOMEM, "out of memory building a report");
     if (rc == 0)
         rc = pn_report_hide_root_files(r, hidden, (size_t)nh, &e);
+    if (rc == 0 && type)
+        rc = pn_report_set_type(r, type, &e);
     for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
         const char *p = utf8_of(PySequence_Fast_GET_ITEM(seq, i), "path");
         if (!p)
