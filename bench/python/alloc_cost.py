@@ -115,6 +115,12 @@ def main():
                                    "ratio_min": min(ratios), "ratio_max": max(ratios)}
             lines.append(f"    {v:12s} {med:7.3f} s  x{rmed:.3f}  [{min(ratios):.3f}.."
                          f"{max(ratios):.3f}]")
+        # Memory on vs off, CPU profiling running in both: the issue's question.
+        on_off = [m / c for m, c in zip(res[w]["cpu+memory"], res[w]["cpu"])]
+        summary[f"{w}/memory_on_vs_off"] = {"ratio": statistics.median(on_off),
+                                            "ratio_min": min(on_off), "ratio_max": max(on_off)}
+        lines.append(f"    memory on vs off (cpu+memory / cpu): x{statistics.median(on_off):.3f}"
+                     f"  [{min(on_off):.3f}..{max(on_off):.3f}]")
         lines.append(f"    (memory samples per run: median {statistics.median(sampled[w]):.0f})")
     print("\n".join(lines))
     if a.json:
