@@ -211,3 +211,36 @@ def test_hostile_threads_fork_and_shutdown_while_allocating(tmp_path):
         pyroscope.shutdown()
     """, args=(str(tmp_path),), timeout=120)
     assert [n for n in os.listdir(tmp_path) if "-memory-" in n]
+
+
+def test_tracemalloc_before_and_after_our_hooks(tmp_path):
+    """Allocator hooks chain: tracemalloc started after ours keeps working
+    when we stop (ours stays as a pass-through under it) and sees its own
+    stop; started before ours, it is wrapped and goes on counting."""
+    check_run("""
+        import sys, tracemalloc
+        import pyroscope
+        def start():
+            pyroscope.configure(application_name="mem.tm", output_dir=sys.argv[1],
+                                upload_interval=3600, memory=True, memory_interval=4096)
+        start()
+        tracemalloc.start()
+        x = [bytes(100) for _ in range(10000)]
+        pyroscope.shutdown()                      # ours stays, passing calls on
+        y = [bytes(100) for _ in range(10000)]
+        cur, _ = tracemalloc.get_traced_memory()
+        assert cur > 2 * 10000 * 100, cur
+        del x, y
+        tracemalloc.stop()
+        start()                                   # reuses the hooks still in the chain
+        z = [bytes(100) for _ in range(10000)]
+        assert pyroscope.stats()["memory_sampled"] > 0
+        pyroscope.shutdown()
+        tracemalloc.start()                       # before ours this time
+        start()
+        w = [bytes(100) for _ in range(10000)]
+        assert pyroscope.stats()["memory_sampled"] > 0
+        assert tracemalloc.get_traced_memory()[0] > 10000 * 100
+        pyroscope.shutdown()
+        tracemalloc.stop()
+    """, args=(str(tmp_path),))
