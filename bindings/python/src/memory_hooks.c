@@ -15,10 +15,13 @@
 
 #include <string.h>
 
-/* Both domains' previous allocators, as each hook's ctx. */
-static PyMemAllocatorEx prev_obj, prev_mem;
 static pn_driver *driver;
 static py_walker *mem_walker;
+
+#ifndef Py_GIL_DISABLED /* the hooks: see py_mem_start */
+
+/* Both domains' previous allocators, as each hook's ctx. */
+static PyMemAllocatorEx prev_obj, prev_mem;
 static int installed;     /* our hooks are in the chain (maybe under another's) */
 
 static PyThreadState *this_thread(void)
@@ -85,6 +88,8 @@ static void hook_free(void *ctx, void *ptr)
     a->free(a->ctx, ptr);
 }
 
+#endif
+
 int py_mem_start(pn_agent *a, py_walker **walker_out, pn_error *e)
 {
 #ifdef Py_GIL_DISABLED
@@ -129,6 +134,7 @@ void py_mem_stop(void)
 {
     driver = NULL; /* from now on the hooks only pass calls on */
     mem_walker = NULL;
+#ifndef Py_GIL_DISABLED
     if (!installed)
         return;
     /* Taken out only when still on top: a hook installed after ours
@@ -142,6 +148,7 @@ void py_mem_stop(void)
     PyMem_SetAllocator(PYMEM_DOMAIN_OBJ, &prev_obj);
     PyMem_SetAllocator(PYMEM_DOMAIN_MEM, &prev_mem);
     installed = 0;
+#endif
 }
 
 pn_driver *py_mem_driver(void) { return driver; }

@@ -19,6 +19,11 @@ from conftest import check_run
 import pprof_reader
 
 import pyroscope
+from pyroscope import _native
+
+# Free-threaded builds refuse memory=True (test_free_threaded_refuses_it).
+needs_gil = pytest.mark.skipif(_native.free_threaded,
+                               reason="memory profiles need a GIL build for now")
 
 GO = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go")
                             else None)
@@ -46,6 +51,7 @@ def memory_profiles(path):
             if p["sample_types"] and p["sample_types"][0][0] == "alloc_objects"]
 
 
+@needs_gil
 def test_allocations_and_live_heap_by_label_and_span(tmp_path):
     out = tmp_path / "out"
     r = check_run("""
@@ -152,6 +158,7 @@ def test_memory_is_off_by_default_and_keywords_check(tmp_path):
                             memory=True, memory_interval=0)
 
 
+@needs_gil
 def test_anchor_keywords_turn_it_on(tmp_path):
     check_run("""
         import sys, warnings
@@ -166,6 +173,7 @@ def test_anchor_keywords_turn_it_on(tmp_path):
     """, args=(str(tmp_path),))
 
 
+@needs_gil
 def test_hostile_threads_fork_and_shutdown_while_allocating(tmp_path):
     """Eight threads allocate without pause while the process forks (each
     child allocates, flushes and exits), shuts the profiler down, keeps
@@ -213,6 +221,7 @@ def test_hostile_threads_fork_and_shutdown_while_allocating(tmp_path):
     assert [n for n in os.listdir(tmp_path) if "-memory-" in n]
 
 
+@needs_gil
 def test_tracemalloc_before_and_after_our_hooks(tmp_path):
     """Allocator hooks chain: tracemalloc started after ours keeps working
     when we stop (ours stays as a pass-through under it) and sees its own
@@ -244,3 +253,10 @@ def test_tracemalloc_before_and_after_our_hooks(tmp_path):
         pyroscope.shutdown()
         tracemalloc.stop()
     """, args=(str(tmp_path),))
+
+
+@pytest.mark.skipif(not _native.free_threaded, reason="a free-threaded build's answer")
+def test_free_threaded_refuses_it(tmp_path):
+    with pytest.raises(ValueError, match="free-threaded"):
+        pyroscope.configure(application_name="x", output_dir=str(tmp_path), memory=True)
+    assert not pyroscope.is_running()
