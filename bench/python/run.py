@@ -15,6 +15,8 @@ of the pairs, never a single time. The sections:
   3. encode     pprof encode + gzip of 1k/10k/50k unique stacks (bench_core)
   4. memory     peak RSS added over a run that keeps creating new stacks
   5. accuracy   CPU attribution error against the workload's own truth
+  7. alloc      the memory profile's cost on allocation-heavy code, beside
+                tracemalloc (alloc_cost.py)
 
 Peers come from PyPI, each into its own virtual environment under
 build/bench/ (pyroscope-io's module is also named `pyroscope`). pyroscope-io
@@ -56,7 +58,7 @@ PPROF_READER = os.path.join(ROOT, "bindings", "python", "tests", "package", "ppr
 PYROSCOPE_IO_VERSION = "1.4.0"
 PY_SPY_VERSION = "0.4.3"
 SETUPTOOLS_VERSION = "75.6.0"  # as the test venvs: has bdist_wheel built in
-SECTIONS = ("overhead", "sampler", "encode", "memory", "accuracy", "churn")
+SECTIONS = ("overhead", "sampler", "encode", "memory", "accuracy", "churn", "alloc")
 RATE = 100  # Hz, every comparison
 # Overhead rounds that spread wider than this (max - min of the per-round
 # ratios, in points) get no yes/no verdict: the machine was too busy.
@@ -630,6 +632,21 @@ def section_memory(envs, server, tmp, quick, rounds):
 CHURN_VARIANTS = ("none", "native", "pyroscope-io")
 
 
+def section_alloc(envs, tmp, quick):
+    """alloc_cost.py in the native venv: none / cpu / cpu+memory /
+    tracemalloc, interleaved per round, per-round ratios."""
+    out = os.path.join(tmp, "alloc.json")
+    r = subprocess.run([envs.native, os.path.join(HERE, "alloc_cost.py"), "--json", out,
+                        "--python", envs.native] + (["--quick"] if quick else []),
+                       capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise SystemExit("alloc_cost.py failed:\n" + r.stderr)
+    with open(out) as f:
+        res = json.load(f)
+    res["text"] = r.stdout.strip()
+    return res
+
+
 def section_churn(envs, server, tmp, quick, rounds):
     """A unique label set per request, from two threads, one variant at a
     time (stalls are timings, so variants must not share the CPU)."""
@@ -1034,6 +1051,10 @@ def report(res):
                          fmt(d["median_added_mib"], "+.1f")])
         out.append(table(rows, ["variant", "sets/s", "slowest ms", "p99.99 ms", "> 1 ms",
                                 "peak RSS added MiB"]))
+    al = res.get("alloc")
+    if al:
+        out.append("")
+        out.append("7. " + al["text"])
     ac = res.get("accuracy")
     if ac:
         out.append("")
@@ -1140,6 +1161,8 @@ def main():
                 res[name] = section_accuracy(envs, server, tmp, args.quick, acc_rounds)
             elif name == "churn":
                 res[name] = section_churn(envs, server, tmp, args.quick, mem_rounds)
+            elif name == "alloc":
+                res[name] = section_alloc(envs, tmp, args.quick)
             res["meta"]["section_s"][name] = time.monotonic() - t0
     finally:
         server.close()

@@ -396,9 +396,63 @@ typedef struct {
 typedef void (*pn_capture_fn)(void *ud, pn_driver *d, const pn_capture_view *c);
 size_t pn_rendezvous_drain(pn_driver *d, pn_capture_fn fn, void *ud);
 
+/* --------------------------------------------------------- memory driver
+ *
+ * Sampled allocations and the live heap (kind PN_DRIVER_MEMORY). The
+ * binding's allocator hook asks, for every allocation, whether it is
+ * sampled: the calling thread counts bytes down from a gap drawn from an
+ * exponential distribution of mean memory_interval (as Go's and tcmalloc's
+ * heap profilers do), so an allocation of s bytes is sampled with
+ * probability 1 - exp(-s / interval) and each sample is scaled by its
+ * inverse: totals are unbiased. A sampled allocation gets a slot of a
+ * bounded table (memory_max_live; never grows: a full table is counted and
+ * its samples go to [overflow] with their weight) holding its raw stack (the
+ * binding's own bytes, symbolized later on a core thread), labels and size;
+ * the hook on free finds it there. Each period holds the allocations
+ * sampled in it (alloc_objects/count, alloc_space/bytes) and a snapshot of
+ * the sampled objects alive at its end (inuse_objects/count,
+ * inuse_space/bytes).
+ *
+ * Threads: sampled, alloc_* and free run on application threads inside
+ * the allocator hook: no lock, no allocation, no call into the runtime.
+ * Label sets passed to commit must stay alive until commit returns (the
+ * thread's own context holds them); the core copies them off-thread. The
+ * symbolize callback runs on the driver's own thread (and the flusher's),
+ * under no runtime lock: it reads runtime memory with pn_safe_read. */
+typedef struct pn_mem_slot pn_mem_slot;
+
+/* Leaf first; returns the depth written (<= max). */
+typedef size_t (*pn_mem_symbolize_fn)(void *ctx, const void *raw, size_t len, pn_symbols *sym,
+                                      pn_frame_id *out, size_t max);
+
+/* 1 when this allocation of `size` bytes by the calling thread is sampled. */
+int pn_mem_sampled(pn_driver *d, size_t size);
+/* Claim a slot for sampled allocation ptr (NULL when the table is full:
+ * counted, its weight kept under [overflow]); buf and cap: where the raw
+ * stack goes. Then commit (the bytes of buf used; the slot labels of the thread
+ * and its context's; NULL: none) or abandon. */
+pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void **buf,
+                                size_t *cap);
+void pn_mem_alloc_commit(pn_mem_slot *s, size_t used, const pn_labelset *base,
+                         const pn_labelset *context);
+void pn_mem_alloc_abandon(pn_mem_slot *s);
+/* ptr is being freed (any pointer: a cheap filter passes most by). */
+void pn_mem_free(pn_driver *d, const void *ptr);
+
+typedef struct {
+    uint64_t sampled;           /* allocations sampled */
+    uint64_t table_full;        /* sampled but no slot: weight under [overflow] */
+    uint64_t freed;             /* sampled allocations seen freed */
+    uint64_t live;              /* slots in use now */
+    uint64_t symbols_full;      /* frames that fell to [unknown]: its table is full */
+} pn_mem_stats;
+void pn_mem_get_stats(pn_driver *d, pn_mem_stats *out);
+
 /* --------------------------------------------------------------- drivers */
 
-typedef enum { PN_DRIVER_WALKER = 1, PN_DRIVER_BATCH, PN_DRIVER_RENDEZVOUS } pn_driver_kind;
+typedef enum {
+    PN_DRIVER_WALKER = 1, PN_DRIVER_BATCH, PN_DRIVER_RENDEZVOUS, PN_DRIVER_MEMORY
+} pn_driver_kind;
 
 typedef struct {
     pn_driver_kind kind;
@@ -416,6 +470,11 @@ typedef struct {
     /* walker */
     pn_walker_fn walker;
     void *ctx;                  /* passed to walker, notify, after_fork_child */
+
+    /* memory: the raw stack's bytes per slot (capture_bytes, default 2
+     * KiB) and how they become frames. Its sample types are fixed (the
+     * four above); interval and table size come from the config. */
+    pn_mem_symbolize_fn symbolize;
 
     /* rendezvous */
     int signo;                  /* default SIGPROF */
@@ -519,6 +578,9 @@ typedef struct {
     char *runtime_version;
     double sampler_cpu_budget;  /* % of one core, default 1; 0: no limit */
     int strict_labels;          /* default 0: request-time labels coerced */
+    int memory;                 /* memory profile, default 0 (off) */
+    uint32_t memory_interval;   /* mean bytes between samples, default 512 KiB */
+    uint32_t memory_max_live;   /* sampled live objects tracked, default 65536 */
     /* Settings a binding gave (bit i: pn_config_setting(i)), set by
      * pn_config_set/_set_pairs: their variables are then not read. */
     uint64_t given;

@@ -36,6 +36,13 @@ int pn_report_hide_root_files(pn_report *r, const char *const *files, size_t n,
 int pn_report_add_path(pn_report *r, const char *path, pn_error *e);
 int pn_report_add_buffer(pn_report *r, const uint8_t *data, size_t len, pn_error *e);
 size_t pn_report_profiles(const pn_report *r);
+/* Report the values of sample type `type` ("cpu", "wall", "alloc_space",
+ * "inuse_space", "alloc_objects", "inuse_objects", ...; NULL or "": the
+ * first profile's first type). Profiles without it (a folder holds CPU and
+ * memory profiles) are skipped and counted in pn_report_skipped. Before
+ * adding data. */
+int pn_report_set_type(pn_report *r, const char *type, pn_error *e);
+size_t pn_report_skipped(const pn_report *r);
 /* Restrict the outputs below to samples whose labels match every key of
  * filters (several values of one key: any of them). n == 0 selects all. */
 int pn_report_select(pn_report *r, const pn_label *filters, size_t n, pn_error *e);
@@ -69,6 +76,7 @@ typedef struct {
     size_t npaths;
     const char *const *hide_files;
     size_t nhide;
+    const char *type;           /* pn_report_set_type; NULL: the first */
     const char *html, *title, *view;
     const pn_label *filters;
     size_t nfilters;

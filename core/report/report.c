@@ -360,11 +360,26 @@ void pn_report_free(pn_report *r)
         free(r->hidden[i]);
     free(r->sample_type);
     free(r->sample_unit);
+    free(r->want_type);
     free(r->cwd);
     free(r);
 }
 
 size_t pn_report_profiles(const pn_report *r) { return r ? r->profiles : 0; }
+
+size_t pn_report_skipped(const pn_report *r) { return r ? (size_t)r->skipped_profiles : 0; }
+
+int pn_report_set_type(pn_report *r, const char *type, pn_error *e)
+{
+    if (!r || r->profiles)
+        return pn_fail(e, PN_ESTATE, "report: the type is chosen before any profile is read");
+    char *t = type && *type ? strdup(type) : NULL;
+    if (type && *type && !t)
+        return pn_fail(e, PN_ENOMEM, "report: out of memory");
+    free(r->want_type);
+    r->want_type = t;
+    return 0;
+}
 
 int pn_report_hide_root_files(pn_report *r, const char *const *files, size_t n,
                               pn_error *e)
@@ -587,6 +602,7 @@ typedef struct {
     uint32_t *pairs;        /* one sample's labels as (key, value) ids */
     size_t pairs_cap;
     int count_index;        /* of the "samples" sample type, -1 if none */
+    int value_index;        /* of the sample type reported */
     uint32_t truncated_func, launcher_func;
 } profile_reader;
 
@@ -785,10 +801,14 @@ static int check_samples(profile_reader *pr, pn_error *e)
     return 0;
 }
 
+/* 0: read it (value_index set); 1: skip it, it has not the type the report
+ * shows (a folder of CPU and memory profiles); -1: malformed. */
 static int check_sample_type(profile_reader *pr, pn_error *e)
 {
     const pprof_profile *p = pr->p;
+    const pn_report *r = pr->r;
     pr->count_index = -1;
+    pr->value_index = 0;
     for (size_t i = 0; i < p->n_sample_type; i++) {
         if (check_str(pr, p->sample_type[i]->type, "a sample type", e) != 0 ||
             check_str(pr, p->sample_type[i]->unit, "a sample unit", e) != 0)
@@ -796,16 +816,30 @@ static int check_sample_type(profile_reader *pr, pn_error *e)
         if (pr->count_index < 0 && strcmp(pstr(p, p->sample_type[i]->type), "samples") == 0)
             pr->count_index = (int)i;
     }
-    if (p->n_sample_type == 0 || !pr->r->sample_type)
+    if (p->n_sample_type == 0)
         return 0;
-    const char *type = pstr(p, p->sample_type[0]->type);
-    const char *unit = pstr(p, p->sample_type[0]->unit);
-    if (strcmp(type, pr->r->sample_type) != 0 || strcmp(unit, pr->r->sample_unit) != 0)
-        return pn_fail(e, PN_EINVAL,
-                       "%s: its first sample type is %s/%s but the report already "
-                       "holds %s/%s; report different types separately",
-                       pr->what, type, unit, pr->r->sample_type, pr->r->sample_unit);
-    return 0;
+    /* The type asked for, else the one the report holds, else this
+     * profile's first. */
+    const char *want = r->want_type ? r->want_type : r->sample_type;
+    if (!want)
+        return 0;
+    for (size_t i = 0; i < p->n_sample_type; i++) {
+        if (strcmp(pstr(p, p->sample_type[i]->type), want) != 0 ||
+            (r->sample_unit && strcmp(pstr(p, p->sample_type[i]->unit), r->sample_unit) != 0))
+            continue;
+        pr->value_index = (int)i;
+        /* Counted samples only where the values are CPU or wall time. */
+        if (pr->count_index >= 0 && i != 0)
+            pr->count_index = -1;
+        return 0;
+    }
+    if (r->want_type || r->in_folder)
+        return 1;
+    return pn_fail(e, PN_EINVAL,
+                   "%s: its first sample type is %s/%s but the report already "
+                   "holds %s/%s; report different types separately (or choose one)",
+                   pr->what, pstr(p, p->sample_type[0]->type),
+                   pstr(p, p->sample_type[0]->unit), r->sample_type, r->sample_unit);
 }
 
 /* Root-first functions (and lines) of sample s into pr->path (at most
@@ -923,8 +957,10 @@ static int merge_samples(profile_reader *pr, pn_error *e)
     uint64_t truncated_before = r->truncated_stacks;
     for (size_t i = 0; i < p->n_sample; i++) {
         const Perftools__Profiles__Sample *s = p->sample[i];
-        int64_t v = s->value[0];
-        int64_t c = pr->count_index >= 0 ? s->value[pr->count_index] : 1;
+        int64_t v = s->value[pr->value_index];
+        /* No counts: a sample with a value counts once (a memory profile's
+         * in-use samples are zero in its alloc columns, and the reverse). */
+        int64_t c = pr->count_index >= 0 ? s->value[pr->count_index] : v != 0;
         r->samples += (uint64_t)c;
         if (v == 0 && c == 0)
             continue; /* adds nothing anywhere */
@@ -981,12 +1017,18 @@ static int merge_profile(pn_report *r, const pprof_profile *p, const char *what,
     }
     if (source && *source && (pr.source = name_intern(r, source, e)) == PN_REPORT_NONE)
         goto done;
-    if (check_sample_type(&pr, e) != 0 || read_functions(&pr, e) != 0 ||
-        read_locations(&pr, e) != 0 || check_samples(&pr, e) != 0)
+    int st = check_sample_type(&pr, e);
+    if (st > 0) {
+        r->skipped_profiles++;
+        rc = 0;
+        goto done;
+    }
+    if (st != 0 || read_functions(&pr, e) != 0 || read_locations(&pr, e) != 0 ||
+        check_samples(&pr, e) != 0)
         goto done;
     if (p->n_sample_type > 0 && !r->sample_type) {
-        r->sample_type = strdup(pstr(p, p->sample_type[0]->type));
-        r->sample_unit = strdup(pstr(p, p->sample_type[0]->unit));
+        r->sample_type = strdup(pstr(p, p->sample_type[pr.value_index]->type));
+        r->sample_unit = strdup(pstr(p, p->sample_type[pr.value_index]->unit));
         if (!r->sample_type || !r->sample_unit) {
             free(r->sample_type);
             free(r->sample_unit);
@@ -1199,7 +1241,13 @@ int pn_report_add_path(pn_report *r, const char *path, pn_error *e)
     if (stat(path, &st) != 0)
         return pn_fail(e, PN_EIO, "cannot open profile path '%s': %s", path,
                        strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return add_folder(r, path, path, e);
+    if (S_ISDIR(st.st_mode)) {
+        /* A folder holds one file per profile type (CPU and memory, say):
+         * those without the type shown are left out, not refused. */
+        r->in_folder++;
+        int rc = add_folder(r, path, path, e);
+        r->in_folder--;
+        return rc;
+    }
     return add_file(r, path, path, e);
 }

@@ -70,6 +70,11 @@ typedef struct {
 /* A report is used by one thread at a time (the caller's); nothing in it is
  * shared. */
 struct pn_report {
+    /* The sample type to report (pn_report_set_type); NULL: the first
+     * profile's first. Profiles without it are skipped and counted. */
+    char *want_type;
+    uint64_t skipped_profiles;
+    int in_folder;          /* reading a folder: other types skipped, not refused */
     /* Interned strings; names[0] is "" (the root's name). */
     char **names;
     uint32_t nnames;

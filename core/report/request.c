@@ -39,6 +39,8 @@ int pn_report_run(const pn_report_request *q, size_t *profiles, char **text, siz
     if (!r)
         return pn_fail(e, PN_ENOMEM, "out of memory building a report");
     int rc = q->nhide ? pn_report_hide_root_files(r, q->hide_files, q->nhide, e) : 0;
+    if (rc == 0 && q->type)
+        rc = pn_report_set_type(r, q->type, e);
     for (size_t i = 0; rc == 0 && i < q->npaths; i++)
         rc = pn_report_add_path(r, q->paths[i], e);
     if (rc == 0 && q->html)

@@ -151,6 +151,9 @@ static const struct {
     {"runtime_version", "3.11.7"},
     {"sampler_cpu_budget", "2.5"},
     {"strict_labels", "true"},
+    {"memory", "true"},
+    {"memory_interval", "65536"},
+    {"memory_max_live", "1024"},
 };
 
 static void test_every_name_settable(void)

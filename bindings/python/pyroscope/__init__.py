@@ -261,6 +261,9 @@ def configure(
         otlp_protocol=None,
         resource_attributes=None,
         strict_labels=None,
+        memory=None,
+        memory_interval=None,
+        memory_max_live=None,
 ):
     """Start profiling this process (or restart it with new settings).
 
@@ -278,9 +281,12 @@ def configure(
     if native is not None:
         warnings.warn("native is not supported and is ignored", DeprecationWarning,
                       stacklevel=2)
-    if mem_enabled:
-        warnings.warn("mem_enabled: memory profiling is not supported; only CPU/wall "
-                      "profiles are collected", UserWarning, stacklevel=2)
+    # pyroscope-io's memory keywords are ours under their names (memory,
+    # memory_interval); mem_max_nframe is max_depth's business here.
+    if memory is None and mem_enabled is not None:
+        memory = mem_enabled
+    if memory_interval is None and mem_heap_sample_size is not None:
+        memory_interval = mem_heap_sample_size
     for name, value in (("mem_max_nframe", mem_max_nframe),
                         ("mem_heap_sample_size", mem_heap_sample_size)):
         if value is not None:

@@ -181,6 +181,10 @@ def _build_parsers():
                              "KEY=(none): samples without the label)")
     report.add_argument("--group-by", metavar="KEY",
                         help="print the total per value of this label")
+    report.add_argument("--type", metavar="TYPE",
+                        help="the sample type to show: cpu, wall, alloc_space, inuse_space, "
+                             "alloc_objects, inuse_objects (default: the first profile's; "
+                             "profiles without it are left out)")
     report.add_argument("--diff", nargs="*", metavar="SELECTION",
                         help="compare two selections, each KEY=VALUE[,KEY=VALUE...] "
                              "(e.g. --diff route=/a route=/b); with no selections and "
@@ -482,7 +486,7 @@ def _report(ns):
     try:
         count, text = _native.report(list(paths), html, title, ns.top, list(ns.filters),
                                      ns.group_by, diff_a, diff_b, _launcher_files(),
-                                     urllib.parse.urlencode(view))
+                                     urllib.parse.urlencode(view), ns.type)
     except (ValueError, RuntimeError, OSError) as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(text)

@@ -216,6 +216,20 @@ static int current(PyObject **out)
     return 0;
 }
 
+const pn_labelset *ctx_labels_current(void)
+{
+    PyObject *v = NULL;
+    /* No error to clear: it fails only for a var that is no ContextVar,
+     * and an exception the application has pending must stay as it is. */
+    if (!var || PyContextVar_Get(var, NULL, &v) != 0 || !v)
+        return NULL;
+    const pn_labelset *ls = NULL;
+    if (Py_IS_TYPE(v, &ctx_entry_type))
+        ls = atomic_load(&((ctx_entry *)v)->set);
+    Py_DECREF(v); /* the context still holds it: never the last reference */
+    return ls;
+}
+
 static int set_current(PyObject *entry)
 {
     PyObject *token = PyContextVar_Set(var, entry ? entry : Py_None);

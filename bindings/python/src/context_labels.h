@@ -35,6 +35,12 @@ int ctx_labels_init(PyObject *module);
  * valid until the recording section (the tick) ends. */
 const pn_labelset *ctx_labels_of(const void *context);
 
+/* The calling thread's set (GIL held, with a thread state; NULL: none),
+ * for the allocator hook: no allocation, no Python code, the application's
+ * pending exception untouched. Borrowed: valid while its context holds it,
+ * so at least until the hook returns. */
+const pn_labelset *ctx_labels_current(void);
+
 /* Sampler thread: which context a thread state runs, and its version
  * (tstate->context_ver, bumped by every context switch and ContextVar
  * set). A stamp taken before a thread's stack was read, and found

@@ -29,9 +29,11 @@
 #include "pyroscope_report.h"
 #include "sender.h"
 #include "walker.h"
+#include "memory_hooks.h"
 
 static pn_agent *agent;   /* GIL-protected: the running agent or NULL */
 static py_walker *walker; /* GIL-protected: the agent's walker */
+static py_walker *mem_walker; /* GIL-protected: the memory driver's walker, or NULL */
 /* GIL-protected: the counters of the last agent, as it stopped. */
 static pn_agent_stats last_stats;
 static py_walker_stats last_walker;
@@ -69,6 +71,7 @@ typedef struct retiring {
     pthread_t thread;
     pn_agent *a;
     py_walker *w;
+    py_walker *mw;              /* the memory driver's, or NULL */
     pn_agent_stats final;
     py_walker_stats walker_final;
     atomic_int done;
@@ -83,6 +86,7 @@ static void *retire_main(void *arg)
     pn_agent_stop_stats(r->a, &r->final);
     py_walker_get_stats(r->w, &r->walker_final);
     py_walker_free(r->w); /* after the sampler that used it has stopped */
+    py_walker_free(r->mw);
     atomic_store(&r->done, 1);
     return NULL;
 }
@@ -112,8 +116,10 @@ static int retire_agent(void)
     retiring *r = PyMem_RawCalloc(1, sizeof *r);
     if (!r)
         return -1;
+    py_mem_stop(); /* no hook reaches the agent from now on */
     r->a = agent;
     r->w = walker;
+    r->mw = mem_walker;
     /* Begun here, so the new agent can start as soon as we return. */
     pn_agent_stop_begin(agent);
     if (pthread_create(&r->thread, NULL, retire_main, r) != 0) {
@@ -123,6 +129,7 @@ static int retire_agent(void)
     pthread_setname_np(r->thread, "pyroscope-stop");
     agent = NULL;
     walker = NULL;
+    mem_walker = NULL;
     r->next = retiring_list;
     retiring_list = r;
     return 0;
@@ -130,10 +137,12 @@ static int retire_agent(void)
 
 static void stop_agent(void)
 {
+    py_mem_stop(); /* no hook reaches the agent from now on */
     pn_agent *a = agent;
-    py_walker *w = walker;
+    py_walker *w = walker, *mw = mem_walker;
     agent = NULL;
     walker = NULL;
+    mem_walker = NULL;
     if (a) {
         pn_agent_stats final;
         Py_BEGIN_ALLOW_THREADS
@@ -143,6 +152,7 @@ static void stop_agent(void)
         py_walker_get_stats(w, &last_walker);
     }
     py_walker_free(w); /* after the sampler that used it has stopped */
+    py_walker_free(mw);
     reap_retiring(1);
     log_bridge_drain();
 }
@@ -276,12 +286,20 @@ static PyObject *m_start_locked(PyObject *self, PyObject *args, PyObject *kw)
         Py_END_ALLOW_THREADS
         a = NULL;
     }
+    py_walker *mw = NULL;
+    if (a && pn_agent_config(a)->memory && py_mem_start(a, &mw, &e) != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        pn_agent_stop(a);
+        Py_END_ALLOW_THREADS
+        a = NULL;
+    }
     if (!a) {
         py_walker_free(w);
         return raise_pn(&e);
     }
     agent = a;
     walker = w;
+    mem_walker = mw;
     log_bridge_drain();
     Py_RETURN_NONE;
 }
@@ -353,6 +371,8 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         py_walker_get_stats(walker, &w);
     ctx_labels_stats c;
     ctx_labels_get_stats(&c);
+    pn_mem_stats ms;
+    pn_mem_get_stats(py_mem_driver(), &ms);
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
@@ -392,6 +412,10 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         {"context_exit_unmatched", c.exit_unmatched},
         {"context_label_drops", c.label_drops},
         {"context_switched", c.switched},
+        {"memory_sampled", ms.sampled},
+        {"memory_table_full", ms.table_full},
+        {"memory_freed", ms.freed},
+        {"memory_live", ms.live},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (put_num(d, rows[i].k, (double)rows[i].v, 0) != 0)
@@ -583,16 +607,16 @@ static pn_label *report_pairs(PyObject *list, const char *what, size_t *n)
 }
 
 /* report(paths, html_path or None, title, top, filters, group_by or None,
- *        diff_a or None, diff_b or None, hide_files, view)
+ *        diff_a or None, diff_b or None, hide_files, view, type=None)
  * -> (profiles, text): the top table, breakdown or diff as asked. */
 static PyObject *m_report(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *paths, *html, *filt, *group, *da, *db, *hide;
-    const char *title, *view;
+    const char *title, *view, *type = NULL;
     Py_ssize_t top;
-    if (!PyArg_ParseTuple(args, "OOsnOOOOOs", &paths, &html, &title, &top, &filt, &group,
-                          &da, &db, &hide, &view))
+    if (!PyArg_ParseTuple(args, "OOsnOOOOOs|z", &paths, &html, &title, &top, &filt, &group,
+                          &da, &db, &hide, &view, &type))
         return NULL;
     PyObject *seq = PySequence_Fast(paths, "paths must be a list of str");
     PyObject *hseq = seq ? PySequence_Fast(hide, "hide_files must be a list of str") : NULL;
@@ -622,6 +646,8 @@ static PyObject *m_report(PyObject *self, PyObject *args)
     int rc = r ? 0 : pn_fail(&e, PN_ENOMEM, "out of memory building a report");
     if (rc == 0)
         rc = pn_report_hide_root_files(r, hidden, (size_t)nh, &e);
+    if (rc == 0 && type)
+        rc = pn_report_set_type(r, type, &e);
     for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
         const char *p = utf8_of(PySequence_Fast_GET_ITEM(seq, i), "path");
         if (!p)

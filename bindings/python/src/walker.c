@@ -63,6 +63,29 @@ void py_walker_walk(void *w, pn_tick *t)
 
 void py_walker_after_fork(void *w) { (void)w; }
 
+size_t py_walker_capture(py_walker *w, const void *ts, void *buf, size_t cap)
+{
+    (void)w;
+    (void)ts;
+    (void)buf;
+    (void)cap;
+    return 0;
+}
+
+size_t py_walker_symbolize(void *ctx, const void *raw, size_t len, pn_symbols *sym,
+                           pn_frame_id *out, size_t max)
+{
+    (void)ctx;
+    (void)raw;
+    (void)len;
+    (void)sym;
+    (void)out;
+    (void)max;
+    return 0;
+}
+
+size_t py_walker_capture_bytes(size_t frames) { return frames * 16; }
+
 void py_walker_set_line_mode(py_walker *w, int mode)
 {
     (void)w;
@@ -504,13 +527,16 @@ static int frame_addr(const pnw_layout *L, const chain_frame *c, const uint8_t *
  * object, instruction and owner in w->chain (leaf first). Each read
  * depends on the one before, so this pass only chases pointers; returns
  * the frames kept. *torn as for walk_frames. */
-static size_t read_chain(py_walker *w, const void *fp, int *torn)
+typedef int (*read_fn)(void *dst, const void *src, size_t n);
+
+static size_t read_chain(py_walker *w, const void *fp, chain_frame *out, size_t max, read_fn rd,
+                         int *torn)
 {
     const pnw_layout *L = &w->L;
     _Alignas(8) uint8_t fr[PNW_SPAN_MAX];
     size_t n = 0;
-    for (int steps = 0; fp && n < PY_WALKER_MAX_FRAMES; steps++) {
-        if (steps == MAX_STEPS || pn_safe_read(fr, fp, L->fr_span) != 0 ||
+    for (int steps = 0; fp && n < max; steps++) {
+        if (steps == MAX_STEPS || rd(fr, fp, L->fr_span) != 0 ||
             (L->fr_type != PNW_NONE && pnw_ptr(fr, L->fr_type) != (const void *)&PyFrame_Type)) {
             *torn = 1;
             break;
@@ -524,7 +550,7 @@ static size_t read_chain(py_walker *w, const void *fp, int *torn)
             (const void *)((uintptr_t)pnw_ptr(fr, L->fr_code) & ~L->fr_code_tag);
         if (code == (const void *)Py_None)
             continue; /* 3.13+: a frame without a code object */
-        chain_frame *c = &w->chain[n++];
+        chain_frame *c = &out[n++];
         c->code = code;
         c->instr = L->instr_kind == PNW_INSTR_INDEX ? (uintptr_t)(intptr_t)pnw_i32(fr, L->fr_instr)
                                                     : (uintptr_t)pnw_ptr(fr, L->fr_instr);
@@ -541,19 +567,18 @@ static size_t read_chain(py_walker *w, const void *fp, int *torn)
  * Two passes, so that the code objects and cache entries of all frames
  * (scattered, and cold after the application ran) are fetched from
  * memory in parallel rather than one chain step at a time. */
-static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64_t gen,
-                          int *torn)
+static size_t chain_frames(py_walker *w, const chain_frame *chain, size_t n, pn_symbols *syms,
+                           uint64_t gen, int *torn)
 {
     const pnw_layout *L = &w->L;
-    size_t n = read_chain(w, fp, torn);
     walk_counts cnt = {0, 0};
     _Alignas(8) uint8_t co[PNW_SPAN_MAX];
     const void *copied = NULL; /* the code object co holds a copy of */
     size_t depth = 0;
     for (size_t i = 0; i < n; i++) {
-        const chain_frame *c = &w->chain[i];
+        const chain_frame *c = &chain[i];
         if (i + PREFETCH_AHEAD < n) {
-            const void *ahead = w->chain[i + PREFETCH_AHEAD].code;
+            const void *ahead = chain[i + PREFETCH_AHEAD].code;
             /* The rest of the fields copied (co_span: up to 3 lines) and
              * of the entry (2 lines). */
             __builtin_prefetch((const char *)ahead + 64);
@@ -584,23 +609,79 @@ static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64
     return depth;
 }
 
+static size_t walk_frames(py_walker *w, const void *fp, pn_symbols *syms, uint64_t gen,
+                          int *torn)
+{
+    size_t n = read_chain(w, fp, w->chain, PY_WALKER_MAX_FRAMES, pn_safe_read, torn);
+    return chain_frames(w, w->chain, n, syms, gen, torn);
+}
+
 /* ------------------------------------------------------------- threads */
 
 /* The innermost frame of the thread state at ts, read now (after the
  * context stamp, see py_walker_walk). In 3.11/3.12 it is in the _PyCFrame
  * the thread currently runs in (on its C stack or inside the thread
  * state): one more read. -1 when a read fails. */
-static int current_frame(const pnw_layout *L, const void *ts, const void **out)
+static int current_frame_rd(const pnw_layout *L, const void *ts, const void **out, read_fn rd)
 {
     const void *p;
-    if (pn_safe_read(&p, (const char *)ts + L->ts_frame, sizeof p) != 0)
+    if (rd(&p, (const char *)ts + L->ts_frame, sizeof p) != 0)
         return -1;
     if (L->cframe_frame == PNW_NONE || p == NULL) {
         *out = p;
         return 0;
     }
-    return pn_safe_read(out, (const char *)p + L->cframe_frame, sizeof *out);
+    return rd(out, (const char *)p + L->cframe_frame, sizeof *out);
 }
+
+static int current_frame(const pnw_layout *L, const void *ts, const void **out)
+{
+    return current_frame_rd(L, ts, out, pn_safe_read);
+}
+
+/* ------------------------------------------------ the allocator hook's side */
+
+/* The calling thread's own frames, read with the GIL held: they cannot
+ * change under us, so plain copies (no system call, no fault guard). */
+static int own_read(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+    return 0;
+}
+
+size_t py_walker_capture(py_walker *w, const void *ts, void *buf, size_t cap)
+{
+    const void *fp;
+    int torn = 0;
+    if (!ts || current_frame_rd(&w->L, ts, &fp, own_read) != 0)
+        return 0;
+    size_t n = read_chain(w, fp, buf, cap / sizeof(chain_frame), own_read, &torn);
+    return n * sizeof(chain_frame);
+}
+
+size_t py_walker_symbolize(void *ctx, const void *raw, size_t len, pn_symbols *sym,
+                           pn_frame_id *out, size_t max)
+{
+    py_walker *w = ctx;
+    size_t n = len / sizeof(chain_frame);
+    if (n > PY_WALKER_MAX_FRAMES)
+        n = PY_WALKER_MAX_FRAMES;
+    memcpy(w->chain, raw, n * sizeof(chain_frame));
+    int torn = 0;
+    size_t depth = chain_frames(w, w->chain, n, sym, pn_symbols_generation(sym), &torn);
+    if (torn)
+        bump(&w->walk_errors, 1);
+    /* A code object freed since the capture ends the stack: the frames
+     * read so far are kept, the rest marked unknown. */
+    if (torn && depth < PY_WALKER_MAX_FRAMES)
+        w->frames[depth++] = PN_FRAME_UNKNOWN;
+    if (depth > max)
+        depth = max;
+    memcpy(out, w->frames, depth * sizeof *out);
+    return depth;
+}
+
+size_t py_walker_capture_bytes(size_t frames) { return frames * sizeof(chain_frame); }
 
 /* The kernel tid of a copied thread state; 0 until the thread has started
  * running (or after it ended), and for a torn value that is no pid_t. */

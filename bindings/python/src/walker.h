@@ -49,6 +49,17 @@ void py_walker_walk(void *w, pn_tick *t);
  * no sampler running): drop the per-process caches. */
 void py_walker_after_fork(void *w);
 
+/* The memory profile's two halves. capture: in the allocator hook, the GIL
+ * held, the calling thread's thread state ts: its raw frames (code object
+ * and instruction of each, leaf first) into buf; returns the bytes used.
+ * symbolize: a pn_mem_symbolize_fn, on the memory driver's thread, with a
+ * walker of its own (its cache and buffers are that thread's). */
+size_t py_walker_capture(py_walker *w, const void *ts, void *buf, size_t cap);
+size_t py_walker_symbolize(void *w, const void *raw, size_t len, pn_symbols *sym,
+                           pn_frame_id *out, size_t max);
+/* The bytes capture needs for `frames` frames. */
+size_t py_walker_capture_bytes(size_t frames);
+
 typedef struct {
     uint64_t threads_seen;  /* thread states that were candidates for a sample */
     uint64_t stacks_walked; /* samples recorded */

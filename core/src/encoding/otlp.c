@@ -745,7 +745,14 @@ int pn_otlp_encode(const pn_profile *p, const pn_otlp_opts *o, uint8_t **out, si
         if (value_type(&x, x.cpu_as_count ? (pn_value_type){"samples", "count"}
                                           : p->sample_types[x.cols[c]], &types[c]))
             goto done;
-    if (value_type(&x, p->period_type, &period_type))
+    /* Pyroscope names an OTLP profile by its period type's word (convert.go,
+     * the name label); a memory profile's (space, bytes), Go's pprof name,
+     * would land as "space": it is sent as memory/bytes, beside Go's and
+     * our pprof memory profiles. */
+    pn_value_type pt = is_type(p->period_type, "space", "bytes")
+                           ? (pn_value_type){"memory", "bytes"}
+                           : p->period_type;
+    if (value_type(&x, pt, &period_type))
         goto done;
     if (build_lsets(&x, nextra, extra_k, extra_v) || build_frames(&x, &m) || build_samples(&x, &m))
         goto done;

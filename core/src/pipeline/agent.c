@@ -16,6 +16,7 @@
 
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
+#include "pipeline/memory.h"
 #include "sampling/sampler.h"
 #include "encoding/pprof.h"
 #include "export/exporter.h"
@@ -143,6 +144,10 @@ static void flush_period(pn_agent *a, int64_t give_up)
     memcpy(ds, a->drivers, sizeof ds);
     pthread_mutex_unlock(&a->mu);
     pn_period *cut[MAX_DRIVERS];
+    /* Memory drivers: the period's last allocations and its in-use
+     * snapshot go in just before the cut. */
+    for (int i = 0; i < n; i++)
+        pn_mem_before_cut(ds[i]->mem);
     for (int i = 0; i < n; i++)
         cut[i] = pn_store_cut(ds[i]->store, real, mono);
     for (int i = 0; i < n; i++) {
@@ -220,8 +225,10 @@ void pn_agent_fork_prepare(void)
         return;
     pthread_mutex_lock(&a->mu);
     pn_queue_fork_prepare(a->queue);
-    for (int i = 0; i < a->ndrivers; i++)
+    for (int i = 0; i < a->ndrivers; i++) {
         pn_sampler_fork_prepare(a->drivers[i]->sampler);
+        pn_mem_fork_prepare(a->drivers[i]->mem);
+    }
 }
 
 void pn_agent_fork_parent(void)
@@ -229,8 +236,10 @@ void pn_agent_fork_parent(void)
     pn_agent *a = forking;
     forking = NULL;
     if (a) {
-        for (int i = 0; i < a->ndrivers; i++)
+        for (int i = 0; i < a->ndrivers; i++) {
+            pn_mem_fork_parent(a->drivers[i]->mem);
             pn_sampler_fork_parent(a->drivers[i]->sampler);
+        }
         pn_queue_fork_parent(a->queue);
         pthread_mutex_unlock(&a->mu);
     }

@@ -27,6 +27,8 @@ void pn_config_init(pn_config *c)
     c->max_depth = 128;
     c->stop_timeout = 5;
     c->sampler_cpu_budget = 1;
+    c->memory_interval = 512 * 1024;
+    c->memory_max_live = 65536;
 }
 
 static void free_pairs(pn_label *kv, size_t n)
@@ -451,6 +453,15 @@ static const setting settings[] = {
       KW("strict_labels", "strictLabels", "strict_labels"),
       .meaning = "bad request-time labels are errors (else coerced or dropped)"},
      K_BOOL, OFF(strict_labels)},
+    {{NAMED("memory", "MEMORY"), BOOL, .default_value = "false",
+      KW("memory|mem_enabled", NULL, NULL),
+      .meaning = "memory profiles: sampled allocations and the live heap"}, K_BOOL, OFF(memory)},
+    {{NAMED("memory_interval", "MEMORY_INTERVAL"), INTEGER, .default_value = "524288", .lo = 1,
+      .hi = 1u << 30, .unit = "bytes", KW("memory_interval|mem_heap_sample_size", NULL, NULL),
+      .meaning = "mean bytes allocated between memory samples"}, K_U32, OFF(memory_interval)},
+    {{NAMED("memory_max_live", "MEMORY_MAX_LIVE"), INTEGER, .default_value = "65536", .lo = 16,
+      .hi = 1u << 22, .unit = "", KW("memory_max_live", NULL, NULL),
+      .meaning = "sampled live objects tracked"}, K_U32, OFF(memory_max_live)},
 
     /* Variables a binding reads itself (the anchors'): known here so none
      * is "unknown"; the core stores nothing for them. */

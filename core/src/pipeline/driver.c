@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "pipeline/driver.h"
+#include "pipeline/memory.h"
 #include "sampling/sampler.h"
 #include "support/clock.h"
 #include "support/threads.h"
@@ -604,12 +605,25 @@ static void timers_stop(pn_driver *d)
 
 static int copy_types(pn_driver *d, const pn_driver_opts *o, const pn_config *c, pn_error *e)
 {
-    const char *type = o->profile_type ? o->profile_type : (c->oncpu ? "cpu" : "wall");
+    const char *type = o->profile_type ? o->profile_type
+                       : o->kind == PN_DRIVER_MEMORY ? "memory"
+                       : (c->oncpu ? "cpu" : "wall");
     if (!type[0] || strlen(type) >= sizeof d->profile_type)
         return pn_fail(e, PN_EINVAL, "driver profile_type must be 1..%zu bytes",
                        sizeof d->profile_type - 1);
     strcpy(d->profile_type, type);
-    if (o->nvalues == 0) {
+    if (o->kind == PN_DRIVER_MEMORY) {
+        /* Go's heap profile names: Pyroscope shows them under memory. */
+        d->nvalues = 4;
+        d->types[0] = (pn_value_type){"alloc_objects", "count"};
+        d->types[1] = (pn_value_type){"alloc_space", "bytes"};
+        d->types[2] = (pn_value_type){"inuse_objects", "count"};
+        d->types[3] = (pn_value_type){"inuse_space", "bytes"};
+        d->period_type = (pn_value_type){"space", "bytes"};
+        d->period = c->memory_interval ? c->memory_interval : 512 * 1024;
+        d->sample_rate = c->sample_rate;
+        return 0;
+    } else if (o->nvalues == 0) {
         d->nvalues = 2;
         d->types[0] = (pn_value_type){d->profile_type, "nanoseconds"};
         d->types[1] = (pn_value_type){"samples", "count"};
@@ -709,6 +723,7 @@ void pn_driver_free(pn_driver *d)
         atomic_compare_exchange_strong(&live_serials[i], &mine, 0);
     }
     timers_stop(d);
+    pn_mem_free_all(d->mem);
     pn_sampler_free(d->sampler);
     pn_store_free(d->store);
     pn_grace_reader_free(d->capture_reader);
@@ -719,8 +734,9 @@ void pn_driver_free(pn_driver *d)
 
 pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *e)
 {
-    if (!o || o->kind < PN_DRIVER_WALKER || o->kind > PN_DRIVER_RENDEZVOUS)
-        return pn_fail(e, PN_EINVAL, "driver kind must be walker, batch or rendezvous"), NULL;
+    if (!o || o->kind < PN_DRIVER_WALKER || o->kind > PN_DRIVER_MEMORY)
+        return pn_fail(e, PN_EINVAL, "driver kind must be walker, batch, rendezvous or memory"),
+               NULL;
     if (o->kind == PN_DRIVER_WALKER && !o->walker)
         return pn_fail(e, PN_EINVAL, "a walker driver needs a walker"), NULL;
     pn_driver *d = calloc(1, sizeof *d);
@@ -752,6 +768,8 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     if (o->kind == PN_DRIVER_WALKER &&
         !(d->sampler = pn_sampler_new(d->store, &so, o->walker, o->ctx, e)))
         goto fail;
+    if (o->kind == PN_DRIVER_MEMORY && !(d->mem = pn_mem_new(d, o, c, e)))
+        goto fail;
     if (o->kind == PN_DRIVER_RENDEZVOUS &&
         (init_rendezvous(d, o, interval, c, e) != 0 ||
          !(d->sampler = pn_sampler_new(d->store, &so, rendezvous_tick, d, e))))
@@ -764,12 +782,15 @@ fail:
 
 int pn_driver_start(pn_driver *d, pn_error *e)
 {
+    if (d->mem)
+        return pn_mem_start(d->mem, e);
     return d->sampler ? pn_sampler_start(d->sampler, e) : 0;
 }
 
 void pn_driver_stop(pn_driver *d)
 {
     pn_sampler_stop(d->sampler);
+    pn_mem_stop(d->mem);
     timers_stop(d);
     /* Nothing of ours signals its threads any more: release their slots'
      * hold on label sets. */
@@ -825,8 +846,10 @@ void pn_driver_fork_child(pn_driver *d)
     atomic_store(&d->recorded, 0);
     d->scan_proc_cpu = d->scan_own_cpu = -1; /* the child's clocks start over */
     d->last_asked = 0;
-    if (d->sampler)
+    if (d->sampler) {
         pn_sampler_fork_child(d->sampler); /* fresh store, new thread */
-    else
+    } else {
         pn_store_reset(d->store, pn_clock_ns(CLOCK_REALTIME));
+        pn_mem_fork_child(d->mem);
+    }
 }

@@ -22,6 +22,7 @@ struct pn_driver {
     int64_t max_delay_ns;
     pn_store *store;
     pn_sampler *sampler;        /* walker and rendezvous drivers */
+    struct pn_mem *mem;         /* memory drivers (memory.c) */
     /* Rendezvous: label sets held by captures not yet consumed. */
     pn_grace_reader *capture_reader;
     struct pn_capture *slots;
