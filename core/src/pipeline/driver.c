@@ -513,6 +513,8 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
                   oldest_capture(d, pn_clock_ns(CLOCK_MONOTONIC), &waits));
     if (waits && d->o.stale)
         d->o.stale(d->o.ctx);
+    if (d->o.housekeeping)
+        d->o.housekeeping(d->o.ctx);
     if (d->timers) {
         scan_gone(d);
         return;

@@ -198,6 +198,7 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
      * ignores this in wall mode). */
     o.thread_timers = 1;
     o.stale = drain_wake;
+    o.housekeeping = capture_check_handler;
     pn_config_free(&c);
     pn_driver *d = pn_agent_add_driver(a, &o, &e);
     if (!d) {
@@ -251,6 +252,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
     PUT("gc_samples", capture_gc());
     PUT("torn_late", symbolize_torn());
     PUT("altstack", capture_altstack());
+    PUT("sigprof_replaced", capture_handler_replaced());
     PUT("handler_ns", capture_handler_ns());
     PUT("job_ns", capture_job_ns());
     PUT("threads_joined", threads_joined_count());
