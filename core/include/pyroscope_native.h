@@ -466,6 +466,8 @@ typedef struct {
     uint64_t timeouts;          /* rendezvous: not answered within wait_ns */
     uint64_t discarded;         /* rendezvous: abandoned, or too late */
     uint64_t busy;              /* rendezvous: slot not consumed yet */
+    uint64_t busy_added;        /* rendezvous: a timer signal's CPU added to
+                                 * the thread's capture not consumed yet */
     uint64_t exited;            /* rendezvous: thread gone when signalled */
     uint64_t below_min_cpu;     /* rendezvous: CPU carried to a later tick */
 } pn_driver_stats;

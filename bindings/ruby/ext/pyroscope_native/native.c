@@ -245,6 +245,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
         PUT("timeouts", ds->timeouts);
         PUT("discarded", ds->discarded);
         PUT("busy", ds->busy);
+        PUT("busy_added", ds->busy_added);
         PUT("exited", ds->exited);
         PUT("below_min_cpu", ds->below_min_cpu);
     }
