@@ -3,6 +3,7 @@
 #                   in ./pyroscope-profiles (Node's under node/, Ruby's under ruby/)
 #   make demo-c     the same with the C example
 #   make test       install what is missing, build, run every test suite
+#   make runtimes   install what the lanes run on (chroots, CPython 3.13t, Node lines); CI's first step
 #   make test-asan  core tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-release  core tests built as Release (-O3): -Werror must hold there too
 #   make test-valgrind  core tests under valgrind memcheck (part of `make test`)
@@ -91,6 +92,16 @@ test:
 	$(MAKE) --no-print-directory test-servers SERVERS_REUSE=1; \
 	tests/lane.sh --summary $(LANE_DIR) $(LANES) test-servers
 
+# What the lanes run on that is installed rather than built from this
+# checkout: the sid chroot (CPython 3.14/3.15, CRuby 3.3/3.4), the
+# free-threaded CPython, Node 22/24/26, Go's tools, the packaging toolchain
+# and test-dist's minimal chroot. `make test` makes whatever is missing; CI
+# installs them first (.ci/run), as it installs the Debian packages.
+.PHONY: runtimes
+runtimes: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) sid-chroot python-ft go-tools dist-tools dist-sources \
+		dist-chroot $(foreach v,$(NODE_COMPAT_VERSIONS),$(NODE_COMPAT_DIR)/$(v)/bin/node)
+
 # The CPython of each version: pyenv's newest, else python3.1x on PATH.
 python_for = $(shell p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$(1).*/bin/python 2>/dev/null | sort -V | tail -1); \
 	[ -n "$$p" ] || p=$$(command -v python$(1) 2>/dev/null); echo $$p)
@@ -125,7 +136,7 @@ python-suite:
 	[ -n "$$py" ] || { echo "no CPython $(PY_VERSION) on this machine (pyenv or python$(PY_VERSION) on PATH)"; exit 1; }; \
 	mkdir -p $(BUILD); $(call py_venv,$$py); \
 	echo "== $$($$v/bin/python -V) =="; \
-	$(if $(filter-out 1,$*),PN_PAGE_UI_ONCE=skip) $$v/bin/python -m pytest -q -p no:cacheprovider \
+	$(if $(filter-out 3.13,$(PY_VERSION)),PN_PAGE_UI_ONCE=skip) $$v/bin/python -m pytest -q -p no:cacheprovider \
 		bindings/python/tests/walker bindings/python/tests/package
 
 test-c: build go-tools

@@ -67,12 +67,14 @@ dist: dist-wheels dist-sdist dist-node dist-ruby
 # and Node, to a loopback ingest server (tests/dist/proof.py). The sdist is
 # also built from source on the host (with a compiler) once per tree.
 PROOF := $(DIST_BUILD)/proof
-.PHONY: dist-proof
-test-dist: dist
+.PHONY: dist-proof dist-chroot
+test-dist: dist dist-chroot
 	+@$(LANE) dist-proof
 
-dist-proof:
+dist-chroot:
 	tests/dist/minimal_chroot.sh $(PROOF)/trixie-amd64
+
+dist-proof:
 	python3 tests/dist/proof.py --chroot $(PROOF)/trixie-amd64 --dist $(DIST) --work $(PROOF)/work
 	@set -e; sd=$$(ls $(DIST)/pyroscope_native-*.tar.gz); key=$$(tar -xOzf $$sd | sha256sum | cut -c1-16); \
 	if [ "$$(cat $(PROOF)/sdist.stamp 2>/dev/null)" != "$$key" ]; then \

@@ -7,7 +7,17 @@ gemspec, stage, platform, minors, out = ARGV
 spec = Gem::Specification.load(gemspec)
 spec.platform = Gem::Platform.new(platform)
 spec.extensions = []
-spec.files = Dir.chdir(stage) { Dir["lib/**/*.rb"] + Dir["lib/pyroscope/*/pyroscope_native.so"] }
+# The executables (exe/) come from the source tree as they are.
+require "fileutils"
+src = File.dirname(File.expand_path(gemspec))
+spec.executables.each do |x|
+  FileUtils.mkdir_p(File.join(stage, spec.bindir))
+  FileUtils.cp(File.join(src, spec.bindir, x), File.join(stage, spec.bindir, x))
+end
+spec.files = Dir.chdir(stage) do
+  Dir["lib/**/*.rb"] + Dir["lib/pyroscope/*/pyroscope_native.so"] +
+    spec.executables.map { |x| File.join(spec.bindir, x) }
+end
 # Only the Ruby minors built: another one installs the source gem.
 lo, hi = minors.split(",").map { |m| Gem::Version.new(m) }.minmax
 spec.required_ruby_version = [">= #{lo}", "< #{Gem::Version.new("#{hi}.0").bump}.dev"]

@@ -28,16 +28,16 @@ struct py_walker {
 
 int py_walker_supported(pn_error *e)
 {
-#ifdef Py_GIL_DISABLED
-    pn_fail(e, PN_EINVAL,
-            "pyroscope: the free-threaded CPython build %s is not supported "
-            "(supported: 3.13t, or a regular build of " PNW_VERSIONS ")", PY_VERSION);
-#elif PY_VERSION_HEX >= PNW_TOO_NEW_HEX
+#if PY_VERSION_HEX >= PNW_TOO_NEW_HEX
     /* Names both versions: the one running, and the newest tested. */
     pn_fail(e, PN_EINVAL,
             "pyroscope: CPython %s is newer than CPython " PNW_NEWEST_TESTED ", the newest "
             "version this release of pyroscope-native is tested on (supported: " PNW_VERSIONS ")",
             PY_VERSION);
+#elif defined(Py_GIL_DISABLED)
+    pn_fail(e, PN_EINVAL,
+            "pyroscope: the free-threaded CPython build %s is not supported "
+            "(supported: 3.13t, or a regular build of " PNW_VERSIONS ")", PY_VERSION);
 #else
     pn_fail(e, PN_EINVAL, "pyroscope: CPython %s is not supported (supported: " PNW_VERSIONS ")",
             PY_VERSION);

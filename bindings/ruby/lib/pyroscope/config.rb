@@ -45,6 +45,7 @@ module Pyroscope
       report_thread_name: [:bool, nil],
       otlp_endpoint: [:string, nil],
       otlp_headers: [:pairs, nil],
+      otlp_protocol: [:string, nil],
       resource_attributes: [:string, nil],
       max_stacks: [:integer, nil],
       max_depth: [:integer, nil],
