@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "native_helper"
+require "pyroscope" # lib/pyroscope/fiber_inherit.rb: new Fibers take their creator's labels
 
 # Labels per thread and per Fiber, as the sampler sees them, and the
 # push/restore/remove semantics tag_wrapper is built on.
@@ -56,7 +57,6 @@ class NativeLabelsTest < Minitest::Test
   # Issue 28: a Fiber created inside tag_wrapper (Fiber.new, the Fiber of
   # Enumerator#next) was sampled unlabelled; it carries its creator's labels.
   def test_fibers_created_inside_tag_wrapper_are_sampled_with_its_labels
-    require "pyroscope"
     Dir.mktmpdir do |dir|
       N.start(settings(dir), {})
       Pyroscope.tag_wrapper("req" => "r1") do
