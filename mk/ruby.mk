@@ -14,10 +14,9 @@ RUBY_GEM_FILE := $(abspath $(BUILD))/ruby/pyroscope-native.gem
 RUBY_TESTS ?= $(sort $(wildcard bindings/ruby/test/*_test.rb))
 RUBY_GEM_ENV = GEM_HOME=$(RUBY_GEMHOME) GEM_PATH=$(RUBY_GEMHOME):$(shell $(RUBY) -e 'print Gem.default_path.join(":")')
 
-# The source gem at $(1) (absolute), with a copy of the core inside.
+# The source gem at $(1) (absolute), with a copy of the core inside (the
+# gemspec copies it in).
 define ruby_source_gem
-rm -rf $(RUBY_EXT)/core && mkdir -p $(RUBY_EXT)/core
-cp -r core/include core/src core/report core/gen $(RUBY_EXT)/core/
 cd bindings/ruby && $(GEM) build --silent pyroscope-native.gemspec -o $(1)
 endef
 

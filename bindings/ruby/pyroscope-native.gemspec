@@ -1,8 +1,39 @@
 # The pyroscope-native gem: `require "pyroscope"` gives the pyroscope gem's
 # API (Pyroscope.configure, tag_wrapper, ...) on an in-process sampler
-# built from the pyroscope-native C core. The core's sources are copied
-# into ext/pyroscope_native/core by `make build-ruby` so the gem builds
-# on its own; it has no runtime gem dependencies (installs offline).
+# built from the pyroscope-native C core. In a checkout (`gem build`,
+# Bundler's git: source) this file copies the repository's core/ into
+# ext/pyroscope_native/core first, so the gem builds on its own; it has no
+# runtime gem dependencies (installs offline).
+require "fileutils"
+
+# Brings ext/pyroscope_native/core in line with the repository's core/:
+# writes only files that differ and removes ones the core no longer has, so
+# builds of one commit running side by side never see a half-copied tree.
+sync_core = lambda do |repo_core, gem_core|
+  wanted = {}
+  %w[include src report gen].each do |top|
+    Dir.glob("**/*.{c,h}", base: File.join(repo_core, top)).each do |rel|
+      wanted[File.join(top, rel)] = File.join(repo_core, top, rel)
+    end
+  end
+  wanted.each do |rel, from|
+    to = File.join(gem_core, rel)
+    next if File.file?(to) && File.binread(to) == File.binread(from)
+
+    FileUtils.mkdir_p(File.dirname(to))
+    tmp = "#{to}.#{Process.pid}.tmp"
+    FileUtils.cp(from, tmp)
+    File.rename(tmp, to)
+  end
+  Dir.glob("**/*.{c,h}", base: gem_core).each do |rel|
+    FileUtils.rm_f(File.join(gem_core, rel)) unless wanted.key?(rel)
+  end
+end
+
+repo_core = File.expand_path("../../core", __dir__)
+if File.directory?(File.join(repo_core, "src"))
+  sync_core.call(repo_core, File.join(__dir__, "ext", "pyroscope_native", "core"))
+end
 version_file = File.join(__dir__, "lib", "pyroscope", "version.rb")
 version = File.exist?(version_file) && File.read(version_file)[/VERSION\s*=\s*["']([^"']+)/, 1]
 

@@ -493,6 +493,10 @@ typedef struct {
      * than wait_ns for pn_rendezvous_drain. Must be async-signal-safe in
      * spirit: no locks an application thread can hold. */
     void (*stale)(void *ctx);
+    /* Optional, sampler thread, at every tick (1 Hz with thread timers):
+     * the binding's own checks (Ruby: is our SIGPROF handler still the
+     * installed one). The same rules as stale. */
+    void (*housekeeping)(void *ctx);
     /* Nonzero, and the config's oncpu on: each joined thread gets a POSIX
      * timer on its own CPU clock (interval 1/sample_rate) that signals it
      * while it runs, instead of the sampler thread reading every joined
@@ -521,6 +525,8 @@ typedef struct {
     uint64_t timeouts;          /* rendezvous: not answered within wait_ns */
     uint64_t discarded;         /* rendezvous: abandoned, or too late */
     uint64_t busy;              /* rendezvous: slot not consumed yet */
+    uint64_t busy_added;        /* rendezvous: a timer signal's CPU added to
+                                 * the thread's capture not consumed yet */
     uint64_t exited;            /* rendezvous: thread gone when signalled */
     uint64_t below_min_cpu;     /* rendezvous: CPU carried to a later tick */
 } pn_driver_stats;

@@ -8,6 +8,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -428,6 +431,99 @@ static void test_stop_bounded_when_server_hangs(void)
     test_server_stop(srv);
 }
 
+/* A port nobody listens on: bound, then closed. */
+static int refusing_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* Stop with a server that refuses (or answers 503 at once): the last upload
+ * fails at once instead of backing off 0.5 + 1 + 2 s within stop's timeout
+ * (issue 28: a dead server held the exit up). A backoff already sleeping
+ * when stop comes gets one more attempt, then fails. */
+static void test_stop_does_not_retry_a_dead_server(void)
+{
+    log_start();
+    int port = refusing_port();
+    CHECK(port > 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    pn_http_opts o = {.server_address = url, .app_name = "app"};
+    pn_error e;
+    pn_exporter *x = pn_http_exporter_new(&o, &e);
+    CHECK(x != NULL);
+    pn_queue *q = x ? pn_queue_new(NULL, &x, 1, &e) : NULL;
+    CHECK(q != NULL);
+    if (q) {
+        pn_queue_push(q, qh_profile("app", "cpu", 1700000000, 1700000010, 1));
+        double t0 = pn_test_now_s();
+        pn_queue_stats st;
+        pn_queue_stop_stats(q, 5, &st);
+        double took = pn_test_now_s() - t0;
+        CHECK(took < 1.0);
+        CHECK_EQ_INT(st.uploads_failed, 1);
+        CHECK(logged(PN_LOG_ERROR, "not retried as the profiler is stopping", NULL));
+    }
+
+    test_server *srv = test_server_start();
+    CHECK(srv != NULL);
+    if (!srv)
+        return;
+    test_server_default_reply(srv, 503, "down", 0);
+    pn_queue_opts qo = {.backoff_initial_s = 2, .backoff_max_s = 2};
+    q = http_queue(srv, &qo);
+    if (q) {
+        pn_queue_push(q, qh_profile("app", "cpu", 1700000000, 1700000010, 1));
+        /* now sleeping 1.5-2.5 s */
+        for (double end = pn_test_now_s() + 3; !logged(PN_LOG_INFO, "retrying in", NULL) &&
+                                               pn_test_now_s() < end;)
+            usleep(1000);
+        double t0 = pn_test_now_s();
+        pn_queue_stats st;
+        pn_queue_stop_stats(q, 5, &st);
+        CHECK(pn_test_now_s() - t0 < 1.0);
+        CHECK_EQ_INT(st.uploads_failed, 1);
+        CHECK_EQ_INT(test_server_count(srv), 2);
+    }
+    test_server_stop(srv);
+}
+
+/* The drop message names the timeout that ran out, not the 0 of the stop
+ * that follows a drain (it said "within the 0.00 s stop timeout"). */
+static void test_drop_message_names_the_drain_timeout(void)
+{
+    log_start();
+    fake f;
+    fake_init(&f, "gated");
+    int gate[2];
+    CHECK_EQ_INT(pipe(gate), 0);
+    f.gate_fd = gate[0];
+    pn_exporter *x = &f.base;
+    pn_error e;
+    pn_queue *q = pn_queue_new(NULL, &x, 1, &e);
+    CHECK(q != NULL);
+    if (q) {
+        pn_queue_push(q, qh_sized_profile("A", 1, 10));
+        pn_queue_push(q, qh_sized_profile("B", 2, 10));
+        CHECK(wait_int(&f.in_send, 1, 2));
+        CHECK_EQ_INT(pn_queue_drain(q, 0.3), -1);
+        pn_queue_close(q);
+        pn_queue_stop(q, 0);
+        CHECK(logged(PN_LOG_WARN, "1 queued uploads dropped", "within the 0.30 s stop timeout"));
+    }
+    close(gate[0]);
+    close(gate[1]);
+}
+
 typedef struct {
     pn_queue *q;
     int rc;
@@ -760,6 +856,7 @@ TEST_MAIN(T(test_retry_then_success), T(test_give_up_on_client_error),
           T(test_give_up_after_max_attempts), T(test_full_queue_drops_oldest),
           T(test_flush_waits_for_completion), T(test_flush_times_out), T(test_flush_cuts_backoff),
           T(test_stop_bounded_when_server_hangs), T(test_stop_while_another_thread_flushes),
+          T(test_stop_does_not_retry_a_dead_server), T(test_drop_message_names_the_drain_timeout),
           T(test_counting_with_two_exporters),
           T(test_default_encoding_shared_own_encoding_separate), T(test_encode_failure),
           T(test_bad_options), T(test_fork_child))

@@ -143,6 +143,7 @@ function stop() {
   context.disable();
   // With a folder output, the run's flame graph is written once the last period is.
   const p = addon.stop().then(async (stats) => {
+    sender.abandon();
     await report.endRun(addon);
     return stats;
   });

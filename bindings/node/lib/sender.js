@@ -129,6 +129,18 @@ function exiting() {
   }
 }
 
+// The agent stopped (its exporter thread is gone, and with it whoever
+// waited for these answers): a request still open to a server that never
+// answers would keep the process alive until its own timeout (10 s) after
+// stop() resolved. Main thread.
+function abandon() {
+  for (const entry of [...inFlight]) {
+    const r = entry.request();
+    entry.finish(0, 'abandoned: the profiler stopped');
+    if (r) r.destroy();
+  }
+}
+
 // The status and the reply's first bytes, reading at most REPLY_MAX.
 function readReply(res, finish) {
   const kept = [];
@@ -152,4 +164,4 @@ function readReply(res, finish) {
   res.on('close', () => finish(0, 'the connection closed before the reply ended'));
 }
 
-module.exports = { send, exiting };
+module.exports = { send, exiting, abandon };

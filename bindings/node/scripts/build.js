@@ -46,6 +46,44 @@ function configuredAfterSources() {
   for (const d of fs.readdirSync(path.join(core, 'src'))) dirs.push(path.join(core, 'src', d));
   return dirs.every((d) => !fs.existsSync(d) || fs.statSync(d).mtimeMs <= made);
 }
+// `npm install /path/to/checkout` links the folder (npm's install-links is
+// off) and never installs the package's own dependencies: the addon loader
+// (node-gyp-build) and the pull endpoints (pprof-format) would not be found
+// from the checkout. Install the missing ones into it, production only,
+// from package-lock.json (and without scripts: this one is running).
+function ensureOwnDependencies() {
+  const pkgDir = path.join(root, '..', '..');
+  let pkg;
+  try {
+    pkg = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
+  } catch (_) {
+    return;
+  }
+  const missing = Object.keys(pkg.dependencies || {}).filter((d) => {
+    try {
+      require.resolve(d + '/package.json', { paths: [pkgDir] });
+      return false;
+    } catch (_) {
+      return true;
+    }
+  });
+  if (!missing.length) return;
+  console.error('pyroscope-native: installing its dependencies into ' + pkgDir + ' (' + missing.join(', ') +
+    '): npm links a folder without them');
+  const npm = process.env.npm_execpath;
+  const cmd = npm ? process.execPath : 'npm';
+  const lock = fs.existsSync(path.join(pkgDir, 'package-lock.json'));
+  const args = [...(npm ? [npm] : []), lock ? 'ci' : 'install', '--omit=dev', '--omit=peer',
+    '--ignore-scripts', '--no-audit', '--no-fund', ...(lock ? [] : ['--no-save'])];
+  const r = spawnSync(cmd, args, { cwd: pkgDir, stdio: 'inherit' });
+  if (r.status !== 0) {
+    console.error('pyroscope-native: installing ' + missing.join(', ') + ' failed; run `npm install --omit=dev` in ' +
+      pkgDir + ' (or install with `npm install --install-links ' + pkgDir + '`)');
+    process.exit(1);
+  }
+}
+if (!process.argv.includes('--incremental')) ensureOwnDependencies();
+
 // The npm tarball carries prebuilt addons (prebuilds/, glibc 2.17+): where
 // one fits this platform and CPU, nothing is compiled, unless asked
 // (`npm install --build-from-source`, or make build-node's --incremental).

@@ -410,12 +410,18 @@ static napi_value stats_object(napi_env env, const pn_agent_stats *st)
     return o;
 }
 
+/* The counters of the last stop, which stats() reads once no agent runs
+ * (as Python's and Ruby's do): uploadsOk right after stop() says whether
+ * the last period went out. Main thread. */
+static pn_agent_stats last_stats;
+
 static void job_complete(napi_env env, napi_status status, void *data)
 {
     (void)status;
     job *j = data;
     napi_value v;
     if (j->stop) {
+        last_stats = j->st;
         v = stats_object(env, &j->st);
         join_counts(env, v);
     } else {
@@ -516,6 +522,7 @@ static napi_value m_stop_sync(napi_env env, napi_callback_info info)
     sender_block(1);    /* this thread waits here: uploads go through libcurl */
     pn_agent_stats st;
     pn_agent_stop_stats(a, &st);
+    last_stats = st;
     napi_value o = stats_object(env, &st);
     join_counts(env, o);
     return o;
@@ -592,8 +599,7 @@ static napi_value m_wait_stops(napi_env env, napi_callback_info info)
 static napi_value m_stats(napi_env env, napi_callback_info info)
 {
     (void)info;
-    pn_agent_stats st;
-    memset(&st, 0, sizeof st);
+    pn_agent_stats st = last_stats;
     if (agent)
         pn_agent_get_stats(agent, &st);
     napi_value o = stats_object(env, &st);

@@ -71,6 +71,36 @@ describe('api labels', function () {
     });
   });
 
+  // Issue 28, a documented difference (docs/node.md): the anchor's setLabels was
+  // process-wide (one "last context" for every sample, so a timer created before it
+  // was labelled, and concurrent requests overwrote each other's). Here it replaces
+  // the labels of the current async context and of what that context starts later.
+  it('setLabels is per async context: an earlier timer and a concurrent request keep theirs', async () => {
+    const seenByTimer = [];
+    await new Promise((resolve) => {
+      api.wrapWithLabels({}, () => {
+        const timer = setInterval(() => {
+          seenByTimer.push(api.getLabels());
+          if (seenByTimer.length === 2) {
+            clearInterval(timer);
+            resolve();
+          }
+        }, 5);
+        // a sibling context sets labels after the timer was created
+        setImmediate(() => api.setLabels({ later: 'yes' }));
+      });
+    });
+    assert.deepStrictEqual(seenByTimer, [{}, {}], 'the anchor would have shown {later: "yes"}');
+    const request = (name) => api.wrapWithLabels({}, async () => {
+      api.setLabels({ request: name });
+      await tick();
+      await tick();
+      return api.getLabels();
+    });
+    const [a, b] = await Promise.all([request('a'), request('b')]);
+    assert.deepStrictEqual([a, b], [{ request: 'a' }, { request: 'b' }]);
+  });
+
   // Issue 28: labels never fail a request. What the anchor's users pass (req.user?.id,
   // req.url, booleans) runs; what the server cannot take is fixed or dropped, counted.
   const DROPIN_CASES = [

@@ -54,6 +54,68 @@ function startSilentServer() {
   })));
 }
 
+// A port nobody listens on: connections to it are refused at once.
+function refusingAddress() {
+  const server = net.createServer();
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
+    const { port } = server.address();
+    server.close(() => resolve(`http://127.0.0.1:${port}`));
+  }));
+}
+
+// How long the last upload held the end up: from the end of the work to the
+// child's own exit handler (which runs after the package's).
+async function endingDelay(how, settings) {
+  const r = await runChild('ending', settings, { args: [how] });
+  const worked = assertExitedByItself(r);
+  const exit = r.events.find((e) => e.event === 'exit');
+  assert.ok(exit, `no exit event\n${r.stderr}`);
+  return { ms: exit.t - worked.t, stopped: r.events.find((e) => e.event === 'stopped'), r };
+}
+
+// Issue 28: a dead server held the exit up for the whole stopTimeout (stop(),
+// process.exit()) or longer (a natural exit, held by the open request): the
+// refused upload was retried with backoff while the process waited.
+describe('life cycle: the end with a dead server', function () {
+  this.timeout(120e3);
+
+  for (const how of ['stop', 'exit', 'natural']) {
+    it(`a refusing server delays the end by under 1 s (${how})`, async () => {
+      const addr = await refusingAddress();
+      const { ms, stopped, r } = await endingDelay(how, { appName: 'life-dead', serverAddress: addr,
+                                                         stopTimeout: 5, ...LONG_PERIOD });
+      assert.ok(ms < 1000, `the end took ${ms} ms after the work\n${r.stderr}`);
+      if (stopped) assert.ok(stopped.stats.uploadsFailed >= 1, JSON.stringify(stopped.stats));
+    });
+
+    it(`a server that never answers delays the end by at most stopTimeout (${how})`, async () => {
+      const server = await startSilentServer();
+      try {
+        const { ms, r } = await endingDelay(how, { appName: 'life-hang', serverAddress: server.url,
+                                                   stopTimeout: 2, ...LONG_PERIOD });
+        assert.ok(server.received() > 0, 'the last period was not even sent');
+        // stopTimeout, plus the time to encode the period and leave
+        assert.ok(ms < 2000 + 1000, `the end took ${ms} ms after the work\n${r.stderr}`);
+      } finally {
+        await server.close();
+      }
+    });
+  }
+
+  it('stats() after stop() has the last upload in uploadsOk', async () => {
+    const server = await ingest.startIngestServer();
+    try {
+      const { stopped, r } = await endingDelay('stop', { appName: 'life-ok', serverAddress: server.url,
+                                                         ...LONG_PERIOD });
+      assert.ok(stopped, `no stopped event\n${r.stderr}`);
+      assert.ok(stopped.stats.uploadsOk >= 1, JSON.stringify(stopped.stats));
+      assert.strictEqual(stopped.stats.uploadsFailed, 0, JSON.stringify(stopped.stats));
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 describe('life cycle: exit without stop()', function () {
   this.timeout(90e3);
   let tmp;

@@ -18,6 +18,7 @@ require "pyroscope/native"
 require "pyroscope/config"
 require "pyroscope/log_relay"
 require "pyroscope/fork"
+require "pyroscope/fiber_inherit"
 require "pyroscope/sender"
 require "pyroscope/report"
 
@@ -102,8 +103,10 @@ module Pyroscope
     end
 
     # Counters of the sampler, the driver and the exporters.
+    # "ractors_not_sampled": Ractors other than the main one, running now;
+    # only the main Ractor's threads are sampled.
     def stats
-      Native.stats
+      Native.stats.merge("ractors_not_sampled" => defined?(Ractor) ? Ractor.count - 1 : 0)
     end
 
     # Runs the block with the tags added to the current Fiber's labels and

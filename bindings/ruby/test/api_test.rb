@@ -23,6 +23,21 @@ class ApiTest < Minitest::Test
     assert_match(/\A\d+\.\d+\.\d+\z/, Pyroscope::VERSION)
   end
 
+  # Only the main Ractor is sampled; stats say how many others run.
+  def test_stats_count_the_ractors_not_sampled
+    out, err, status = ruby_child(<<~'RUBY')
+      Warning[:experimental] = false
+      puts "BEFORE #{Pyroscope.stats["ractors_not_sampled"]}"
+      r = Ractor.new { Ractor.receive }
+      puts "DURING #{Pyroscope.stats["ractors_not_sampled"]}"
+      r.send(:done)
+      r.take
+    RUBY
+    assert status.success?, err
+    assert_match(/^BEFORE 0$/, out)
+    assert_match(/^DURING 1$/, out)
+  end
+
   def test_stop_and_shutdown_when_not_running
     refute Pyroscope.running?
     assert_equal false, Pyroscope.stop

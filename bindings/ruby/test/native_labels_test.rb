@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require_relative "native_helper"
+require "pyroscope" # lib/pyroscope/fiber_inherit.rb: new Fibers take their creator's labels
 
 # Labels per thread and per Fiber, as the sampler sees them, and the
 # push/restore/remove semantics tag_wrapper is built on.
@@ -12,6 +13,8 @@ class NativeLabelsTest < Minitest::Test
   def work_blue(s) = burn(s)
   def fiber_left(s) = burn(s)
   def fiber_right(s) = burn(s)
+  def born_in_fiber(s) = burn(s)
+  def born_in_enum(s) = burn(s)
 
   def test_labels_per_thread_and_per_fiber
     Dir.mktmpdir do |dir|
@@ -51,6 +54,26 @@ class NativeLabelsTest < Minitest::Test
     end
   end
 
+  # Issue 28: a Fiber created inside tag_wrapper (Fiber.new, the Fiber of
+  # Enumerator#next) was sampled unlabelled; it carries its creator's labels.
+  def test_fibers_created_inside_tag_wrapper_are_sampled_with_its_labels
+    Dir.mktmpdir do |dir|
+      N.start(settings(dir), {})
+      Pyroscope.tag_wrapper("req" => "r1") do
+        Fiber.new { born_in_fiber(0.4) }.resume
+        enum = Enumerator.new { |y| 4.times { born_in_enum(0.1); y << 1 } }
+        4.times { enum.next }
+      end
+      stats = N.stop
+      samples = decode_dir(dir)
+      %w[born_in_fiber born_in_enum].each do |meth|
+        mine = samples.select { |s| s.stack.any? { |f| f.include?(meth) } }
+        assert_operator mine.sum(&:count), :>=, 5, "#{meth}: stats #{stats.inspect}"
+        assert_empty mine.reject { |s| s.labels["req"] == "r1" }.map(&:labels), "#{meth} not labelled"
+      end
+    end
+  end
+
   def test_push_restore_nested_and_exceptions
     assert_equal({}, N.labels_current)
     t1 = N.labels_push({"a" => "1"})
@@ -73,10 +96,10 @@ class NativeLabelsTest < Minitest::Test
     # Out of order: restoring an older token is allowed (interleaved fibers).
     N.labels_restore(t1)
     assert_equal({}, N.labels_current)
-    # A new thread and a new fiber start without labels.
+    # A new thread starts without labels; a new Fiber with its creator's.
     N.labels_push({"z" => "1"})
     assert_equal({}, Thread.new { N.labels_current }.value)
-    assert_equal({}, Fiber.new { N.labels_current }.resume)
+    assert_equal({"z" => "1"}, Fiber.new { N.labels_current }.resume)
     assert_equal({"z" => "1"}, N.labels_current)
     N.labels_restore(nil)
   end

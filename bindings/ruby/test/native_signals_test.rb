@@ -30,6 +30,35 @@ class NativeSignalsTest < Minitest::Test
     assert_match(/^AGAIN true/, out)
   end
 
+  # Issue 28: trap("PROF") after start silently ended profiling while the
+  # app's handler ran on our signals. The sampler's housekeeping (1 Hz)
+  # notices, logs once and counts; ours is not put back over the app's.
+  def test_a_handler_replaced_after_start_is_noticed_logged_once_and_counted
+    out, st = run_ruby(<<~'RUBY')
+      require "logger"
+      require "pyroscope"
+      Pyroscope.logger = Logger.new($stdout)
+      Pyroscope.configure do |c|
+        c.application_name = "trap.rb"
+        c.output_dir = dir
+        c.upload_interval = 60
+        c.log_level = "error"
+      end
+      hits = 0
+      trap("PROF") { hits += 1 }
+      t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      x = 0
+      x += 1 while Process.clock_gettime(Process::CLOCK_MONOTONIC) - t < 2.5
+      ours = Pyroscope::Native.stats["sigprof_replaced"]
+      trap("PROF", "DEFAULT") # the app ends its use; ours stays off
+      puts "REPLACED #{ours} HITS #{hits > 0}"
+      Pyroscope.stop
+    RUBY
+    assert st.success?, out
+    assert_match(/^REPLACED 1 HITS true$/, out)
+    assert_equal 1, out.scan(/SIGPROF handler was replaced/).size, out
+  end
+
   def test_refuses_stackprof_and_starts_after_it_stopped
     begin
       require "stackprof"

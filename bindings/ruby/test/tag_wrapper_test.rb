@@ -122,19 +122,42 @@ class TagWrapperTest < Minitest::Test
       assert_equal :paused, inner.resume
       assert_equal({ "where" => "root" }, labels, "the fiber's labels stay in the fiber")
       seen = inner.resume
-      assert_equal [{}, { "where" => "fiber" }, {}], seen
+      # born with its creator's labels (issue 28: it started unlabelled)
+      assert_equal [{ "where" => "root" }, { "where" => "fiber" }, { "where" => "root" }], seen
       assert_equal({ "where" => "root" }, labels)
     end
   end
 
-  def test_enumerator_next_runs_in_its_own_fiber
+  # A Fiber created inside tag_wrapper keeps the creator's labels as they
+  # were at its creation, whoever resumes it later; one created outside
+  # any starts with none.
+  def test_a_fiber_inherits_its_creators_labels_at_creation
+    made = Pyroscope.tag_wrapper("req" => "1") { Fiber.new { labels } }
+    plain = Fiber.new { labels }
+    Pyroscope.tag_wrapper("req" => "2") do
+      assert_equal({ "req" => "1" }, made.resume)
+      assert_equal({}, plain.resume)
+    end
+    lazy = Pyroscope.tag_wrapper("req" => "3") { Fiber.new(blocking: false) { |a, b| [labels, a + b] } }
+    assert_equal [{ "req" => "3" }, 5], lazy.resume(2, 3)
+  end
+
+  def test_enumerator_next_runs_in_its_own_fiber_with_the_callers_labels
     enum = Enumerator.new do |y|
+      y << labels
       Pyroscope.tag_wrapper("gen" => "1") { y << labels }
+      y << labels
     end
     Pyroscope.tag_wrapper("main" => "1") do
-      assert_equal({ "gen" => "1" }, enum.next)
+      # its Fiber starts with the labels of the caller of next (issue 28: none)
+      assert_equal({ "main" => "1" }, enum.peek)
+      assert_equal({ "main" => "1" }, enum.next)
+      assert_equal({ "main" => "1", "gen" => "1" }, enum.next)
       assert_equal({ "main" => "1" }, labels)
+      assert_equal({ "main" => "1" }, enum.next)
     end
+    assert_equal({}, labels)
+    assert_equal({}, [1].each.next.then { labels })
   end
 
   def test_labels_belong_to_the_thread

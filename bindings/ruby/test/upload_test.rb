@@ -119,4 +119,37 @@ class UploadTest < Minitest::Test
     # Lines drained by the sampling job (trap context) still reach the Logger.
     refute_match(/log writing failed/, err)
   end
+  # Issue 28: the last upload to a server that refuses was retried with
+  # backoff (0.5 + 1 + 2 s) while stop or the exit waited. It fails at once
+  # now; stop_timeout (5) only bounds a transfer under way.
+  def test_refused_server_does_not_hold_stop_or_exit
+    port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    %w[stop exit].each do |ending|
+      code = burn_source("work") + <<~RUBY
+        t = nil
+        # at_exit blocks run last-registered first: this one after Pyroscope's
+        at_exit { puts "TOOK \#{Process.clock_gettime(Process::CLOCK_MONOTONIC) - t}" if t }
+        Pyroscope.configure do |c|
+          c.application_name = "refused.rb"
+          c.server_address = "http://127.0.0.1:#{port}"
+          c.stop_timeout = 5
+          c.upload_interval = 60
+        end
+        work(0.2)
+        t = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        if "#{ending}" == "stop"
+          Pyroscope.stop
+          took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - t
+          puts "TOOK \#{took} FAILED \#{Pyroscope.stats["uploads_failed"]}"
+          t = nil
+        end
+      RUBY
+      out, err, status = ruby_child(code)
+      assert status.success?, err
+      took = out[/^TOOK ([\d.e-]+)/, 1]
+      refute_nil took, out + err
+      assert_operator took.to_f, :<, 1.0, "#{ending}: #{out}#{err}"
+      assert_match(/FAILED [1-9]/, out) if ending == "stop"
+    end
+  end
 end

@@ -138,7 +138,11 @@ void pn_queue_push(pn_queue *q, pn_profile *p);
 /* Wait until everything queued so far was sent or given up, at most
  * timeout_s. Returns 0 when drained, -1 on timeout. */
 int pn_queue_flush(pn_queue *q, double timeout_s);
-/* Flush for at most timeout_s, abort whatever is in flight, join, free.
+/* The last flush before stop: the same, and from now on an attempt that
+ * fails is not retried (a refused or unresolvable server fails the upload
+ * at once); only a transfer under way is waited for. Any thread. */
+int pn_queue_drain(pn_queue *q, double timeout_s);
+/* Drain for at most timeout_s, abort whatever is in flight, join, free.
  * The exporters are destroyed too. */
 void pn_queue_stop(pn_queue *q, double timeout_s);
 /* Start stopping without freeing: in-flight sends are aborted and every

@@ -88,6 +88,11 @@ struct pn_queue {
     int flushers;               /* threads inside pn_queue_flush; stop waits
                                  * for them to leave before freeing */
     int stopping;
+    /* Set by pn_queue_drain (the last flush before stop): a failed attempt
+     * is not retried, so a dead server cannot hold the exit up; only a
+     * transfer under way is waited for, within the drain's timeout. */
+    int draining;
+    double drain_timeout_s;     /* the timeout drain was given, for the log */
     int thread_running;
     pn_queue_stats stats;
 
@@ -306,14 +311,19 @@ static outcome send_part(pn_queue *q, size_t xi, const pn_upload *u, const char 
         /* An abort makes send() fail; that is shutdown, not the server. */
         if (aborted(q))
             return OUT_DROPPED;
-        if (r != PN_SEND_RETRY || attempt >= q->opts.max_attempts) {
-            pthread_mutex_lock(&q->mu);
+        pthread_mutex_lock(&q->mu);
+        int draining = q->draining;
+        if (r != PN_SEND_RETRY || attempt >= q->opts.max_attempts || draining)
             xs->failed++;
-            pthread_mutex_unlock(&q->mu);
-        }
+        pthread_mutex_unlock(&q->mu);
         if (r != PN_SEND_RETRY) {
             pn_log(PN_LOG_ERROR, "upload of %s part %u to %s failed: %s", what, u->part, name,
                    msg);
+            return OUT_FAILED;
+        }
+        if (draining) {
+            pn_log(PN_LOG_ERROR, "upload of %s part %u to %s failed, not retried as the profiler is stopping: %s",
+                   what, u->part, name, msg);
             return OUT_FAILED;
         }
         if (attempt >= q->opts.max_attempts) {
@@ -598,6 +608,8 @@ void pn_queue_push(pn_queue *q, pn_profile *u)
     }
 }
 
+static int flush(pn_queue *q, double timeout_s, int drain);
+
 /* True while an upload pushed before seq `target` is queued or in flight.
  * The ring is in push order, so its head is the oldest queued. mu held. */
 static int pending_before(const pn_queue *q, uint64_t target)
@@ -607,12 +619,21 @@ static int pending_before(const pn_queue *q, uint64_t target)
     return q->count > 0 && q->ring[q->head].seq < target;
 }
 
-int pn_queue_flush(pn_queue *q, double timeout_s)
+int pn_queue_flush(pn_queue *q, double timeout_s) { return flush(q, timeout_s, 0); }
+
+int pn_queue_drain(pn_queue *q, double timeout_s) { return flush(q, timeout_s, 1); }
+
+static int flush(pn_queue *q, double timeout_s, int drain)
 {
     if (!q)
         return 0;
     struct timespec until = mono_after(timeout_s);
     pthread_mutex_lock(&q->mu);
+    if (drain) {
+        q->draining = 1;
+        if (timeout_s > q->drain_timeout_s)
+            q->drain_timeout_s = timeout_s;
+    }
     uint64_t target = q->next_seq, aborted_before = q->aborted_seq;
     /* Somebody is waiting with a bounded timeout (often shutdown): an upload
      * sleeping in backoff gets its next attempt now instead. */
@@ -658,7 +679,7 @@ void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final)
 {
     if (!q)
         return;
-    (void)pn_queue_flush(q, timeout_s);
+    (void)pn_queue_drain(q, timeout_s);
     pthread_mutex_lock(&q->mu);
     q->stopping = 1;
     __atomic_store_n(&q->abort_flag, 1, __ATOMIC_RELEASE);
@@ -677,9 +698,12 @@ void pn_queue_stop_stats(pn_queue *q, double timeout_s, pn_queue_stats *final)
     for (size_t i = 0; i < left; i++)
         pn_profile_free(q->ring[(q->head + i) % q->opts.queue_capacity].p);
     q->stats.uploads_dropped += left;
+    /* The caller may have drained first and stop with 0 now: the wait
+     * that ran out was the drain's. */
+    double waited = q->drain_timeout_s > timeout_s ? q->drain_timeout_s : timeout_s;
     if (left)
         pn_log(PN_LOG_WARN, "upload queue stopped: %zu queued uploads dropped (not sent within the %.2f s stop timeout)",
-               left, timeout_s > 0 ? timeout_s : 0.0);
+               left, waited > 0 ? waited : 0.0);
     if (final)
         *final = q->stats;
     for (size_t i = 0; i < q->nexporters; i++)
@@ -743,6 +767,8 @@ void pn_queue_fork_child(pn_queue *q)
     q->flush_gen = 0;
     q->aborted_seq = 0;
     q->flushers = 0;
+    q->draining = 0;
+    q->drain_timeout_s = 0;
     memset(&q->stats, 0, sizeof q->stats);
     name_exporters(q);
     __atomic_store_n(&q->abort_flag, 0, __ATOMIC_RELEASE);

@@ -522,7 +522,8 @@ void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
     a->flusher_running = 0;
     flush_period(a, deadline); /* the final, partial period */
     double left = (deadline - pn_clock_ns(CLOCK_MONOTONIC)) / 1e9;
-    pn_queue_flush(a->queue, left > 0 ? left : 0);
+    /* No retries from here: a dead server does not hold the exit up. */
+    pn_queue_drain(a->queue, left > 0 ? left : 0);
     /* Flushes on other threads return now; wait for them to leave before
      * anything they use is freed. */
     pn_queue_close(a->queue);

@@ -353,6 +353,21 @@ HOT pn_capture *pn_capture_begin_timer(pn_driver *d, const siginfo_t *si)
     int64_t value = first + (int64_t)(si->si_overrun > 0 ? si->si_overrun : 0) * d->timer_interval;
     int want = SLOT_FREE;
     if (!atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
+        /* This thread's last capture is still waiting for its consumer:
+         * the thread has not been back in the runtime since (Ruby runs
+         * the recording job at its first interrupt check), so it is
+         * still where that capture found it, typically in a C call that
+         * released the GVL (zlib, a digest). The CPU is that capture's:
+         * carried to the next capture it was charged to the code that ran
+         * after the call. Taken back for the moment it takes to add, so a
+         * consumer never reads value_ns mid-update. */
+        want = SLOT_CAPTURED;
+        if (atomic_compare_exchange_strong(&c->state, &want, SLOT_CAPTURING)) {
+            c->value_ns += value;
+            atomic_store(&c->state, SLOT_CAPTURED);
+            count(&d->busy_added);
+            return NULL;
+        }
         atomic_fetch_add(&c->timer_carry, value);
         count(&d->busy);
         return NULL;
@@ -514,6 +529,8 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
                   oldest_capture(d, pn_clock_ns(CLOCK_MONOTONIC), &waits));
     if (waits && d->o.stale)
         d->o.stale(d->o.ctx);
+    if (d->o.housekeeping)
+        d->o.housekeeping(d->o.ctx);
     if (d->timers) {
         scan_gone(d);
         return;
@@ -815,6 +832,7 @@ void pn_driver_get_stats(pn_driver *d, pn_driver_stats *out)
     out->timeouts = atomic_load(&d->timeouts);
     out->discarded = atomic_load(&d->discarded);
     out->busy = atomic_load(&d->busy);
+    out->busy_added = atomic_load(&d->busy_added);
     out->exited = atomic_load(&d->exited);
     out->below_min_cpu = atomic_load(&d->below_min_cpu);
 }

@@ -55,7 +55,7 @@ struct pn_driver {
 
     /* Counters: written by the recording side, read by anyone. */
     _Atomic uint64_t recorded, requested, captured, timeouts, discarded, busy, exited,
-        below_min_cpu;
+        below_min_cpu, busy_added;
 };
 
 pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *e);

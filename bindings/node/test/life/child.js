@@ -12,6 +12,11 @@
 //   node child.js soak  '{"appName":..., "serverAddress":..., ...}' SECONDS
 //       a labelled service loop at ~30 % of a core for SECONDS, reporting its
 //       RSS twice a second, then await stop().
+//   node child.js ending '{"appName":..., "serverAddress":..., ...}' HOW
+//       start(), burn CPU, then end by HOW: `stop` (await stop(), report
+//       stats()), `exit` (process.exit(0)) or `natural` (just return). Its
+//       own exit handler (after the package's) reports when it ran, so the
+//       test sees how long the last upload held the exit up.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -113,7 +118,25 @@ async function soak(seconds) {
   emit('done', { requests: n });
 }
 
-const scenarios = { exit: exitWithoutStop, rate, soak: () => soak(Number(secondsArg || 60)) };
+async function ending(how) {
+  Pyroscope.init(settings);
+  Pyroscope.start();
+  for (let i = 0; i < 6; i++) {
+    lifeWorkBeforeExit(50);
+    await tick();
+  }
+  process.on('exit', () => emit('exit', { t: Date.now() }));
+  emit('worked', { t: Date.now() });
+  if (how === 'stop') {
+    await Pyroscope.stop();
+    emit('stopped', { t: Date.now(), stats: Pyroscope.stats() });
+  } else if (how === 'exit') {
+    process.exit(0);
+  }
+}
+
+const scenarios = { exit: exitWithoutStop, rate, soak: () => soak(Number(secondsArg || 60)),
+                    ending: () => ending(secondsArg) };
 if (!scenarios[mode]) {
   process.stderr.write(`child.js: unknown scenario '${mode}'\n`);
   process.exitCode = 2;

@@ -215,6 +215,30 @@ print(json.dumps({"end": time.monotonic()}), flush=True)
     assert "Traceback" not in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("end", ["shutdown", "exit"])
+def test_refused_server_does_not_hold_the_end(tmp_path, end):
+    # Issue 28: the last upload to a server that refuses was retried with
+    # backoff (0.5 + 1 + 2 s) while shutdown/exit waited. It fails at once
+    # now; stop_timeout 5 only bounds a transfer under way.
+    body = '''
+pyroscope.configure(application_name="refused.test", server_address=P["url"],
+                    sample_rate=200, upload_interval=60, stop_timeout=5)
+upload_work.burn_for_upload(0.3)
+t = time.monotonic()
+if P["end"] == "shutdown":
+    pyroscope.shutdown()
+    print(json.dumps({"took": time.monotonic() - t, "stats": pyroscope.stats()}), flush=True)
+else:
+    print(json.dumps({"end": t}), flush=True)
+'''
+    out, r = run_child(tmp_path, body, timeout=30, url=f"http://127.0.0.1:{closed_port()}", end=end)
+    took = out["took"] if end == "shutdown" else time.monotonic() - out["end"]
+    # exit: the parent also waits for the interpreter to finish and the pipe to close
+    assert took < 1.0, (took, r.stderr)
+    if end == "shutdown":
+        assert out["stats"]["uploads_failed"] >= 1, out["stats"]
+
+
 def test_flush_uploads_before_returning(tmp_path):
     body = '''
 import urllib.request

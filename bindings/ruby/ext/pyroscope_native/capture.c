@@ -27,6 +27,8 @@
 
 #include <ruby/debug.h>
 
+#include "support/clock.h"
+
 /* Written under the GVL, read by the handler. */
 static atomic_int vm_alive = 1;
 static atomic_int in_job_mode;
@@ -241,8 +243,50 @@ void capture_job(void *unused)
     log_drain();
 }
 
+/* Someone replaced our SIGPROF handler after start (trap("PROF") or a C
+ * library): our handler no longer runs, so nothing is captured, and the
+ * app's handler gets our timers' signals. Noticed by the sampler thread's
+ * housekeeping (at most once a second), logged once per start, counted
+ * each time ours is found replaced. Putting ours back over the app's
+ * would break the app's: we do not. Written by the sampler thread (and
+ * reset by capture_install under the GVL), read by stats. */
+static atomic_uint_fast64_t replaced_count;
+static atomic_int replaced_now, replaced_logged;
+static _Atomic int64_t next_check_ns;
+
+void capture_check_handler(void *unused)
+{
+    (void)unused;
+    int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
+    if (now < atomic_load(&next_check_ns))
+        return;
+    atomic_store(&next_check_ns, now + 1000000000LL);
+    struct sigaction cur;
+    if (sigaction(SIGPROF, NULL, &cur) != 0)
+        return;
+    int ours = (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal;
+    if (ours) {
+        atomic_store(&replaced_now, 0);
+        return;
+    }
+    if (atomic_exchange(&replaced_now, 1))
+        return;
+    atomic_fetch_add(&replaced_count, 1);
+    if (!atomic_exchange(&replaced_logged, 1))
+        pn_log(PN_LOG_ERROR, "the SIGPROF handler was replaced after Pyroscope started "
+               "(trap(\"PROF\") or a C library): no stacks are captured any more, and the "
+               "new handler receives the profiler's signals; Pyroscope.stop, or do not take "
+               "SIGPROF while profiling");
+}
+
+uint64_t capture_handler_replaced(void) { return atomic_load(&replaced_count); }
+
 int capture_install(pn_error *e)
 {
+    atomic_store(&replaced_now, 0);
+    atomic_store(&replaced_logged, 0);
+    atomic_store(&replaced_count, 0);
+    atomic_store(&next_check_ns, 0);
     struct sigaction old;
     if (sigaction(SIGPROF, NULL, &old) != 0)
         return pn_fail(e, PN_EIO, "cannot read the SIGPROF handler: %s", strerror(errno));

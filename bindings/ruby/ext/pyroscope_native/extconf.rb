@@ -1,6 +1,6 @@
 # Builds pyroscope/pyroscope_native: our sources plus the pyroscope-native
-# C core, compiled in. The gem carries a copy of the core under core/ (made
-# by `make build-ruby`); from a source checkout the repository's core/ is
+# C core, compiled in. The gem carries a copy of the core under core/ (the
+# gemspec copies it in); from a source checkout the repository's core/ is
 # used directly.
 require "mkmf"
 

@@ -11,6 +11,13 @@
  * Restoring hands back the previous set object (the token), not a popped
  * stack entry, so interleaved Fibers and out-of-order ends stay right.
  *
+ * A Fiber created inside tag_wrapper inherits its creator's set (as a
+ * Python task its context): Fiber.new wraps the block to install the
+ * creator's token first (lib/pyroscope/fiber_inherit.rb); an Enumerator's
+ * Fiber is made in C by next/peek, so those set a per-thread pending token
+ * for their call, and the switch hook gives it to a Fiber that has no set
+ * of its own yet.
+ *
  * Threads: the fiber-local and the mirror are written by their own thread
  * under the GVL; the mirror is read by that thread's signal handler. Label
  * sets are freed through the core's grace periods, so a set the handler
@@ -23,6 +30,10 @@
 static __thread const pn_labelset *tl_mirror __attribute__((tls_model("initial-exec")));
 static ID id_key;               /* the fiber-local's key */
 static int switch_hook_on;      /* GVL */
+/* The token of the Fiber inside Enumerator#next & co. (or Qnil); its own
+ * thread, under the GVL. The same object is that Fiber's fiber-local and a
+ * local of the Ruby method that set it, so the GC keeps it. */
+static __thread VALUE tl_pending = Qnil;
 static VALUE cLabelSet;
 
 static void set_free(void *p)
@@ -70,7 +81,12 @@ static VALUE fiber_value(void) { return rb_thread_local_aref(rb_thread_current()
 static void on_fiber_switch(rb_event_flag_t ev, VALUE data, VALUE self, ID mid, VALUE klass)
 {
     (void)ev, (void)data, (void)self, (void)mid, (void)klass;
-    mirror(set_of(fiber_value()));
+    VALUE obj = fiber_value();
+    if (NIL_P(obj) && !NIL_P(tl_pending)) {
+        obj = tl_pending;
+        rb_thread_local_aset(rb_thread_current(), id_key, obj);
+    }
+    mirror(set_of(obj));
 }
 
 /* Make obj (a set object or nil) the current Fiber's set. */
@@ -190,6 +206,26 @@ static VALUE m_labels_remove(VALUE self, VALUE hash)
     return Qnil;
 }
 
+/* labels_token -> the current Fiber's set object (nil: none), for
+ * labels_restore in a Fiber it creates. */
+static VALUE m_labels_token(VALUE self)
+{
+    (void)self;
+    return fiber_value();
+}
+
+/* labels_pending(token) -> the previous one: while set, a Fiber switched to
+ * with no set of its own takes this one (Enumerator#next's Fiber). */
+static VALUE m_labels_pending(VALUE self, VALUE token)
+{
+    (void)self;
+    if (!NIL_P(token) && !rb_typeddata_is_kind_of(token, &set_type))
+        rb_raise(rb_eTypeError, "labels_pending: not a token of labels_token");
+    VALUE prev = tl_pending;
+    tl_pending = token;
+    return prev;
+}
+
 /* labels_note_fix(dropped, key, what): a fix made in Ruby (lib/pyroscope.rb). */
 static VALUE m_labels_note_fix(VALUE self, VALUE dropped, VALUE key, VALUE what)
 {
@@ -215,4 +251,6 @@ void labels_init(VALUE mNative)
     rb_define_module_function(mNative, "labels_push", m_labels_push, 1);
     rb_define_module_function(mNative, "labels_restore", m_labels_restore, 1);
     rb_define_module_function(mNative, "labels_remove", m_labels_remove, 1);
+    rb_define_module_function(mNative, "labels_token", m_labels_token, 0);
+    rb_define_module_function(mNative, "labels_pending", m_labels_pending, 1);
 }

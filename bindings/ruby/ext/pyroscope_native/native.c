@@ -220,6 +220,7 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
      * ignores this in wall mode). */
     o.thread_timers = 1;
     o.stale = drain_wake;
+    o.housekeeping = capture_check_handler;
     pn_config_free(&c);
     pn_driver *d = pn_agent_add_driver(a, &o, &e);
     if (!d) {
@@ -266,6 +267,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
         PUT("timeouts", ds->timeouts);
         PUT("discarded", ds->discarded);
         PUT("busy", ds->busy);
+        PUT("busy_added", ds->busy_added);
         PUT("exited", ds->exited);
         PUT("below_min_cpu", ds->below_min_cpu);
     }
@@ -273,6 +275,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
     PUT("gc_samples", capture_gc());
     PUT("torn_late", symbolize_torn());
     PUT("altstack", capture_altstack());
+    PUT("sigprof_replaced", capture_handler_replaced());
     PUT("handler_ns", capture_handler_ns());
     PUT("job_ns", capture_job_ns());
     PUT("threads_joined", threads_joined_count());

@@ -15,6 +15,10 @@ module Pyroscope
   # root_span_only, add_span_name, add_url), which no longer works with the
   # pyroscope gem 1.x, and the labels Pyroscope reads today.
   module Otel
+    # The pyroscope-otel release whose interface this module keeps (code
+    # that checks Pyroscope::Otel::VERSION keeps running).
+    VERSION = "0.1.4"
+
     class Error < StandardError; end
 
     # An OpenTelemetry SDK span processor (duck type: on_start, on_finish,
