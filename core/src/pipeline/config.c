@@ -457,7 +457,7 @@ static const setting settings[] = {
       KW("memory|mem_enabled", NULL, NULL),
       .meaning = "memory profiles: sampled allocations and the live heap"}, K_BOOL, OFF(memory)},
     {{NAMED("memory_interval", "MEMORY_INTERVAL"), INTEGER, .default_value = "524288", .lo = 1,
-      .hi = 1u << 30, .unit = "bytes", KW("memory_interval|mem_heap_sample_size", NULL, NULL),
+      .hi = 1u << 28, .unit = "bytes", KW("memory_interval|mem_heap_sample_size", NULL, NULL),
       .meaning = "mean bytes allocated between memory samples"}, K_U32, OFF(memory_interval)},
     {{NAMED("memory_max_live", "MEMORY_MAX_LIVE"), INTEGER, .default_value = "65536", .lo = 16,
       .hi = 1u << 22, .unit = "", KW("memory_max_live", NULL, NULL),

@@ -627,6 +627,26 @@ void pn_mem_fork_parent(pn_mem *m)
         pthread_mutex_unlock(&m->mu);
 }
 
+/* The child follows none of the parent's sampled objects: a READY record
+ * points at label sets only the parent's grace readers kept alive (the
+ * child's labels may free them), some were being written when fork() came,
+ * and LIVE ones would be in the child's in-use profile without having been
+ * allocated there. The table starts empty; the parent's references are
+ * dropped, not released (only this thread runs). */
+static void forget_all(pn_mem *m)
+{
+    memset((void *)m->keys, 0, (size_t)m->nslots * sizeof *m->keys);
+    memset((void *)m->key_rec, 0, (size_t)m->nslots * sizeof *m->key_rec);
+    memset((void *)m->recs, 0, (size_t)m->max_live * sizeof *m->recs);
+    memset((void *)m->pending, 0, (size_t)m->npending * 8);
+    memset((void *)m->filters[0], 0, FILTER_BITS / 8);
+    memset((void *)m->filters[1], 0, FILTER_BITS / 8);
+    atomic_store(&m->used, 0);
+    atomic_store(&m->free_head, 0);
+    for (uint32_t i = m->max_live; i-- > 0;)
+        push_record(m, i);
+}
+
 void pn_mem_fork_child(pn_mem *m)
 {
     if (!m)
@@ -635,8 +655,7 @@ void pn_mem_fork_child(pn_mem *m)
     pthread_cond_init(&m->cv, NULL);
     int was = m->running;
     m->running = 0;
-    /* Records other threads were writing stay WRITING: those threads are
-     * gone. Their slots are lost to this process (counted as live). */
+    forget_all(m);
     if (was && pn_mem_start(m, NULL) != 0)
         pn_log(PN_LOG_ERROR, "after fork: the memory driver's thread did not restart");
 }

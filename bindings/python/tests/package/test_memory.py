@@ -195,7 +195,7 @@ def test_hostile_threads_fork_and_shutdown_while_allocating(tmp_path):
                     keep.append([{"k": j} for j in range(50)])
                     if len(keep) > 200:
                         del keep[:100]
-        threads = [threading.Thread(target=storm, args=(i,)) for i in range(8)]
+        threads = [threading.Thread(target=storm, args=(i,), daemon=True) for i in range(8)]
         for t in threads:
             t.start()
         time.sleep(0.3)
