@@ -22,6 +22,12 @@
 #include "pyroscope_native.h"
 #include "export/exporter.h"
 
+/* Timeouts far beyond any machine's slowness, for tests about a verdict
+ * rather than a timeout: under valgrind on a loaded machine a TLS handshake
+ * with the in-process server took more than the default 5 s connect timeout,
+ * which turns a certificate failure into a retry. */
+#define PATIENT .connect_timeout_s = 60, .timeout_s = 60
+
 static char app_cpu[] = "app", type_cpu[] = "cpu";
 
 static pn_upload upload_of(uint8_t *data, size_t len)
@@ -192,7 +198,7 @@ static void request_shape(test_server *srv)
     pn_http_opts o = {.server_address = base, .app_name = "app", .tags = tags, .ntags = 1,
                       .spy_name = "pyspy", .basic_auth_user = "user",
                       .basic_auth_password = "pa ss", .tenant_id = "tenant-1",
-                      .headers = headers, .nheaders = 2, .ca_file = test_server_ca_file(srv)};
+                      .headers = headers, .nheaders = 2, .ca_file = test_server_ca_file(srv), PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -242,7 +248,7 @@ static void test_no_auth_no_tenant(void)
     CHECK(srv != NULL);
     if (!srv)
         return;
-    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "a-b/c"};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "a-b/c", PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -282,7 +288,7 @@ static void test_status_mapping(void)
     size_t n = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < n; i++)
         test_server_reply(srv, cases[i].status, cases[i].body, 0);
-    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app"};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -319,7 +325,7 @@ static void test_error_body_sanitized(void)
     body[sizeof body - 1] = '\0';
     memcpy(body, "line one\nline\ttwo\x01\x7f end", 23);
     test_server_reply(srv, 400, body, 0);
-    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app"};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -388,7 +394,7 @@ static void test_deadline_already_passed(void)
     CHECK(srv != NULL);
     if (!srv)
         return;
-    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app"};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -497,7 +503,7 @@ static void test_header_override(void)
                           {"X-Scope-OrgID", "other"}, {"X-Empty", ""}};
     pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app",
                       .basic_auth_user = "u", .basic_auth_password = "p", .tenant_id = "t",
-                      .headers = headers, .nheaders = 4};
+                      .headers = headers, .nheaders = 4, PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -533,7 +539,7 @@ static void test_address_credentials(void)
     test_server_reply(srv, 400, "nope", 0);
     char addr[128];
     snprintf(addr, sizeof addr, "http://us%%40er:p%%3Aw@127.0.0.1:%d/", test_server_port(srv));
-    pn_http_opts o = {.server_address = addr, .app_name = "app"};
+    pn_http_opts o = {.server_address = addr, .app_name = "app", PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -580,7 +586,7 @@ static void large_profile(test_server *srv)
     uint8_t *data = malloc(n);
     CHECK(data != NULL);
     pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app",
-                      .ca_file = test_server_ca_file(srv)};
+                      .ca_file = test_server_ca_file(srv), PATIENT};
     pn_error e;
     pn_exporter *x = data ? pn_http_exporter_new(&o, &e) : NULL;
     CHECK(x != NULL);
@@ -657,7 +663,7 @@ static void test_keep_alive(void)
     CHECK(srv != NULL);
     if (!srv)
         return;
-    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app"};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -744,7 +750,7 @@ static void test_fork(void)
         return;
     test_server_keep_alive(srv, 1);
     pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app",
-                      .ca_file = test_server_ca_file(srv)};
+                      .ca_file = test_server_ca_file(srv), PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -855,7 +861,7 @@ static void test_https_trust(void)
     uint8_t data[64];
     fill_payload(data, sizeof data);
     pn_upload u = upload_of(data, sizeof data);
-    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app"};
+    pn_http_opts o = {.server_address = test_server_url(srv), .app_name = "app", PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     CHECK(x != NULL);
@@ -904,7 +910,7 @@ static const char *const PROXY_VARS[] = {"http_proxy", "HTTP_PROXY", "https_prox
 static int route_of(const char *address, test_server *srv, test_proxy *proxy)
 {
     size_t np = test_proxy_count(proxy), nd = test_server_count(srv);
-    pn_http_opts o = {.server_address = address, .app_name = "app", .ca_file = test_server_ca_file(srv)};
+    pn_http_opts o = {.server_address = address, .app_name = "app", .ca_file = test_server_ca_file(srv), PATIENT};
     pn_error e;
     pn_exporter *x = pn_http_exporter_new(&o, &e);
     if (!x)
