@@ -192,8 +192,11 @@ bench: build
 # under $(BUILD)/bench, from PyPI); BENCH_ARGS=--quick for a short check.
 BENCH_PYTHON ?= python3
 .PHONY: bench-python
-bench-python: build
-	$(BENCH_PYTHON) bench/python/run.py --build-dir $(BUILD) \
+# The runtimes section runs 3.13 (pyenv) beside 3.14 (sid chroot) and the
+# free-threaded 3.13t, so it needs those (as `make runtimes` installs them).
+BENCH_RUNTIMES ?= 3.13=$(call python_for,3.13),3.14=$(abspath $(SID_CHROOT)):/usr/bin/python3.14,3.13t=$(abspath $(PYTHON_FT_PREFIX))/bin/python3
+bench-python: build sid-chroot python-ft
+	$(BENCH_PYTHON) bench/python/run.py --build-dir $(BUILD) --runtimes "$(BENCH_RUNTIMES)" \
 		$(if $(BENCH_CORE_OUTPUT),--core-output $(BENCH_CORE_OUTPUT)) $(BENCH_ARGS)
 
 # The Python example through the CLI, in a project-local virtual environment

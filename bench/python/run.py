@@ -17,6 +17,10 @@ of the pairs, never a single time. The sections:
   5. accuracy   CPU attribution error against the workload's own truth
   7. alloc      the memory profile's cost on allocation-heavy code, beside
                 tracemalloc (alloc_cost.py)
+  8. runtimes   this project on several interpreters side by side (--runtimes:
+                3.13 beside 3.14, the free-threaded build beside the GIL
+                build): sampler cost per stack and the CPU-bound workload's
+                overhead, rounds interleaved across the interpreters
 
 Peers come from PyPI, each into its own virtual environment under
 build/bench/ (pyroscope-io's module is also named `pyroscope`). pyroscope-io
@@ -58,7 +62,8 @@ PPROF_READER = os.path.join(ROOT, "bindings", "python", "tests", "package", "ppr
 PYROSCOPE_IO_VERSION = "1.4.0"
 PY_SPY_VERSION = "0.4.3"
 SETUPTOOLS_VERSION = "75.6.0"  # as the test venvs: has bdist_wheel built in
-SECTIONS = ("overhead", "sampler", "encode", "memory", "accuracy", "churn", "alloc")
+SECTIONS = ("overhead", "sampler", "encode", "memory", "accuracy", "churn", "alloc",
+            "runtimes")
 RATE = 100  # Hz, every comparison
 # Overhead rounds that spread wider than this (max - min of the per-round
 # ratios, in points) get no yes/no verdict: the machine was too busy.
@@ -308,10 +313,10 @@ def proc_cpu_s(pid):
 class Child:
     """A workload process speaking the BENCH line protocol of workloads.py."""
 
-    def __init__(self, python, args, timeout):
+    def __init__(self, python, args, timeout, prefix=()):
         self.timeout = timeout
         self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.cmd = [python, WORKLOADS, *args]
+        self.cmd = [*prefix, python, WORKLOADS, *args]
         self.p = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.stderr, text=True, env=clean_env(), cwd=HERE)
         self.lines = queue.Queue()
@@ -489,6 +494,117 @@ def summarise_pairs(runs, wargs):
             "profiler_cpu_pct": median(own),
         }
     return summary
+
+
+# ------------------------------------------------------------ 8. runtimes
+
+class Runtime:
+    """One interpreter of the runtimes section: NAME=PYTHON, or
+    NAME=CHROOT:PYTHON for one inside a chroot made by
+    tests/runtimes/sid_chroot.sh (run through in_chroot.sh, this checkout
+    bind-mounted at its own path). Its venv lives under BUILD/bench, inside
+    the checkout, so the chroot sees it too."""
+
+    def __init__(self, spec, build_dir):
+        self.name, _, where = spec.partition("=")
+        chroot, _, python = where.rpartition(":")
+        self.base_python = python
+        # The chroot's /tmp is private: every path it is given is under ROOT.
+        self.prefix = ([os.path.join(ROOT, "tests", "runtimes", "in_chroot.sh"), chroot, ROOT]
+                       if chroot else [])
+        self.venv = os.path.join(build_dir, "bench", f"venv-rt-{self.name}")
+        self.python = os.path.join(self.venv, "bin", "python")
+        self.version = None
+
+    def cmd(self, *args):
+        """A command line that runs in this runtime's world, with the
+        environment clean_env() gives a host child."""
+        if not self.prefix:
+            return list(args)
+        env = clean_env()
+        keep = [f"{k}={env[k]}" for k in ("PYTHONUNBUFFERED", "PYTHONHASHSEED")]
+        return [*self.prefix, "env", *keep, *args]
+
+    def setup(self):
+        def run(*args):
+            subprocess.run(self.cmd(*args), check=True, cwd=ROOT)
+        if not os.path.exists(self.python):
+            log(f"creating {self.venv}")
+            run(self.base_python, "-m", "venv", self.venv)
+        run(self.python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+            f"setuptools=={SETUPTOOLS_VERSION}")
+        log(f"installing this project for {self.name}")
+        # The same lock as the test lanes: setuptools' build/ is shared.
+        run("flock", os.path.join(os.path.dirname(os.path.dirname(self.venv)), ".pip-install.lock"),
+            self.python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+            "--no-build-isolation", "--no-deps", "--force-reinstall", ".")
+        r = subprocess.run(self.cmd(self.python, "-c",
+                                    "import sys, sysconfig; print(sys.version.split()[0] + "
+                                    "('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"),
+                           capture_output=True, text=True, check=True, cwd=ROOT)
+        self.version = r.stdout.strip().splitlines()[-1]
+
+
+def section_runtimes(specs, build_dir, quick, rounds):
+    """Per round, every runtime in turn: the workload without and with this
+    profiler (ratio of the pair), then the sampler's cost per stack. The
+    order rotates, so no runtime always runs first in a round."""
+    rts = [Runtime(spec, build_dir) for spec in specs]
+    for rt in rts:
+        rt.setup()
+    out_dir = os.path.join(build_dir, "bench", "runtimes-out")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    wargs = ["--iters", "700" if quick else "2600"]
+    secs, chunks = ("0.5", "2") if quick else ("2", "3")
+    runs = {rt.name: {"none": [], "native": [], "sampler": []} for rt in rts}
+    for r in range(rounds):
+        for rt in rts[r % len(rts):] + rts[:r % len(rts)]:
+            for v in ("none", "native"):
+                args = ["cpu", "--profiler", v, "--app", f"bench.rt.{rt.name}.{v}.r{r}",
+                        "--rate", str(RATE), *wargs]
+                if v == "native":
+                    args += ["--output-dir", os.path.join(out_dir, f"{rt.name}.r{r}")]
+                child = Child(rt.python, args, timeout=300, prefix=rt.cmd())
+                try:
+                    child.event("ready")
+                    child.send("go")
+                    res = child.event("result")
+                    res["final_stats"] = child.event("final").get("stats")
+                    child.wait()
+                finally:
+                    child.kill()
+                runs[rt.name][v].append(res)
+            p = subprocess.run(rt.cmd(rt.python, SAMPLER_COST, "--cases", "50x10", "--rate",
+                                      "1000", "--seconds", secs, "--chunks", chunks,
+                                      "--out-dir", os.path.join(out_dir, "sampler")),
+                               capture_output=True, text=True, env=clean_env(), cwd=HERE,
+                               timeout=300)
+            if p.returncode != 0:
+                raise RuntimeError(f"sampler_cost.py on {rt.name}: exit {p.returncode}\n"
+                                   f"{p.stderr[-4000:]}")
+            runs[rt.name]["sampler"] += [json.loads(x[6:]) for x in p.stdout.splitlines()
+                                         if x.startswith("BENCH ")]
+            log(f"runtimes round {r + 1}/{rounds} {rt.name}: none "
+                f"{runs[rt.name]['none'][-1]['cpu_s']:.3f} s, native "
+                f"{runs[rt.name]['native'][-1]['cpu_s']:.3f} s CPU, sampler "
+                f"{runs[rt.name]['sampler'][-1]['us_per_stack']:.2f} us/stack")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    rows = {}
+    for rt in rts:
+        d = runs[rt.name]
+        pairs = list(zip(d["native"], d["none"]))
+        rows[rt.name] = {
+            "python": rt.version, "rounds": rounds, "args": wargs,
+            "cpu_ratio_per_pair": [a["cpu_s"] / b["cpu_s"] for a, b in pairs],
+            "median_cpu_ratio": median([a["cpu_s"] / b["cpu_s"] for a, b in pairs]),
+            "profiler_cpu_pct": median([(a.get("profiler_cpu_s") or 0) / b["cpu_s"] * 100
+                                        for a, b in pairs]),
+            "samples": median([(a["final_stats"] or {}).get("samples") for a, _ in pairs]),
+            "us_per_stack": median([c["us_per_stack"] for c in d["sampler"]]),
+            "ns_per_frame": median([c["ns_per_frame"] for c in d["sampler"]]),
+            "walk_errors": sum(c["totals"]["walk_errors"] for c in d["sampler"]),
+        }
+    return {"rate_hz": RATE, "sampler_rate_hz": 1000, "runtimes": rows}
 
 
 # ------------------------------------------------------------- 2. sampler
@@ -1071,6 +1187,24 @@ def report(res):
                                 "idle thread", "other", "error pts", "median round"]))
         out.append("  error = largest |profile share - true share| over the columns, pooled "
                    "over the rounds; off-CPU phase and idle thread are truly ~0 %")
+    rt = res.get("runtimes")
+    if rt:
+        out.append("")
+        out.append(f"8. Interpreters side by side (this project; the CPU-bound workload at "
+                   f"{rt['rate_hz']} Hz, and 10 threads at depth 50 walked at "
+                   f"{rt['sampler_rate_hz']} Hz; rounds interleaved across interpreters)")
+        rows = []
+        for name, d in rt["runtimes"].items():
+            rr = d["cpu_ratio_per_pair"]
+            rows.append([name, d["python"], fmt(d["median_cpu_ratio"], ".3f"),
+                         f"{min(rr):.3f}-{max(rr):.3f}", fmt(d["profiler_cpu_pct"], ".2f"),
+                         fmt(d["samples"], ".0f"), fmt(d["us_per_stack"]),
+                         fmt(d["ns_per_frame"], ".0f"), d["walk_errors"]])
+        out.append(table(rows, ["runtime", "python", "CPU ratio", "ratio range",
+                                "profiler CPU %", "samples", "us/stack", "ns/frame",
+                                "walk errors"]))
+        out.append("  CPU ratio = median over rounds of (with profiler / without, same "
+                   "interpreter, same round); us/stack = sampler CPU per stack walked")
 
     out.append("")
     out.append("Targets (2-core machine)")
@@ -1108,6 +1242,9 @@ def main():
                     help="rounds per comparison (default: 5, quick 2; memory 3, quick 1)")
     ap.add_argument("--no-reinstall", action="store_true",
                     help="keep the installed pyroscope-native in venv-native")
+    ap.add_argument("--runtimes", default="",
+                    help="comma-separated NAME=PYTHON or NAME=CHROOT:PYTHON for the runtimes "
+                         "section (make bench passes 3.13, 3.14 in the sid chroot and 3.13t)")
     ap.add_argument("--from-json", default="",
                     help="print the report of a saved results file and exit (runs nothing)")
     args = ap.parse_args()
@@ -1123,6 +1260,8 @@ def main():
     for s in only:
         if s not in SECTIONS:
             sys.exit(f"unknown section {s!r}; choose from {', '.join(SECTIONS)}")
+    if "runtimes" in only and not args.runtimes:
+        sys.exit("the runtimes section needs --runtimes NAME=PYTHON,... (make bench gives it)")
     build_dir = os.path.abspath(args.build_dir)
     json_path = args.json or os.path.join(build_dir, "bench", "python-results.json")
     rounds = args.rounds or (2 if args.quick else 5)
@@ -1138,7 +1277,7 @@ def main():
                     "loadavg_start": loadavg(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "section_s": {}}}
     envs = Envs(build_dir, sys.executable, reinstall_native=not args.no_reinstall)
-    need_envs = any(s != "encode" for s in only)
+    need_envs = any(s not in ("encode", "runtimes") for s in only)
     if need_envs:
         envs.setup()
     res["meta"]["versions"] = envs.versions
@@ -1163,6 +1302,9 @@ def main():
                 res[name] = section_churn(envs, server, tmp, args.quick, mem_rounds)
             elif name == "alloc":
                 res[name] = section_alloc(envs, tmp, args.quick)
+            elif name == "runtimes":
+                res[name] = section_runtimes([x for x in args.runtimes.split(",") if x],
+                                             build_dir, args.quick, rounds)
             res["meta"]["section_s"][name] = time.monotonic() - t0
     finally:
         server.close()
