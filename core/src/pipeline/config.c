@@ -666,14 +666,10 @@ int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_
     return 0;
 }
 
-static int is_address(const char *name)
-{
-    return strcmp(name, "server_address") == 0 || strcmp(name, "otlp_endpoint") == 0;
-}
-
-/* An address without a scheme ("pyroscope:4040"): the anchors took it at
- * start-up (and failed at each upload); here it means http://, said once per
- * address. One that is no address even so stays an error naming the setting.
+/* A server_address without a scheme ("pyroscope:4040"): the anchors took it
+ * at start-up (and failed at each upload); here it means http://, said once
+ * per address. One that is no address even so stays an error naming the
+ * setting. (otlp_endpoint is not the anchors': the OTel rule, a scheme, holds.)
  * Returns the new address (the caller frees it), or NULL and e. */
 static char *add_scheme(const char *name, const char *v, pn_error *e)
 {
@@ -705,7 +701,7 @@ static int set_value(pn_config *c, const setting *s, const char *value, pn_error
     switch (s->k) {
     case K_STR: {
         char *with_scheme = NULL;
-        if (is_address(name) && value[0] && !strstr(value, "://") &&
+        if (strcmp(name, "server_address") == 0 && value[0] && !strstr(value, "://") &&
             strncasecmp(value, "http:", 5) != 0 && strncasecmp(value, "https:", 6) != 0) {
             if (!(with_scheme = add_scheme(name, value, e)))
                 return -1;
