@@ -75,7 +75,9 @@ module Pyroscope
       row = ROW.fetch(key)
       case row["kind"]
       when "bool" then bool(name, value)
-      when "number" then number(name, value)
+      # A String ("100", from ENV) goes to the core, which parses it and names
+      # the setting when it is no number (`c.sample_rate = ENV[...]` ran with the gem).
+      when "number" then value.is_a?(String) ? value : number(name, value)
       when "integer"
         return value if value.is_a?(Integer) || value.is_a?(String) # "64": the core parses it
 
@@ -106,10 +108,7 @@ module Pyroscope
       value
     end
 
-    # A String ("100", from ENV) goes to the core, which parses it and names
-    # the setting when it is no number.
     def number(name, value)
-      return value if value.is_a?(String)
       unless value.is_a?(Integer) || value.is_a?(Float)
         raise ConfigError, "#{name} must be a number, not #{value.class}"
       end
