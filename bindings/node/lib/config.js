@@ -77,8 +77,33 @@ function checkPairs(name, v, numbersToo) {
   return out;
 }
 
+// Settings the anchor sent without checking their type (tenantID as the X-Scope-OrgID
+// header, basic auth in a template string: @pyroscope/nodejs 0.6.4
+// pyroscope-api-exporter.js buildRequestHeaders): a number there is its text.
+const NUMBER_AS_TEXT = new Set(['tenant_id', 'basic_auth_username', 'basic_auth_password']);
+
+// tags as an array (the anchor's check-pyroscope-config.js takes any object, an array
+// too): [k, v] entries and "k=v" strings are tags; anything else is left out, said once.
+function tagsOfArray(optName, list, warnings) {
+  const out = {};
+  for (const item of list) {
+    if (Array.isArray(item) && item.length === 2 && typeof item[0] === 'string') {
+      out[item[0]] = item[1];
+    } else if (typeof item === 'string' && item.includes('=')) {
+      const eq = item.indexOf('=');
+      out[item.slice(0, eq).trim()] = item.slice(eq + 1).trim();
+    } else {
+      warnings.push(`${optName}: the entry ${describe(item)} is neither [key, value] nor ` +
+        '"key=value"; it is left out (give tags as an object)');
+    }
+  }
+  return out;
+}
+
 // An option value for the core (by the kind of its row): a string, or pairs.
-function coreValue(optName, row, v) {
+function coreValue(optName, row, v, warnings) {
+  if (NUMBER_AS_TEXT.has(row.name) && typeof v === 'number' && Number.isFinite(v)) return String(v);
+  if (row.name === 'tags' && Array.isArray(v)) v = tagsOfArray(optName, v, warnings);
   switch (row.kind) {
     case 'bool': return checkBool(optName, v);
     case 'number': return checkNumber(optName, v, false);
@@ -119,6 +144,34 @@ function envBool(env, name) {
     `(use ${BOOL_WORDS.join(', ')})`);
 }
 let BOOL_WORDS = ['true', 'false', '1', '0', 'yes', 'no', 'on', 'off'];
+
+// The anchor's own variables (@pyroscope/nodejs 0.6.4 utils/get-env.js) were read with
+// Number(), === 'true' and a match of 'all'/'dependencies', and never refused: a
+// malformed one is left out here, with a warning naming it, and its default used.
+function lenient(warnings, parse) {
+  return (env, name) => {
+    try {
+      return parse(env, name);
+    } catch (e) {
+      if (e.code !== 'ERR_PYROSCOPE_CONFIG') throw e;
+      warnings.push(`${e.message}; it is ignored (the default is used)`);
+      return undefined;
+    }
+  };
+}
+
+function envPositiveInt(env, name) {
+  const v = envNumber(env, name, true);
+  return v === undefined ? v : checkPositiveInt(`environment variable ${name}`, v);
+}
+
+function checkMicros(from, v) {
+  if (v < 100 || v > 1e7) {
+    throw configError(`${from}: ${v} is out of range; it must be between ` +
+      '100 and 10000000 microseconds (10 kHz to 0.1 Hz)');
+  }
+  return v;
+}
 
 function checkStripMode(name, v) {
   if (v === 'all' || v === 'dependencies') return v;
@@ -175,16 +228,19 @@ function resolveConfig(options, env, table) {
     }
     const row = known.get(key);
     if (!row) {
+      // The anchor's check-pyroscope-config.js looks at its own keys only: others
+      // (sourceMapPath, labels, ...) were ignored, and are here, with a warning.
       let hint = '';
       if (known.has(camel(key))) hint = ` (did you mean ${camel(key)}?)`;
-      throw configError(`unknown option "${key}"${hint}; known options: ` +
+      warnings.push(`unknown option "${key}"${hint} is ignored; known options: ` +
         [...known.keys(), ...ANCHOR_ONLY].sort().join(', '));
+      continue;
     }
     const core = row.name;
     if (given.has(core)) {
       throw configError(`${origins[core]} and ${key} are the same setting; give only one`);
     }
-    settings[core] = coreValue(key, row, value);
+    settings[core] = coreValue(key, row, value, warnings);
     origins[core] = key;
     given.add(core);
   }
@@ -196,13 +252,13 @@ function resolveConfig(options, env, table) {
   if (!isPlainObject(heapOpt)) throw configError(`heap must be an object, not ${describe(heapOpt)}`);
   for (const k of Object.keys(wallOpt)) {
     if (!['samplingDurationMs', 'samplingIntervalMicros', 'collectCpuTime'].includes(k)) {
-      throw configError(`unknown option "wall.${k}"; known: wall.samplingDurationMs, ` +
+      warnings.push(`unknown option "wall.${k}" is ignored; known: wall.samplingDurationMs, ` +
         'wall.samplingIntervalMicros, wall.collectCpuTime');
     }
   }
   for (const k of Object.keys(heapOpt)) {
     if (!['samplingIntervalBytes', 'stackDepth'].includes(k)) {
-      throw configError(`unknown option "heap.${k}"; known: heap.samplingIntervalBytes, ` +
+      warnings.push(`unknown option "heap.${k}" is ignored; known: heap.samplingIntervalBytes, ` +
         'heap.stackDepth');
     }
   }
@@ -218,20 +274,21 @@ function resolveConfig(options, env, table) {
     collectCpuTime: false,
   };
   const dur = pick(wallOpt.samplingDurationMs, 'wall.samplingDurationMs', checkPositiveInt,
-    'PYROSCOPE_WALL_SAMPLING_DURATION_MS', (e, n) => envNumber(e, n, true));
+    'PYROSCOPE_WALL_SAMPLING_DURATION_MS', lenient(warnings, envPositiveInt));
   if (dur) wall.samplingDurationMs = checkPositiveInt(dur.from, dur.value);
   const cpuTime = pick(wallOpt.collectCpuTime, 'wall.collectCpuTime', checkBool,
-    'PYROSCOPE_WALL_COLLECT_CPU_TIME', envBool);
+    'PYROSCOPE_WALL_COLLECT_CPU_TIME', lenient(warnings, envBool));
   if (cpuTime) wall.collectCpuTime = cpuTime.value;
 
   // Sampling rate: sampleRate (Hz) and wall.samplingIntervalMicros are one setting.
   const micros = pick(wallOpt.samplingIntervalMicros, 'wall.samplingIntervalMicros',
-    checkPositiveInt, 'PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS', (e, n) => envNumber(e, n, true));
+    checkPositiveInt, 'PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS',
+    lenient(warnings, (e, n) => {
+      const v = envPositiveInt(e, n);
+      return v === undefined ? v : checkMicros(`environment variable ${n}`, v);
+    }));
   if (micros) {
-    if (micros.value < 100 || micros.value > 1e7) {
-      throw configError(`${micros.from}: ${micros.value} is out of range; it must be between ` +
-        '100 and 10000000 microseconds (10 kHz to 0.1 Hz)');
-    }
+    checkMicros(micros.from, micros.value);
     const hz = 1e6 / micros.value;
     const fromOption = micros.from === 'wall.samplingIntervalMicros';
     if (given.has('sample_rate')) {
@@ -248,8 +305,13 @@ function resolveConfig(options, env, table) {
 
   // Period: uploadInterval (seconds or "10s") and the anchor's flushIntervalMs are one
   // setting. Two options (or two variables) for it are refused rather than guessed at.
-  if (options.flushIntervalMs !== undefined) {
-    checkPositiveInt('flushIntervalMs', options.flushIntervalMs);
+  // The anchor took any whole flushIntervalMs (check-pyroscope-config.js
+  // hasValidFlushInterval); one <= 0 made its setTimeout fire at once, each time.
+  const flushMs = options.flushIntervalMs;
+  if (flushMs !== undefined && checkNumber('flushIntervalMs', flushMs, true) <= 0) {
+    warnings.push(`flushIntervalMs: ${flushMs} is not a positive whole number of ` +
+      'milliseconds; it is ignored (the default upload period is used)');
+  } else if (flushMs !== undefined) {
     if (given.has('upload_interval')) {
       throw configError(`${origins.upload_interval} and flushIntervalMs are the same ` +
         'setting (the upload period); give only one');
@@ -258,29 +320,35 @@ function resolveConfig(options, env, table) {
     origins.upload_interval = 'flushIntervalMs';
     given.add('upload_interval');
   } else if (!given.has('upload_interval')) {
-    const ms = envNumber(env, 'PYROSCOPE_FLUSH_INTERVAL_MS', true);
+    const ms = lenient(warnings, envPositiveInt)(env, 'PYROSCOPE_FLUSH_INTERVAL_MS');
     if (ms !== undefined) {
       if (envValue(env, 'PYROSCOPE_UPLOAD_INTERVAL') !== undefined) {
         throw configError('environment variables PYROSCOPE_UPLOAD_INTERVAL and ' +
           'PYROSCOPE_FLUSH_INTERVAL_MS are the same setting (the upload period); set only one');
       }
-      checkPositiveInt('environment variable PYROSCOPE_FLUSH_INTERVAL_MS', ms);
       settings.upload_interval = `${ms}ms`;
       origins.upload_interval = 'environment variable PYROSCOPE_FLUSH_INTERVAL_MS';
       given.add('upload_interval');
     }
   }
 
-  // authToken -> a Bearer Authorization header (the anchor prefers it to basic auth;
-  // here both at once is refused, since the server would see one of them only).
+  // authToken -> a Bearer Authorization header. With basic auth too, the token is sent
+  // and basic auth is not, as the anchor did (pyroscope-api-exporter.js
+  // buildRequestHeaders: the token, else basic auth); said once.
   const token = pick(options.authToken, 'authToken', checkString, 'PYROSCOPE_AUTH_TOKEN',
     envValue);
   if (token && token.value !== '') {
     const basic = given.has('basic_auth_username') || given.has('basic_auth_password') ||
-      envValue(env, 'PYROSCOPE_BASIC_AUTH_USERNAME') !== undefined;
+      ['PYROSCOPE_BASIC_AUTH_USERNAME', 'PYROSCOPE_BASIC_AUTH_USER',
+        'PYROSCOPE_BASIC_AUTH_PASSWORD'].some((v) => envValue(env, v) !== undefined);
     if (basic) {
-      throw configError(`${token.from} and basic auth (basicAuthUser/basicAuthPassword) are ` +
-        'both set; the server takes one Authorization header: give only one');
+      warnings.push(`${token.from} and basic auth (basicAuthUser/basicAuthPassword) are ` +
+        'both set; the token is sent and basic auth is not (as @pyroscope/nodejs did)');
+      for (const name of ['basic_auth_username', 'basic_auth_password']) {
+        settings[name] = ''; // given, so the core reads no variable for it either
+        origins[name] = origins[name] || token.from;
+        given.add(name);
+      }
     }
     if (/[\r\n]/.test(token.value)) throw configError(`${token.from} must not contain a line break`);
     let headers = settings.http_headers;
@@ -304,10 +372,10 @@ function resolveConfig(options, env, table) {
     stackDepth: defaultOf('heap_stack_depth'),
   };
   const bytes = pick(heapOpt.samplingIntervalBytes, 'heap.samplingIntervalBytes',
-    checkPositiveInt, 'PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES', (e, n) => envNumber(e, n, true));
+    checkPositiveInt, 'PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES', lenient(warnings, envPositiveInt));
   if (bytes) heap.samplingIntervalBytes = checkPositiveInt(bytes.from, bytes.value);
   const depth = pick(heapOpt.stackDepth, 'heap.stackDepth', checkPositiveInt,
-    'PYROSCOPE_HEAP_STACK_DEPTH', (e, n) => envNumber(e, n, true));
+    'PYROSCOPE_HEAP_STACK_DEPTH', lenient(warnings, envPositiveInt));
   if (depth) heap.stackDepth = checkPositiveInt(depth.from, depth.value);
 
   const frames = { sourceMapper: undefined, stripFilenames: undefined, shortenPaths: false };
@@ -318,13 +386,13 @@ function resolveConfig(options, env, table) {
     frames.sourceMapper = options.sourceMapper;
   }
   const strip = pick(options.stripFilenames, 'stripFilenames', checkStripMode,
-    'PYROSCOPE_STRIP_FILENAMES', (e, n) => {
+    'PYROSCOPE_STRIP_FILENAMES', lenient(warnings, (e, n) => {
       const v = envValue(e, n);
       return v === undefined ? undefined : checkStripMode(`environment variable ${n}`, v);
-    });
+    }));
   if (strip) frames.stripFilenames = strip.value;
   const shorten = pick(options.shortenPaths, 'shortenPaths', checkBool,
-    'PYROSCOPE_SHORTEN_PATHS', envBool);
+    'PYROSCOPE_SHORTEN_PATHS', lenient(warnings, envBool));
   if (shorten) frames.shortenPaths = shorten.value;
 
   // The time profile: on-CPU (the shared default) or wall clock. Asking for the anchor's

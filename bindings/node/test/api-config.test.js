@@ -68,7 +68,6 @@ describe('api config: options and variables', function () {
       { Authorization: 'Bearer tok' });
     const r = resolve({ appName: 'a' }, { PYROSCOPE_AUTH_TOKEN: 'e', PYROSCOPE_HTTP_HEADERS: 'X-K=v' });
     assert.deepStrictEqual(pairs(r.settings.http_headers), { 'X-K': 'v', Authorization: 'Bearer e' });
-    assert.throws(() => resolve({ appName: 'a', authToken: 't', basicAuthUser: 'u' }), /authToken and basic auth/);
     assert.throws(() => resolve({ appName: 'a', authToken: 't', httpHeaders: { authorization: 'x' } }),
       /authToken and an Authorization header/);
   });
@@ -121,10 +120,6 @@ describe('api config: options and variables', function () {
   });
 
   const bad = [
-    [{ appName: 'a', foo: 1 }, /unknown option "foo"/],
-    [{ appName: 'a', sample_rate: 1 }, /unknown option "sample_rate" \(did you mean sampleRate\?\)/],
-    [{ appName: 'a', wall: { interval: 1 } }, /unknown option "wall.interval"/],
-    [{ appName: 'a', heap: { depth: 1 } }, /unknown option "heap.depth"/],
     [{ appName: 5 }, /appName must be a string, not number 5/],
     [{ appName: 'a', applicationName: 'b' }, /appName and applicationName are the same setting/],
     [{ appName: 'a', tags: { k: {} } }, /tags: the value of "k" must be a string or a number/],
@@ -134,7 +129,6 @@ describe('api config: options and variables', function () {
     [{ appName: 'a', sampleRate: NaN }, /sampleRate must be a finite number/],
     [{ appName: 'a', oncpu: 'yes' }, /oncpu must be a boolean/],
     [{ appName: 'a', flushIntervalMs: 1.5 }, /flushIntervalMs must be a whole number/],
-    [{ appName: 'a', flushIntervalMs: 0 }, /flushIntervalMs must be a positive whole number/],
     [{ appName: 'a', wall: 3 }, /wall must be an object/],
     [{ appName: 'a', wall: { collectCpuTime: 1 } }, /wall.collectCpuTime must be a boolean/],
     [{ appName: 'a', heap: { samplingIntervalBytes: -1 } }, /heap.samplingIntervalBytes must be a positive/],
@@ -149,12 +143,10 @@ describe('api config: options and variables', function () {
     });
   }
 
+  // The anchor's own variables, malformed, start (api-anchor-inputs.test.js); two
+  // variables for one setting do not.
   const badEnv = [
-    [{ PYROSCOPE_FLUSH_INTERVAL_MS: 'soon' }, /PYROSCOPE_FLUSH_INTERVAL_MS: "soon" is not a whole number/],
-    [{ PYROSCOPE_HEAP_STACK_DEPTH: '1.5' }, /PYROSCOPE_HEAP_STACK_DEPTH: "1.5" is not a whole number/],
-    [{ PYROSCOPE_WALL_COLLECT_CPU_TIME: 'maybe' }, /PYROSCOPE_WALL_COLLECT_CPU_TIME: wall_collect_cpu_time: "maybe" is not a boolean/],
-    [{ PYROSCOPE_STRIP_FILENAMES: 'none' }, /PYROSCOPE_STRIP_FILENAMES must be 'all' or 'dependencies'/],
-    [{ PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: '1' }, /PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: 1 is out of range/],
+    [{ PYROSCOPE_FLUSH_INTERVAL_MS: '1000', PYROSCOPE_UPLOAD_INTERVAL: '1' }, /are the same setting/],
   ];
   for (const [env, re] of badEnv) {
     it(`refuses ${JSON.stringify(env)}`, () => {
@@ -178,7 +170,7 @@ describe('api config: through init() and the core', function () {
     [{ appName: 'a', sampleRate: 0 }, /^sampleRate \(sample_rate\): 0 is out of range/],
     [{ appName: 'a', uploadInterval: '2h' }, /^uploadInterval \(upload_interval\)/],
     [{ appName: 'a', flushIntervalMs: 10 }, /^flushIntervalMs \(upload_interval\)/],
-    [{ appName: 'a', serverAddress: 'localhost:4040' }, /^serverAddress \(server_address\).*must start with http/],
+    [{ appName: 'a', serverAddress: 'local host:4040' }, /^serverAddress \(server_address\).*with http:\/\/ in front/],
     [{ appName: 'a', tags: { __x: 'v' } }, /tags.*reserved/],
     [{ appName: 'a', tags: { k: 'a,b' } }, /tags.*not allowed/],
     [{ appName: 'a{b}' }, /appName \(application_name\)/],
@@ -206,8 +198,8 @@ describe('api config: through init() and the core', function () {
     assert.strictEqual(native.resolveSettings(o.settings, o.env).basic_auth_username, 'bob');
   });
 
-  it('init() without a name is refused by the core, naming the setting', () => {
+  it('init() without a name starts (unknown_service, issue 28 §2: api-anchor-inputs.test.js)', () => {
     delete process.env.PYROSCOPE_APPLICATION_NAME;
-    assert.throws(() => api.init({}), /application_name/);
+    api.init({});
   });
 });

@@ -46,7 +46,8 @@ describe('native: settings and life cycle', function () {
     assert.throws(() => native.checkSettings({ application_name: 'a', output_dir: '/x' },
       { PYROSCOPE_SAMPLE_RATE: 'abc' }), /PYROSCOPE_SAMPLE_RATE.*sample_rate/);
     native.checkSettings({ output_dir: '/x' }, { PYROSCOPE_APPLICATION_NAME: 'from-env' });
-    assert.throws(() => native.checkSettings({ output_dir: '/x' }, {}), /application_name/);
+    // No name at all: unknown_service, as the server named the anchor's '' (issue 28 §2).
+    assert.strictEqual(native.resolveSettings({ output_dir: '/x' }, {}).application_name, 'unknown_service');
     const dir = tmpdir('env');
     try {
       native.start({ output_dir: dir }, { PYROSCOPE_APPLICATION_NAME: 'fromenv' });

@@ -115,15 +115,15 @@ class ConfigTest < Minitest::Test
 
   def test_bad_types_name_the_setting
     {
-      sample_rate: ["fast", /sample_rate must be a number, not String/],
-      oncpu: ["yes", /oncpu must be true or false/],
+      sample_rate: [:fast, /sample_rate must be a number, not Symbol/],
+      oncpu: ["maybe", /oncpu: "maybe" is not a boolean/],
       tags: [%w[a b], /tags must be a Hash, not Array/],
       application_name: [:app, /application_name must be a String, not Symbol/],
       max_depth: [1.5, /max_depth must be an Integer/],
       upload_interval: [Float::NAN, /upload_interval must be a finite number/],
       log_level: [[], /log_level must be a String/],
       server_address: ["http://a\0b", /server_address must not contain a NUL byte/],
-      autoinstrument_rails: ["yes", /autoinstrument_rails must be true or false/],
+      autoinstrument_rails: ["maybe", /autoinstrument_rails: "maybe" is not a boolean/],
       auth_token: [123, /auth_token must be a String/],
       compression: [1, /compression must be a String/]
     }.each do |key, (value, message)|
@@ -157,10 +157,14 @@ class ConfigTest < Minitest::Test
     end
   end
 
-  def test_missing_application_name_is_named
+  # Issue 28 §2 (anchor_inputs_test.rb): the gem sent '' and the server
+  # named the series unknown_service.
+  def test_missing_application_name_starts_as_unknown_service
     clean_env do
-      err = assert_raises(Pyroscope::ConfigError) { Pyroscope.configure { |c| c.output_dir = "/tmp" } }
-      assert_match(/application_name/, err.message)
+      Dir.mktmpdir do |dir|
+        capture_io { Pyroscope.configure { |c| c.output_dir = dir } }
+        assert Pyroscope.running?
+      end
     end
   end
 
@@ -169,7 +173,7 @@ class ConfigTest < Minitest::Test
       clean_env do
         configure_to(dir, "keep.running")
         assert Pyroscope.running?
-        assert_raises(Pyroscope::ConfigError) { Pyroscope.configure { |c| c.sample_rate = "1" } }
+        assert_raises(Pyroscope::ConfigError) { Pyroscope.configure { |c| c.sample_rate = :fast } }
         assert_raises(NoMethodError) { Pyroscope.configure { |c| c.nope = 1 } }
         assert Pyroscope.running?
         assert_equal "keep.running", Pyroscope.current_config.application_name

@@ -121,6 +121,28 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e)
     return 0;
 }
 
+/* Messages already given, by the hash of a key: a warning about an input is
+ * given once per process, however often a binding starts. Any thread, under
+ * the lock. */
+static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t warned[64];
+static size_t nwarned;
+
+static int first_time(const char *key, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
+    int seen = 0;
+    pthread_mutex_lock(&warned_lock);
+    for (size_t i = 0; i < nwarned && !seen; i++)
+        seen = warned[i] == h;
+    if (!seen && nwarned < sizeof warned / sizeof warned[0])
+        warned[nwarned++] = h;
+    pthread_mutex_unlock(&warned_lock);
+    return !seen;
+}
+
 /* ----------------------------------------------------------------- parsers */
 
 int pn_config_parse_bool(const char *name, const char *v, int *out, pn_error *e)
@@ -403,7 +425,7 @@ static const setting settings[] = {
       KW("report_thread_name", NULL, "report_thread_name"),
       .meaning = "a thread_name label"}, K_BOOL, OFF(report_thread_name)},
     {{NAMED("log_level", "LOG_LEVEL"), .kind = PN_KIND_LEVEL, .kind_name = "level",
-      .default_value = "warning", .spellings = "debug,info,warning,warn,error,off,none,trace",
+      .default_value = "warning", .spellings = "debug,info,warning,warn,error,off,none,trace,fatal,critical",
       KW("log_level", "logLevel", "log_level"),
       .meaning = "the least severe message logged"}, K_LEVEL, OFF(log_level)},
     {{NAMED("max_stacks", "MAX_STACKS"), INTEGER, .default_value = "16384", .lo = 16,
@@ -570,8 +592,8 @@ int pn_config_is_given(const pn_config *c, const char *name)
 /* Rules for string settings, checked as they are set. */
 static int check_string(const char *name, const char *v, pn_error *e)
 {
-    if (strcmp(name, "application_name") == 0)
-        return pn_label_check_app_name(v, e);
+    if (strcmp(name, "application_name") == 0) /* empty: the default, at resolve */
+        return v[0] ? pn_label_check_app_name(v, e) : 0;
     if (strcmp(name, "resource_attributes") == 0)
         return pn_resource_attributes_parse(v, NULL, NULL, e);
     if (strcmp(name, "server_address") == 0 || strcmp(name, "otlp_endpoint") == 0) {
@@ -644,15 +666,51 @@ int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_
     return 0;
 }
 
+/* A server_address without a scheme ("pyroscope:4040"): the anchors took it
+ * at start-up (and failed at each upload); here it means http://, said once
+ * per address. One that is no address even so stays an error naming the
+ * setting. (otlp_endpoint is not the anchors': the OTel rule, a scheme, holds.)
+ * Returns the new address (the caller frees it), or NULL and e. */
+static char *add_scheme(const char *name, const char *v, pn_error *e)
+{
+    size_t len = strlen(v) + sizeof "http://";
+    char *fixed = malloc(len);
+    if (!fixed)
+        return pn_fail(e, PN_ENOMEM, "out of memory reading %s", name), NULL;
+    snprintf(fixed, len, "http://%s", v);
+    pn_error why;
+    if (check_string(name, fixed, &why) != 0) {
+        free(fixed);
+        pn_fail(e, why.code, "%s (the address has no scheme, so it was read with http:// in "
+                "front)", why.msg);
+        return NULL;
+    }
+    char shown[256]; /* never the password */
+    pn_url_redact(fixed, shown, sizeof shown);
+    char key[300];
+    int n = snprintf(key, sizeof key, "%s=%s", name, v);
+    if (first_time(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1))
+        pn_log(PN_LOG_WARN, "%s has no scheme (http:// or https://); using %s", name, shown);
+    return fixed;
+}
+
 static int set_value(pn_config *c, const setting *s, const char *value, pn_error *e)
 {
     const char *name = s->i.name;
     char *field = (char *)c + s->off;
     switch (s->k) {
     case K_STR: {
-        if (check_string(name, value, e) != 0)
-            return -1;
-        return dup_str((char **)field, value[0] ? value : NULL, e);
+        char *with_scheme = NULL;
+        if (strcmp(name, "server_address") == 0 && value[0] && !strstr(value, "://") &&
+            strncasecmp(value, "http:", 5) != 0 && strncasecmp(value, "https:", 6) != 0) {
+            if (!(with_scheme = add_scheme(name, value, e)))
+                return -1;
+            value = with_scheme;
+        }
+        int rc = check_string(name, value, e) != 0 ? -1
+                 : dup_str((char **)field, value[0] ? value : NULL, e);
+        free(with_scheme);
+        return rc;
     }
     case K_BOOL:
         return pn_config_parse_bool(name, value, (int *)field, e);
@@ -842,25 +900,9 @@ static int apply_auth_token(pn_config *c, char *const *envp, pn_error *e)
     return rc;
 }
 
-/* Names already warned about, by hash: an unknown variable is reported once
- * per process, however often a binding starts. Any thread, under the lock. */
-static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t warned[32];
-static size_t nwarned;
-
 static void warn_unknown_once(const char *kv, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)kv[i]) * 1099511628211ull;
-    int seen = 0;
-    pthread_mutex_lock(&warned_lock);
-    for (size_t i = 0; i < nwarned && !seen; i++)
-        seen = warned[i] == h;
-    if (!seen && nwarned < sizeof warned / sizeof warned[0])
-        warned[nwarned++] = h;
-    pthread_mutex_unlock(&warned_lock);
-    if (!seen)
+    if (first_time(kv, n))
         pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s", (int)n, kv);
 }
 
@@ -920,6 +962,17 @@ int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e)
 {
     if (pn_config_apply_env(c, envp, e) != 0)
         return -1;
+    /* No name (the anchors sent "" and the server named the series
+     * unknown_service): that name, said once. */
+    static const char unnamed[] = "unknown_service";
+    if (!(c->application_name && c->application_name[0])) {
+        if (first_time("application_name=", 17))
+            pn_log(PN_LOG_WARN, "application_name is not set (appName in Node.js, "
+                   "PYROSCOPE_APPLICATION_NAME in the environment); the profiles are sent as "
+                   "\"%s\", the name the Pyroscope server gives a series without one", unnamed);
+        if (dup_str(&c->application_name, unnamed, e) != 0)
+            return -1;
+    }
     /* No destination at all: the anchors' default server. */
     if (!(c->server_address && c->server_address[0]) && !(c->output_dir && c->output_dir[0]) &&
         !(c->otlp_endpoint && c->otlp_endpoint[0]) &&

@@ -70,6 +70,8 @@ int pn_log_level_parse(const char *s, int *out)
         {"debug", PN_LOG_DEBUG}, {"info", PN_LOG_INFO},   {"warn", PN_LOG_WARN},
         {"warning", PN_LOG_WARN}, {"error", PN_LOG_ERROR}, {"off", PN_LOG_OFF},
         {"none", PN_LOG_OFF},  {"trace", PN_LOG_DEBUG}, /* the pyroscope gem's */
+        /* Ruby Logger's and Python logging's most severe: errors are ours. */
+        {"fatal", PN_LOG_ERROR}, {"critical", PN_LOG_ERROR},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcasecmp(s, names[i].name) == 0) {

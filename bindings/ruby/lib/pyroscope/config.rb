@@ -75,9 +75,11 @@ module Pyroscope
       row = ROW.fetch(key)
       case row["kind"]
       when "bool" then bool(name, value)
-      when "number" then number(name, value)
+      # A String ("100", from ENV) goes to the core, which parses it and names
+      # the setting when it is no number (`c.sample_rate = ENV[...]` ran with the gem).
+      when "number" then value.is_a?(String) ? value : number(name, value)
       when "integer"
-        return value if value.is_a?(Integer)
+        return value if value.is_a?(Integer) || value.is_a?(String) # "64": the core parses it
 
         raise ConfigError, "#{name} must be an Integer, not #{value.class}"
       when "duration" then value.is_a?(String) ? value : number(name, value)
@@ -90,8 +92,11 @@ module Pyroscope
       end
     end
 
+    # A String is read with the core's words ("false", "0", "no", "off", ...):
+    # `c.oncpu = ENV["ONCPU"]` ran with the gem.
     def bool(name, value)
       return value if value == true || value == false
+      return Native.parse_bool(name, value) if value.is_a?(String)
 
       raise ConfigError, "#{name} must be true or false, not #{value.inspect}"
     end
@@ -112,17 +117,32 @@ module Pyroscope
       value
     end
 
-    # The gem accepts any keys and values and sends their to_s.
+    # The gem accepts any keys and values and sends their to_s. A nil value
+    # (`"region" => ENV["REGION"]`, REGION unset: the gem's README) is left
+    # out, with a warning (see warnings). http_headers may be JSON text.
     def pairs(name, value)
+      value = json_object(name, value) if value.is_a?(String) && name == "http_headers"
       raise ConfigError, "#{name} must be a Hash, not #{value.class}" unless value.is_a?(Hash)
 
       value.each_with_object({}) do |(k, v), out|
+        next if v.nil?
+
         k = k.is_a?(Symbol) ? k.name : k.to_s # Symbol#name: no new String each time
         v = v.is_a?(Symbol) ? v.name : v.to_s
         raise ConfigError, "#{name}: #{k.inspect} must not contain a NUL byte" if k.include?("\0") || v.include?("\0")
 
         out[k] = v
       end
+    end
+
+    def json_object(name, text)
+      require "json"
+      parsed = JSON.parse(text)
+      return parsed if parsed.is_a?(Hash)
+
+      raise ConfigError, "#{name}: a String must be a JSON object, not #{parsed.class}"
+    rescue JSON::ParserError => e
+      raise ConfigError, "#{name}: a String must be a JSON object (#{e.message.lines.first.strip})"
     end
 
     def level(value)
@@ -160,6 +180,13 @@ module Pyroscope
         out << "auth_token was removed in pyroscope 1.0; it is sent as an " \
                "'Authorization: Bearer' header (prefer basic_auth_username/password or " \
                "http_headers)"
+      end
+      %i[tags http_headers].each do |key|
+        value = given[key]
+        value = json_object(key.to_s, value) if value.is_a?(String) && key == :http_headers
+        next unless value.is_a?(Hash)
+
+        value.each { |k, v| out << "#{key}: #{k.to_s.inspect} is nil; it is left out" if v.nil? }
       end
       if given.key?(:detect_subprocesses)
         out << "detect_subprocesses was removed in pyroscope 1.0 and is ignored: each Ruby " \
