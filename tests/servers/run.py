@@ -145,16 +145,6 @@ def check_pyroscope(base, rt, app, out, t0, kind):
     names = query(base, "LabelNames", dict(p.rng(), matchers=[p.sel()])).get("names") or []
     for n in ("env", "region", "worker", "service_name"):
         check(n in names, f"{kind}: label {n} missing", names)
-    if kind == "pprof":
-        # The Grafana SDKs' series tags (issue 28), kept by the server (with
-        # dots, or with `_` where it sanitizes names).
-        lang = {"python": "python", "node": "nodejs", "ruby": "ruby"}[rt]
-        for n, want in (("otel.scope.name", f"com.grafana.pyroscope/{lang}"),
-                        ("process.runtime.name", {"python": "cpython"}.get(rt, lang))):
-            got = n if n in names else n.replace(".", "_")
-            check(got in names, f"{kind}: series tag {n} missing", names)
-            vals = query(base, "LabelValues", dict(p.rng(), name=got, matchers=[p.sel()])).get("names")
-            check(vals == [want], f"{kind}: {n} values", vals)
     env = query(base, "LabelValues", dict(p.rng(), name="env", matchers=[p.sel()])).get("names")
     check(env == ["staging"], f"{kind}: env values", env)
     workers = query(base, "LabelValues", dict(p.rng(), name="worker", matchers=[p.sel()])).get("names")
