@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "export/series_tags.h"
 #include "check.h"
 #include "files.h"
 #include "http_server.h"
@@ -266,6 +267,8 @@ static void test_http_upload(void)
     pn_config_set(&c, "server_address", test_server_url(srv), NULL);
     pn_config_set(&c, "tags", "env=test,region=eu", NULL);
     pn_config_set(&c, "spy_name", "testspy", NULL);
+    pn_config_set(&c, "runtime_name", "ruby", NULL);
+    pn_config_set(&c, "runtime_version", "3.4.1", NULL);
     pn_config_set(&c, "tenant_id", "tenant-7", NULL);
     pthread_t t = start_worker();
     pn_error e;
@@ -282,8 +285,12 @@ static void test_http_upload(void)
     const test_request *r = test_server_request(srv, 0);
     if (r) {
         CHECK_STR(r->method, "POST");
-        CHECK(strncmp(r->target, "/ingest?name=agent.test%7Benv%3Dtest%2Cregion%3Deu%7D", 53) ==
-              0);
+        /* The user's tags and the Grafana SDKs' series tags, sorted. */
+        static const char want[] =
+            "/ingest?name=agent.test%7Benv%3Dtest%2Cotel.scope.name%3Dcom.grafana.pyroscope%2Fruby"
+            "%2Cotel.scope.version%3D" PN_SDK_VERSION "%2Cprocess.runtime.name%3Druby"
+            "%2Cprocess.runtime.version%3D3.4.1%2Cregion%3Deu%7D&";
+        CHECK(strncmp(r->target, want, sizeof want - 1) == 0);
         CHECK(strstr(r->target, "&spyName=testspy") != NULL);
         CHECK(strstr(r->target, "&sampleRate=100") != NULL);
         CHECK(strstr(r->target, "&from=") != NULL && strstr(r->target, "&until=") != NULL);

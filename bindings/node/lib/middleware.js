@@ -117,8 +117,11 @@ function cpuProfileToPprof(cpu, intervalMicros, mapFrame) {
     }
     samples.push([stack, [count, count * periodNs]]);
   }
+  // The anchor's pull profiles keep @datadog/pprof's names (`sample`, `objects`,
+  // `space`); it renamed them only in pushed profiles. Scrapers (Alloy) send these
+  // names on as the series' profile type, so dashboards on pulled data use them.
   return b.profile({
-    sampleType: [['samples', 'count'], ['wall', 'nanoseconds']],
+    sampleType: [['sample', 'count'], ['wall', 'nanoseconds']],
     periodType: ['wall', 'nanoseconds'],
     period: periodNs,
     samples,
@@ -147,7 +150,7 @@ function heapProfileToPprof(heap, intervalBytes, mapFrame) {
   };
   walk(heap.head, []);
   return b.profile({
-    sampleType: [['inuse_objects', 'count'], ['inuse_space', 'bytes']],
+    sampleType: [['objects', 'count'], ['space', 'bytes']],
     periodType: ['space', 'bytes'],
     period: intervalBytes,
     samples,

@@ -22,7 +22,7 @@ describe('api export', function () {
     try {
       api.init({
         appName: 'upload.test', serverAddress: server.url, authToken: 'secret-token',
-        tenantID: 'tenant-1', tags: { env: 'test', shard: 2 }, flushIntervalMs: 1000,
+        tenantID: 'tenant-1', tags: { env: 'test', shard: 2, 'otel.scope.version': 'pinned' }, flushIntervalMs: 1000,
         wall: { samplingIntervalMicros: 5000 },
       });
       api.start();
@@ -41,6 +41,14 @@ describe('api export', function () {
       assert.strictEqual(r.path, '/ingest');
       assert.match(r.query.name, /^upload\.test\{.*env=test/);
       assert.match(r.query.name, /shard=2/);
+      // the series tags @pyroscope/nodejs 0.6.4 adds to every upload; a user's tag of
+      // the same name wins
+      const tags = Object.fromEntries(r.query.name.replace(/^[^{]*\{|\}$/g, '').split(',')
+        .map((kv) => kv.split('=')));
+      assert.strictEqual(tags['otel.scope.name'], 'com.grafana.pyroscope/nodejs');
+      assert.strictEqual(tags['otel.scope.version'], 'pinned');
+      assert.strictEqual(tags['process.runtime.name'], 'nodejs');
+      assert.strictEqual(tags['process.runtime.version'], process.versions.node);
       assert.strictEqual(r.query.sampleRate, '200');
       assert.strictEqual(r.query.spyName, 'nodespy');
       // node's http sends the anchor's shape: the profile is the body

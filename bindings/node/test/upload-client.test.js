@@ -104,7 +104,8 @@ describe('uploads through node:http', function () {
     viaNode.forEach(assertNodeShape);
     viaCurl.forEach(assertCurlShape);
     assert.strictEqual(viaNode[0].headers['user-agent'], 'pyroscope-native');
-    assert.match(viaNode[0].query.name, /^client\.node\{env=test\}$/);
+    // the user's tag and the anchor's series tags (api-export checks their values)
+    assert.match(viaNode[0].query.name, /^client\.node\{env=test,otel\.scope\.name=[^}]*process\.runtime\.version=[^,}]+\}$/);
     // libcurl stays out of the process: at the flush and after stop()
     assert.strictEqual(runs.node.child.events.flushed.curl, false);
     assert.strictEqual(runs.node.child.events.stopped.curl, false);

@@ -2,6 +2,7 @@
 
 require_relative "native_helper"
 require "json"
+require "open3"
 require "zlib"
 
 # Upload to a real loopback ingest server (the Python tests' IngestServer,
@@ -21,7 +22,8 @@ class NativeUploadTest < Minitest::Test
       # No CPU budget: on a loaded machine it may space ticks out, and the
       # sampleRate sent is then the rate the ticks really had.
       N.start({"application_name" => "rb.upload", "server_address" => url,
-                "upload_interval" => 60, "tags" => {"region" => "eu"}, "sampler_cpu_budget" => 0,
+                "upload_interval" => 60, "tags" => {"region" => "eu", "otel.scope.version" => "pinned"},
+                "sampler_cpu_budget" => 0,
                 "basic_auth_username" => "u", "basic_auth_password" => "p"}, {})
       N.labels_push({"endpoint" => "/work"})
       uploaded_work(0.4)
@@ -35,16 +37,48 @@ class NativeUploadTest < Minitest::Test
       assert_equal "/ingest", meta["path"]
       assert_match(/\Arb\.upload(\.cpu)?\{.*region=eu/, meta["query"]["name"])
       assert_equal "rbspy", meta["query"]["spyName"]
+      # The series tags the Grafana SDKs add to every upload; a user's tag of
+      # the same name wins.
+      tags = meta["query"]["name"][/\{(.*)\}/, 1].split(",").to_h { |kv| kv.split("=", 2) }
+      assert_equal({"otel.scope.name" => "com.grafana.pyroscope/ruby", "otel.scope.version" => "pinned",
+                    "process.runtime.name" => "ruby", "process.runtime.version" => RUBY_VERSION},
+                   tags.slice("otel.scope.name", "otel.scope.version", "process.runtime.name",
+                              "process.runtime.version"))
       assert_equal "100", meta["query"]["sampleRate"]
       assert_match(/\ABasic /, meta["headers"]["authorization"])
       raw = File.binread(File.join(dir, "0.profile"))
       raw = Zlib.gunzip(raw) if raw.start_with?("\x1f\x8b".b)
       File.binwrite(File.join(dir, "p.pb"), raw)
       samples = decode(File.join(dir, "p.pb"))
+      # File names as the pyroscope gem made them (the rule: test_source_path_like_the_gem),
+      # not absolute. (Run as `ruby bindings/ruby/test/...`, this file's path holds
+      # "/ruby/", which the gem's stdlib rule cuts after: "native_upload_test.rb".)
+      raw_text, = Open3.capture2("go", "tool", "pprof", "-raw", File.join(dir, "p.pb"))
+      files = raw_text.scan(/\S*uploaded_work (\S+):\d+:\d+ s=/).flatten.uniq
+      assert_equal [N.source_path(__FILE__)], files
+      refute files.first.start_with?("/"), files.inspect
       mine = samples.select { |s| s.stack.any? { |f| f.include?("uploaded_work") } }
       assert_operator mine.sum(&:count), :>=, 10, stats.inspect
       assert(mine.all? { |s| s.labels["endpoint"] == "/work" }, mine.map(&:labels).uniq.inspect)
     end
+  end
+
+  # The pyroscope gem's rule (pyroscope-rs transform_report), checked on
+  # paths: under the working directory, installed gems, the standard
+  # library, anything else as given.
+  def test_source_path_like_the_gem
+    cwd = Dir.pwd
+    assert_equal "app/models/user.rb", N.source_path("#{cwd}/app/models/user.rb")
+    assert_equal "gems/rack-3.0.8/lib/rack/builder.rb",
+                 N.source_path("/usr/local/bundle/gems/rack-3.0.8/lib/rack/builder.rb")
+    assert_equal "vendor/bundle/ruby/3.1.0/gems/rack-3.0.8/lib/rack.rb",
+                 N.source_path("#{cwd}/vendor/bundle/ruby/3.1.0/gems/rack-3.0.8/lib/rack.rb")
+    assert_equal "set.rb", N.source_path("/usr/lib/ruby/3.1.0/set.rb")
+    assert_equal "x_test.rb", N.source_path("bindings/ruby/test/x_test.rb") # the gem's rule, quirk included
+    assert_equal "<internal:kernel>", N.source_path("<internal:kernel>")
+    assert_equal "/opt/other/x.rb", N.source_path("/opt/other/x.rb")
+    # the working directory counts only as a whole folder name
+    assert_equal "#{cwd}extra/x.rb", N.source_path("#{cwd}extra/x.rb") unless cwd.match?(%r{/(ruby|gems)/})
   end
 
   def test_config_errors_name_the_setting

@@ -23,12 +23,13 @@
 #include "encoding/otlp.h"
 #include "encoding/pprof.h"
 #include "export/exporter.h"
+#include "export/series_tags.h"
 #include "support/otel_pairs.h"
 
 #define OTLP_PATH "/v1development/profiles"
 #define GRPC_PATH "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
 #define SDK_NAME "pyroscope-native"
-#define SDK_VERSION "0.1.0"
+#define SDK_VERSION PN_SDK_VERSION
 
 typedef struct {
     pn_exporter base;           /* first: the queue sees a pn_exporter */

@@ -20,6 +20,7 @@
 #include "sampling/sampler.h"
 #include "encoding/pprof.h"
 #include "export/exporter.h"
+#include "export/series_tags.h"
 #include "pipeline/driver.h"
 #include "pipeline/fork.h"
 #include "aggregation/profile.h"
@@ -304,15 +305,20 @@ static int make_exporters(pn_agent *a, pn_exporter **ex, size_t *n, pn_error *e)
         memset(&ho, 0, sizeof ho);
         ho.server_address = c->server_address;
         ho.app_name = c->application_name;
-        ho.tags = c->tags;
-        ho.ntags = c->ntags;
+        pn_label *series = NULL;
+        if (pn_series_tags(c->tags, c->ntags, c->runtime_name, c->runtime_version, &series,
+                           &ho.ntags) != 0)
+            return pn_fail(e, PN_ENOMEM, "out of memory starting the agent");
+        ho.tags = series;   /* the exporter keeps its own copy */
         ho.spy_name = c->spy_name && c->spy_name[0] ? c->spy_name : "pyroscope-native";
         ho.basic_auth_user = c->basic_auth_username;
         ho.basic_auth_password = c->basic_auth_password;
         ho.tenant_id = c->tenant_id;
         ho.headers = c->http_headers;
         ho.nheaders = c->nheaders;
-        if (!(ex[(*n)++] = pn_http_exporter_new(&ho, e)))
+        ex[(*n)++] = pn_http_exporter_new(&ho, e);
+        free(series);
+        if (!ex[*n - 1])
             return (*n)--, -1;
     }
     if (c->otlp_endpoint && c->otlp_endpoint[0]) {

@@ -21,6 +21,20 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+# The series tags every upload carries besides the user's, as the Grafana
+# SDKs send them (issue 28): tests about the user's tags drop them.
+SDK_TAGS = ("otel.scope.name", "otel.scope.version", "process.runtime.name",
+            "process.runtime.version")
+
+
+def user_name(name):
+    """The ingest name without the SDK's own series tags:
+    "app{otel.scope.name=...,env=ci}" -> "app{env=ci}"."""
+    app, brace, rest = name.partition("{")
+    kept = [kv for kv in rest.rstrip("}").split(",") if kv and kv.split("=", 1)[0] not in SDK_TAGS]
+    return app + ("{" + ",".join(kept) + "}" if kept else "")
+
+
 @dataclass
 class IngestRequest:
     path: str

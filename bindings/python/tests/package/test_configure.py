@@ -11,7 +11,7 @@ import pytest
 import pprof_reader
 import pyroscope
 from conftest import check_run
-from ingest_server import IngestServer
+from ingest_server import IngestServer, user_name
 
 LOOPBACK_ENV = {"no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost"}
 
@@ -38,7 +38,7 @@ def child(body, env=None, timeout=60, **params):
 
 def ingest_name(name):
     """"app{k=v,k2=v2}" -> ("app", {"k": "v", "k2": "v2"})."""
-    app, _, rest = name.partition("{")
+    app, _, rest = user_name(name).partition("{")
     tags = dict(kv.split("=", 1) for kv in rest.rstrip("}").split(",") if kv)
     return app, tags
 
@@ -88,7 +88,7 @@ print(json.dumps({"running": running, "after": pyroscope.is_running(), "pid": os
     assert "app_name" in deprecations[0] and "native" in deprecations[1]
     # application_name wins over the deprecated app_name; both exporters ran.
     assert srv.requests
-    assert all(r.query["name"] == "all.kw{t=1}" for r in srv.requests)
+    assert all(user_name(r.query["name"]) == "all.kw{t=1}" for r in srv.requests)
     assert all(r.query["sampleRate"] == "150" for r in srv.requests)
     names = files(out_dir)
     assert names and all(n.startswith("all.kw-cpu-") for n in names), names
@@ -375,7 +375,7 @@ print(json.dumps({"running": running, "took": time.monotonic() - t,
     s = out["stats"]
     if srv:
         # We own the port: the upload must have come here.
-        assert any(r.query["name"] == app for r in srv.requests), \
+        assert any(user_name(r.query["name"]) == app for r in srv.requests), \
             [r.query for r in srv.requests]
         assert s["uploads_ok"] >= 1, s
     else:

@@ -15,7 +15,7 @@ import pytest
 
 import pprof_reader
 from conftest import HERE, NO_BUDGET
-from ingest_server import IngestServer
+from ingest_server import IngestServer, user_name
 
 CHILD = '''
 import json, sys, time
@@ -81,7 +81,7 @@ def test_profiles_reach_the_server_without_libcurl():
     for req in srv.requests:
         # The sender's shape: the raw gzip'ed pprof, format=pprof.
         assert req.query["format"] == "pprof"
-        assert req.query["name"] == "nocurl.test{env=ci}"
+        assert user_name(req.query["name"]) == "nocurl.test{env=ci}"
         assert req.headers["authorization"] == auth
         prof = pprof_reader.decode(req.body)
         for s in prof["samples"]:

@@ -4,7 +4,9 @@ when the server is down or never answers."""
 
 import base64
 import json
+import platform
 import socket
+import sys
 import time
 
 import pytest
@@ -89,8 +91,12 @@ print(json.dumps({"t0": t0, "t1": time.time()}))
     for req in srv.requests:
         q = req.query
         assert req.path == "/ingest"
-        # Global tags sorted by key inside the name, as the server parses it.
-        assert q["name"] == "upload.test{env=ci,region=eu}"
+        # Global tags sorted by key inside the name, as the server parses it,
+        # with the series tags pyroscope-io 1.4 adds to every upload.
+        assert q["name"] == ("upload.test{env=ci,otel.scope.name=com.grafana.pyroscope/python,"
+                             "otel.scope.version=0.1.0,"
+                             f"process.runtime.name={sys.implementation.name},"
+                             f"process.runtime.version={platform.python_version()},region=eu}}")
         assert q["spyName"] == "pyspy"
         assert q["sampleRate"] == "250"
         assert "format" not in q  # with a multipart body it would break ingestion

@@ -537,6 +537,7 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     threads_init(g_mNative);
     drain_thread_init();
     labels_init(g_mNative);
+    source_path_init(g_mNative);
     log_init(g_mNative);
     report_init(g_mNative);
     sender_init(g_mNative);

@@ -76,6 +76,11 @@ void symbolize_mark(void);              /* GC mark: the cache's frames */
 uint64_t symbolize_jobs(void);
 uint64_t symbolize_torn(void);          /* dropped: a frame was not a frame */
 
+/* source_path.c: frame file names as the pyroscope gem reported them. */
+void source_path_refresh(void);         /* GVL: read the working directory */
+const char *source_path_short(const char *p, size_t n, size_t *out_len); /* GVL */
+void source_path_init(VALUE mNative);
+
 /* thread_registry.c */
 typedef struct rthread {
     _Atomic pid_t tid;          /* 0: free entry */

@@ -70,6 +70,7 @@ void symbolize_reset(void)
 {
     memset(cache, 0, sizeof cache);
     cache_symgen = 0;
+    source_path_refresh();
 }
 
 static uint32_t intern_value(pn_symbols *s, VALUE str)
@@ -79,13 +80,25 @@ static uint32_t intern_value(pn_symbols *s, VALUE str)
     return pn_symbols_string(s, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
 }
 
-/* The cache is for one symbol table: a new period's starts it empty. */
+/* A frame's file, shortened as the pyroscope gem did (source_path.c). */
+static uint32_t intern_path(pn_symbols *s, VALUE str)
+{
+    if (!RB_TYPE_P(str, T_STRING) || RSTRING_LEN(str) == 0)
+        return PN_STR_EMPTY;
+    size_t n;
+    const char *p = source_path_short(RSTRING_PTR(str), (size_t)RSTRING_LEN(str), &n);
+    return pn_symbols_string(s, p, n);
+}
+
+/* The cache is for one symbol table: a new period's starts it empty (and
+ * reads the working directory again, as the gem did at each report). */
 static void cache_check(pn_symbols *s)
 {
     uint64_t gen = pn_symbols_generation(s);
     if (gen != cache_symgen) {
         memset(cache, 0, sizeof cache);
         cache_symgen = gen;
+        source_path_refresh();
     }
 }
 
@@ -94,7 +107,7 @@ static pn_frame_id frame_id(pn_symbols *s, VALUE frame, int line)
     cache_entry *c = &cache[((uintptr_t)frame >> 3) & (CACHE_SIZE - 1)];
     if (c->frame != frame) {
         uint32_t name = intern_value(s, rb_profile_frame_full_label(frame));
-        uint32_t file = intern_value(s, rb_profile_frame_path(frame));
+        uint32_t file = intern_path(s, rb_profile_frame_path(frame));
         /* frame itself is pinned by its capture until it is in here. */
         c->frame = frame;
         c->name_sid = name;
