@@ -287,7 +287,7 @@ static void test_http_upload(void)
         CHECK_STR(r->method, "POST");
         /* The user's tags and the Grafana SDKs' series tags, sorted. */
         static const char want[] =
-            "/ingest?name=agent.test%7Benv%3Dtest%2Cotel.scope.name%3Dcom.grafana.pyroscope%2Fruby"
+            "/ingest?name=agent.test%7Benv%3Dtest%2Cotel.scope.name%3Dpyroscope-native%2Fruby"
             "%2Cotel.scope.version%3D" PN_SDK_VERSION "%2Cprocess.runtime.name%3Druby"
             "%2Cprocess.runtime.version%3D3.4.1%2Cregion%3Deu%7D&";
         CHECK(strncmp(r->target, want, sizeof want - 1) == 0);

@@ -35,17 +35,17 @@ static void test_added(void)
     size_t n = series(user, 1, "nodejs", "20.11.1", &t);
     CHECK_EQ_INT(n, 5);
     CHECK_STR(value_of(t, n, "env"), "prod");
-    CHECK_STR(value_of(t, n, "otel.scope.name"), "com.grafana.pyroscope/nodejs");
+    CHECK_STR(value_of(t, n, "otel.scope.name"), "pyroscope-native/nodejs");
     CHECK_STR(value_of(t, n, "otel.scope.version"), PN_SDK_VERSION);
     CHECK_STR(value_of(t, n, "process.runtime.name"), "nodejs");
     CHECK_STR(value_of(t, n, "process.runtime.version"), "20.11.1");
     free(t);
 
     n = series(NULL, 0, "cpython", "3.12.1", &t);
-    CHECK_STR(value_of(t, n, "otel.scope.name"), "com.grafana.pyroscope/python");
+    CHECK_STR(value_of(t, n, "otel.scope.name"), "pyroscope-native/python");
     free(t);
     n = series(NULL, 0, "ruby", "3.1.2", &t);
-    CHECK_STR(value_of(t, n, "otel.scope.name"), "com.grafana.pyroscope/ruby");
+    CHECK_STR(value_of(t, n, "otel.scope.name"), "pyroscope-native/ruby");
     free(t);
 }
 

@@ -45,7 +45,7 @@ describe('api export', function () {
       // the same name wins
       const tags = Object.fromEntries(r.query.name.replace(/^[^{]*\{|\}$/g, '').split(',')
         .map((kv) => kv.split('=')));
-      assert.strictEqual(tags['otel.scope.name'], 'com.grafana.pyroscope/nodejs');
+      assert.strictEqual(tags['otel.scope.name'], 'pyroscope-native/nodejs');
       assert.strictEqual(tags['otel.scope.version'], 'pinned');
       assert.strictEqual(tags['process.runtime.name'], 'nodejs');
       assert.strictEqual(tags['process.runtime.version'], process.versions.node);

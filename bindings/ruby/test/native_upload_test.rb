@@ -40,7 +40,7 @@ class NativeUploadTest < Minitest::Test
       # The series tags the Grafana SDKs add to every upload; a user's tag of
       # the same name wins.
       tags = meta["query"]["name"][/\{(.*)\}/, 1].split(",").to_h { |kv| kv.split("=", 2) }
-      assert_equal({"otel.scope.name" => "com.grafana.pyroscope/ruby", "otel.scope.version" => "pinned",
+      assert_equal({"otel.scope.name" => "pyroscope-native/ruby", "otel.scope.version" => "pinned",
                     "process.runtime.name" => "ruby", "process.runtime.version" => RUBY_VERSION},
                    tags.slice("otel.scope.name", "otel.scope.version", "process.runtime.name",
                               "process.runtime.version"))

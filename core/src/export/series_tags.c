@@ -4,7 +4,10 @@
  * com.grafana.pyroscope/nodejs, runtime "nodejs", process.versions.node,
  * the user's tag of the same name winning) and pyroscope-io 1.4
  * labels_for_profile (com.grafana.pyroscope/python, sys.implementation.name,
- * push_label_if_absent). Pure function, any thread. */
+ * push_label_if_absent). The tag names are theirs; the scope's value is
+ * ours (pyroscope-native/<language>), as in our OTLP scope: the server
+ * counts profiles per SDK by it, and we are not Grafana's SDK.
+ * Pure function, any thread. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,12 +21,12 @@
 static const char *scope_of(const char *runtime)
 {
     static const char *const map[][2] = {
-        {"cpython", "com.grafana.pyroscope/python"},
-        {"pypy", "com.grafana.pyroscope/python"},
-        {"python", "com.grafana.pyroscope/python"},
-        {"nodejs", "com.grafana.pyroscope/nodejs"},
-        {"node", "com.grafana.pyroscope/nodejs"},
-        {"ruby", "com.grafana.pyroscope/ruby"},
+        {"cpython", "pyroscope-native/python"},
+        {"pypy", "pyroscope-native/python"},
+        {"python", "pyroscope-native/python"},
+        {"nodejs", "pyroscope-native/nodejs"},
+        {"node", "pyroscope-native/nodejs"},
+        {"ruby", "pyroscope-native/ruby"},
     };
     for (size_t i = 0; runtime && i < sizeof map / sizeof map[0]; i++)
         if (strcmp(runtime, map[i][0]) == 0)

@@ -17,8 +17,9 @@
  * SDK tag the user did not set (a user's tag of the same name wins), and
  * none whose value is empty, unknown or could not go into `name=` (`{ } , =`).
  * The scope name follows the runtime name: cpython/pypy ->
- * com.grafana.pyroscope/python, nodejs -> .../nodejs, ruby -> .../ruby, as
- * the anchors spell them. 0, or -1 when out of memory. */
+ * pyroscope-native/python, nodejs -> .../nodejs, ruby -> .../ruby (the
+ * anchors say com.grafana.pyroscope/...: the names are theirs, the
+ * identity ours). 0, or -1 when out of memory. */
 int pn_series_tags(const pn_label *tags, size_t ntags, const char *runtime_name,
                    const char *runtime_version, pn_label **out, size_t *nout);
 

@@ -93,7 +93,7 @@ print(json.dumps({"t0": t0, "t1": time.time()}))
         assert req.path == "/ingest"
         # Global tags sorted by key inside the name, as the server parses it,
         # with the series tags pyroscope-io 1.4 adds to every upload.
-        assert q["name"] == ("upload.test{env=ci,otel.scope.name=com.grafana.pyroscope/python,"
+        assert q["name"] == ("upload.test{env=ci,otel.scope.name=pyroscope-native/python,"
                              "otel.scope.version=0.1.0,"
                              f"process.runtime.name={sys.implementation.name},"
                              f"process.runtime.version={platform.python_version()},region=eu}}")
