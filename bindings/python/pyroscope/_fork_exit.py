@@ -6,7 +6,9 @@ Celery's prefork pool and many job runners do), and ``Pool.terminate()``
 exit-time export, so the child's last period was lost. In a forked child
 that profiles, ``os._exit`` is wrapped to stop the profiler first (bounded
 by ``stop_timeout``); in a multiprocessing child whose SIGTERM is not
-handled, a SIGTERM handler stops it and then dies of SIGTERM as before.
+handled, a SIGTERM handler stops it and then dies of SIGTERM as before (and
+if the main thread never runs that handler, a thread of ours ends the
+process by SIGTERM after stop_timeout + 2 s: term_deadline.c).
 """
 
 import functools
@@ -58,6 +60,9 @@ def _mp_child(_obj):
         if _native.running() and threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _on_sigterm)
+            # A Python handler can miss a SIGTERM that lands just before
+            # the main thread blocks; the default action never did.
+            _native.term_deadline()
     except (ValueError, OSError):
         pass
 

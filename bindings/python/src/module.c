@@ -27,6 +27,7 @@
 #include "pairs.h"
 #include "pyroscope_native.h"
 #include "pyroscope_report.h"
+#include "term_deadline.h"
 #include "sender.h"
 #include "walker.h"
 #include "memory_hooks.h"
@@ -844,6 +845,19 @@ static PyObject *m_fork_child_locked(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* _fork_exit.py has just put its SIGTERM handler in place: bound how long
+ * a SIGTERM may go unanswered to the agent's stop_timeout + 2 s. */
+static PyObject *m_term_deadline_locked(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    if (!agent)
+        Py_RETURN_FALSE;
+    if (py_term_deadline_arm(pn_agent_config(agent)->stop_timeout + 2.0) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_TRUE;
+}
+
 static PyObject *m_libcurl_available(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -924,11 +938,14 @@ LOCKED(m_stats)
 LOCKED(m_set_log_sink)
 LOCKED(m_at_exit)
 LOCKED(m_fork_child)
+LOCKED(m_term_deadline)
 
 static PyMethodDef methods[] = {
     {"labels_note_fix", m_labels_note_fix, METH_VARARGS, "count and log a label fix"},
     {"labels_strict", m_labels_strict, METH_NOARGS, "True when strict_labels is on"},
     {"fork_child", m_fork_child, METH_NOARGS, "fork path: after fork, in the child"},
+    {"term_deadline", m_term_deadline, METH_NOARGS,
+     "after installing a SIGTERM handler: SIGTERM kills within stop_timeout + 2 s"},
     {"fault_guard_change", m_fault_guard_change, METH_O,
      "True before, False after changing the SIGSEGV/SIGBUS handler"},
     {"start", (PyCFunction)(void (*)(void))m_start, METH_VARARGS | METH_KEYWORDS,

@@ -76,3 +76,42 @@ def test_fork_child_keeps_its_last_period(tmp_path, how):
     assert cpu, r.stdout
     for pid, c in cpu.items():
         assert abs(profiled.get(pid, 0) - c) <= 0.1 * c, (how, pid, c, profiled)
+
+
+MISSED_SIGTERM = """
+import json, multiprocessing as mp, signal, sys, threading, time
+import pyroscope
+
+def child():
+    lock = threading.Lock()
+    lock.acquire()
+    other = threading.Thread(target=time.sleep, args=(60,), daemon=True)
+    other.start()
+    # The SIGTERM lands on another thread: Python notes it, but the main
+    # thread, blocked below, never runs the handler (as when it lands just
+    # before the main thread blocks, as Pool.terminate()'s workers do).
+    signal.pthread_kill(other.ident, signal.SIGTERM)
+    lock.acquire()
+
+if __name__ == "__main__":
+    pyroscope.configure(application_name="mp", output_dir=sys.argv[1], stop_timeout=1)
+    p = mp.get_context("fork").Process(target=child)
+    t0 = time.monotonic()
+    p.start()
+    p.join(60)
+    took = time.monotonic() - t0
+    if p.exitcode is None:
+        p.kill()
+    pyroscope.shutdown()
+    print(json.dumps({"exitcode": p.exitcode, "took": took}))
+"""
+
+
+def test_a_sigterm_the_handler_never_runs_still_ends_the_child(tmp_path):
+    # Without the deadline the child lived on (its parent's join waited
+    # forever; here: 60 s, then exitcode None). With it, the child dies of
+    # SIGTERM after stop_timeout (1 s) + 2 s.
+    r = check_run(MISSED_SIGTERM, args=(str(tmp_path / "p"),), timeout=120)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["exitcode"] == -15, (out, r.stderr[-2000:])
+    assert out["took"] < 50, out

@@ -1,0 +1,92 @@
+/* A deadline for SIGTERM where our Python handler replaced the default
+ * action (multiprocessing children: _fork_exit.py exports the last period,
+ * then lets SIGTERM kill the process).
+ *
+ * A Python handler runs only when the main thread next runs bytecode. A
+ * SIGTERM that lands just before the main thread blocks (Pool.terminate()
+ * keeps the task queue's lock, and its workers block on it) is noted by
+ * Python's C handler and never acted on: the worker, which the default
+ * action would have killed, lives on and its parent waits for it forever
+ * (seen under load: 1 run in ~40). So each SIGTERM also posts a semaphore
+ * a thread of ours waits on; if the process still lives `grace` seconds
+ * later, that thread restores the default action and sends SIGTERM again,
+ * and the process dies of it as it would have without us.
+ *
+ * State: written by the main thread when arming (before the thread
+ * starts), then read by the signal handler and the watch thread. A forked
+ * child has no watch thread: it arms again (armed_pid differs). */
+#include "term_deadline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct sigaction python_act; /* Python's own SIGTERM handler */
+static sem_t fired;
+static double grace;
+static pid_t armed_pid;
+
+static void on_term(int sig, siginfo_t *si, void *uc)
+{
+    int saved = errno;
+    if (python_act.sa_flags & SA_SIGINFO)
+        python_act.sa_sigaction(sig, si, uc);
+    else if (python_act.sa_handler != SIG_DFL && python_act.sa_handler != SIG_IGN)
+        python_act.sa_handler(sig);
+    sem_post(&fired); /* async-signal-safe */
+    errno = saved;
+}
+
+static void *watch_main(void *unused)
+{
+    (void)unused;
+    while (sem_wait(&fired) != 0)
+        ;
+    struct timespec left = {(time_t)grace, (long)((grace - (double)(time_t)grace) * 1e9)};
+    while (nanosleep(&left, &left) != 0)
+        ;
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGTERM, &dfl, NULL);
+    /* This thread blocks SIGTERM: it goes to a thread that does not, and
+     * the default action ends the process. */
+    kill(getpid(), SIGTERM);
+    return NULL;
+}
+
+int py_term_deadline_arm(double grace_s)
+{
+    if (armed_pid == getpid())
+        return 0;
+    struct sigaction cur;
+    if (sigaction(SIGTERM, NULL, &cur) != 0)
+        return -1;
+    if (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN))
+        return 0; /* nobody handles it: nothing to bound */
+    if (sem_init(&fired, 0, 0) != 0)
+        return -1;
+    python_act = cur;
+    grace = grace_s;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, watch_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    pthread_detach(t);
+    pthread_setname_np(t, "pyroscope-term");
+    struct sigaction ours = cur;
+    ours.sa_flags |= SA_SIGINFO;
+    ours.sa_sigaction = on_term;
+    if (sigaction(SIGTERM, &ours, NULL) != 0)
+        return -1;
+    armed_pid = getpid();
+    return 0;
+}
