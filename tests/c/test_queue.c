@@ -479,6 +479,9 @@ static void test_stop_does_not_retry_a_dead_server(void)
     if (!srv)
         return;
     test_server_default_reply(srv, 503, "down", 0);
+    /* A fresh log: the refused upload above may have logged "retrying in"
+     * before its stop, which would end the wait below at once. */
+    log_start();
     pn_queue_opts qo = {.backoff_initial_s = 2, .backoff_max_s = 2};
     q = http_queue(srv, &qo);
     if (q) {

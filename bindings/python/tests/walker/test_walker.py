@@ -338,13 +338,21 @@ def per_thread(res):
 def test_gil_only_samples_only_the_holder(wt, oncpu):
     stop, spin, sleep = spinner_and_sleeper()
     try:
+        cpu0 = thread_cpu(spin)
         only = wt.sample_for(0.6, hz=200, oncpu=oncpu, gil_only=True)
+        spin_cpu = thread_cpu(spin) - cpu0
         every = wt.sample_for(0.6, hz=200, oncpu=False, gil_only=False)
     finally:
         stop.set()
         spin.join()
         sleep.join()
+    # On-CPU mode samples the spinner only at ticks after it ran, so what it
+    # gets follows the CPU it got, not the tick count (8 runnable threads on
+    # 2 cores gave it 56 of 150 ticks). Wall mode samples the GIL holder at
+    # every tick, ran or not.
     ticks = only["stats"]["ticks"]
+    if oncpu:
+        ticks = min(ticks, int(spin_cpu * 200))
     c = per_thread(only)
     if FREE_THREADED:
         # No GIL: gil_only is treated as False, every thread is a candidate
@@ -355,10 +363,15 @@ def test_gil_only_samples_only_the_holder(wt, oncpu):
         else:
             assert {spin.native_id, sleep.native_id, threading.get_native_id()} <= set(c), c
         return
-    # The main thread sleeps without the GIL in sample_for and the sleeper
-    # waits on a lock: only the spinner ever holds the GIL while sampled.
-    assert set(c) == {spin.native_id}, (c, spin.native_id, sleep.native_id)
+    # The sleeper waits on a lock and never holds the GIL: never sampled.
+    # The main thread holds it only at the window's edges (starting and
+    # stopping the sampler around its GIL-free sleep in sample_for), where a
+    # loaded machine can preempt it for a few ticks (3 of 120 seen in CI):
+    # it may appear there, the spinner takes the bulk.
+    main = threading.get_native_id()
+    assert set(c) <= {spin.native_id, main}, (c, spin.native_id, sleep.native_id, main)
     assert c[spin.native_id] >= ticks // 2, (c, only["stats"])
+    assert c[main] < c[spin.native_id] // 4, (c, only["stats"])
     assert_mostly_line(only, "spinner", mark("spinner"))
     # Without gil_only in wall mode all three threads are there.
     e = per_thread(every)
