@@ -32,6 +32,7 @@
 #include "pipeline/driver.h"
 #include "pipeline/memory.h"
 #include "support/clock.h"
+#include "support/threads.h"
 
 #define TOMB ((uintptr_t)1)
 /* Frees probe only past the filter. */
@@ -522,7 +523,7 @@ int pn_mem_start(pn_mem *m, pn_error *e)
 {
     atomic_store(&m->stop, 0);
     pn_grace_enter(m->labels_reader);
-    if (pthread_create(&m->thread, NULL, consumer_main, m) != 0)
+    if (pn_thread_spawn(&m->thread, consumer_main, m, "pyroscope-mem") != 0)
         return pn_fail(e, PN_ENOMEM, "memory driver: cannot start its thread");
     m->running = 1;
     return 0;
