@@ -39,8 +39,12 @@ def _exit(status):
 
 
 def _on_sigterm(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Ignored while the last period is exported (bounded by stop_timeout;
+    # term_deadline.c re-sends SIGTERM until this handler ran), then the
+    # default action ends the process as it would have without us.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _flush_quietly()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 
 

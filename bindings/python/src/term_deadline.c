@@ -7,10 +7,14 @@
  * keeps the task queue's lock, and its workers block on it) is noted by
  * Python's C handler and never acted on: the worker, which the default
  * action would have killed, lives on and its parent waits for it forever
- * (seen under load: 1 run in ~40). So each SIGTERM also posts a semaphore
- * a thread of ours waits on; if the process still lives `grace` seconds
- * later, that thread restores the default action and sends SIGTERM again,
- * and the process dies of it as it would have without us.
+ * (seen under load). So each SIGTERM also posts a semaphore a thread of
+ * ours waits on. While the Python handler has not run (our wrapper is
+ * still the disposition), that thread re-sends SIGTERM to the main thread
+ * every 100 ms: delivered there, it interrupts the blocking call, and
+ * Python runs the handler (which exports the last period). If the process
+ * still lives `grace` seconds after the first SIGTERM, the thread restores
+ * the default action and sends SIGTERM again, and the process dies of it
+ * as it would have without us.
  *
  * State: written by the main thread when arming (before the thread
  * starts), then read by the signal handler and the watch thread. A forked
@@ -28,6 +32,7 @@ static struct sigaction python_act; /* Python's own SIGTERM handler */
 static sem_t fired;
 static double grace;
 static pid_t armed_pid;
+static pthread_t main_thread;
 
 static void on_term(int sig, siginfo_t *si, void *uc)
 {
@@ -45,9 +50,15 @@ static void *watch_main(void *unused)
     (void)unused;
     while (sem_wait(&fired) != 0)
         ;
-    struct timespec left = {(time_t)grace, (long)((grace - (double)(time_t)grace) * 1e9)};
-    while (nanosleep(&left, &left) != 0)
-        ;
+    for (double waited = 0; waited < grace; waited += 0.1) {
+        struct sigaction cur;
+        if (sigaction(SIGTERM, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_sigaction == on_term)
+            pthread_kill(main_thread, SIGTERM);
+        struct timespec tick = {0, 100 * 1000 * 1000};
+        while (nanosleep(&tick, &tick) != 0)
+            ;
+    }
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigemptyset(&dfl.sa_mask);
     sigaction(SIGTERM, &dfl, NULL);
@@ -70,6 +81,7 @@ int py_term_deadline_arm(double grace_s)
         return -1;
     python_act = cur;
     grace = grace_s;
+    main_thread = pthread_self();
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);

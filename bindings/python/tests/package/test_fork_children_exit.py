@@ -79,39 +79,53 @@ def test_fork_child_keeps_its_last_period(tmp_path, how):
 
 
 MISSED_SIGTERM = """
-import json, multiprocessing as mp, signal, sys, threading, time
+import json, multiprocessing as mp, os, signal, sys, threading, time
 import pyroscope
 
-def child():
+def child(q):
+    c0 = time.process_time()
+    while time.process_time() < c0 + 0.5:
+        pass
+    q.put((os.getpid(), time.process_time() - c0))
     lock = threading.Lock()
     lock.acquire()
     other = threading.Thread(target=time.sleep, args=(60,), daemon=True)
     other.start()
     # The SIGTERM lands on another thread: Python notes it, but the main
-    # thread, blocked below, never runs the handler (as when it lands just
-    # before the main thread blocks, as Pool.terminate()'s workers do).
+    # thread, blocked below, does not run the handler by itself (as when it
+    # lands just before the main thread blocks, as Pool.terminate()'s
+    # workers do).
     signal.pthread_kill(other.ident, signal.SIGTERM)
     lock.acquire()
 
 if __name__ == "__main__":
-    pyroscope.configure(application_name="mp", output_dir=sys.argv[1], stop_timeout=1)
-    p = mp.get_context("fork").Process(target=child)
+    pyroscope.configure(application_name="mp", output_dir=sys.argv[1], report_pid=True,
+                        upload_interval=60, stop_timeout=5)
+    q = mp.get_context("fork").SimpleQueue()
+    p = mp.get_context("fork").Process(target=child, args=(q,))
     t0 = time.monotonic()
     p.start()
+    pid, cpu = q.get()
     p.join(60)
     took = time.monotonic() - t0
     if p.exitcode is None:
         p.kill()
     pyroscope.shutdown()
-    print(json.dumps({"exitcode": p.exitcode, "took": took}))
+    print(json.dumps({"exitcode": p.exitcode, "took": took, "pid": pid, "cpu": cpu}))
 """
 
 
-def test_a_sigterm_the_handler_never_runs_still_ends_the_child(tmp_path):
-    # Without the deadline the child lived on (its parent's join waited
-    # forever; here: 60 s, then exitcode None). With it, the child dies of
-    # SIGTERM after stop_timeout (1 s) + 2 s.
-    r = check_run(MISSED_SIGTERM, args=(str(tmp_path / "p"),), timeout=120)
+def test_a_sigterm_the_handler_missed_still_ends_the_child_with_its_profile(tmp_path):
+    # Before: the child lived on (its parent's join waited forever; here
+    # 60 s, then exitcode None). Now SIGTERM is re-sent to the main thread,
+    # whose handler exports the last period, and the child dies of SIGTERM.
+    out_dir = tmp_path / "p"
+    r = check_run(MISSED_SIGTERM, args=(str(out_dir),), timeout=120)
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["exitcode"] == -15, (out, r.stderr[-2000:])
     assert out["took"] < 50, out
+    profiled = sum(s["values"][0] / 1e9
+                   for s in pprof_reader.samples(pprof_reader.load_dir(str(out_dir)))
+                   if "child" in {f[0] for f in s["stack"]}
+                   and int(s["labels"].get("pid", 0)) == out["pid"])
+    assert abs(profiled - out["cpu"]) <= 0.1 * out["cpu"], (profiled, out)
