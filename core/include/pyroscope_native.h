@@ -495,8 +495,11 @@ typedef struct {
     void (*stale)(void *ctx);
     /* Optional, sampler thread, at every tick (1 Hz with thread timers):
      * the binding's own checks (Ruby: is our SIGPROF handler still the
-     * installed one). The same rules as stale. */
-    void (*housekeeping)(void *ctx);
+     * installed one). The same rules as stale. Nonzero: the signal is not
+     * ours now; none is sent and thread timers are disarmed until it
+     * returns 0 again (a signal whose handler became SIG_DFL would end the
+     * process). */
+    int (*housekeeping)(void *ctx);
     /* Nonzero, and the config's oncpu on: each joined thread gets a POSIX
      * timer on its own CPU clock (interval 1/sample_rate) that signals it
      * while it runs, instead of the sampler thread reading every joined

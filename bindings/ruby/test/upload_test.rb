@@ -45,7 +45,7 @@ class UploadTest < Minitest::Test
     profiles = requests.map do |req|
       q = req.query
       # the user's tags and the Grafana SDKs' series tags, sorted
-      assert_match(/\Aupload\.rb\{env=ci,otel\.scope\.name=com\.grafana\.pyroscope\/ruby,
+      assert_match(/\Aupload\.rb\{env=ci,otel\.scope\.name=pyroscope-native\/ruby,
                      otel\.scope\.version=\d+\.\d+\.\d+,process\.runtime\.name=ruby,
                      process\.runtime\.version=#{Regexp.escape(RUBY_VERSION)},region=eu\}\z/x, q["name"])
       assert_equal "rbspy", q["spyName"]

@@ -212,6 +212,8 @@ static int timer_start(pn_driver *d, pn_capture *c, pid_t tid, pn_error *e)
     atomic_store(&c->timer_first, 1);
     atomic_store(&c->timer_on, 1);
     struct itimerspec its = {pn_timespec(d->timer_interval), pn_timespec(d->min_cpu_ns)};
+    if (atomic_load(&d->held))
+        its = (struct itimerspec){{0, 0}, {0, 0}};
     if (timer_settime(t, 0, &its, NULL) != 0) {
         int err = errno;
         timer_stop(c);
@@ -518,6 +520,17 @@ static void scan_gone(pn_driver *d)
     }
 }
 
+/* Thread timers: disarm them all, or arm them again. Sampler thread. */
+static void timers_arm(pn_driver *d, int on)
+{
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (on)
+        its = (struct itimerspec){pn_timespec(d->timer_interval), pn_timespec(d->min_cpu_ns)};
+    for (uint32_t i = 0; d->timers && i < atomic_load(&d->slots_used); i++)
+        if (atomic_load(&d->slots[i].timer_on))
+            timer_settime(d->slots[i].timer, 0, &its, NULL);
+}
+
 static void rendezvous_tick(void *ctx, pn_tick *t)
 {
     pn_driver *d = ctx;
@@ -529,12 +542,17 @@ static void rendezvous_tick(void *ctx, pn_tick *t)
                   oldest_capture(d, pn_clock_ns(CLOCK_MONOTONIC), &waits));
     if (waits && d->o.stale)
         d->o.stale(d->o.ctx);
-    if (d->o.housekeeping)
-        d->o.housekeeping(d->o.ctx);
+    int hold = d->o.housekeeping && d->o.housekeeping(d->o.ctx);
+    if (hold != atomic_load(&d->held)) {
+        atomic_store(&d->held, hold);
+        timers_arm(d, !hold);
+    }
     if (d->timers) {
         scan_gone(d);
         return;
     }
+    if (hold)
+        return;
     int oncpu = pn_tick_opts(t)->oncpu;
     if (oncpu && !d->last_asked && others_idle(d))
         return;

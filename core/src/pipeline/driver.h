@@ -38,6 +38,10 @@ struct pn_driver {
     /* Thread timers (opts.thread_timers in oncpu mode): their interval. */
     int timers;
     int64_t timer_interval;
+    /* 1 while housekeeping says the signal is not ours: nothing is sent,
+     * timers are disarmed (new ones start disarmed). Written by the
+     * sampler thread, read by threads that join. */
+    atomic_int held;
     /* Rendezvous, sampler-thread-owned: the process's CPU clock, and the
      * sampler thread's own as its stats had it, at the last tick that read
      * the joined threads' clocks (-1: none since the start or a fork);

@@ -245,7 +245,8 @@ void capture_job(void *unused)
 
 /* Someone replaced our SIGPROF handler after start (trap("PROF") or a C
  * library): our handler no longer runs, so nothing is captured, and the
- * app's handler gets our timers' signals. Noticed by the sampler thread's
+ * driver stops sending SIGPROF (the app's handler, or SIG_DFL once the
+ * app is done, would get it). Noticed by the sampler thread's
  * housekeeping (at most once a second), logged once per start, counted
  * each time ours is found replaced. Putting ours back over the app's
  * would break the app's: we do not. Written by the sampler thread (and
@@ -254,29 +255,32 @@ static atomic_uint_fast64_t replaced_count;
 static atomic_int replaced_now, replaced_logged;
 static _Atomic int64_t next_check_ns;
 
-void capture_check_handler(void *unused)
+int capture_check_handler(void *unused)
 {
     (void)unused;
     int64_t now = pn_clock_ns(CLOCK_MONOTONIC);
     if (now < atomic_load(&next_check_ns))
-        return;
+        return atomic_load(&replaced_now);
     atomic_store(&next_check_ns, now + 1000000000LL);
     struct sigaction cur;
     if (sigaction(SIGPROF, NULL, &cur) != 0)
-        return;
+        return atomic_load(&replaced_now);
     int ours = (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_signal;
     if (ours) {
         atomic_store(&replaced_now, 0);
-        return;
+        return 0;
     }
+    /* The driver stops signalling: the app's handler gets no more of
+     * ours, and an app that resets SIGPROF to its default is not killed
+     * by our timers. */
     if (atomic_exchange(&replaced_now, 1))
-        return;
+        return 1;
     atomic_fetch_add(&replaced_count, 1);
     if (!atomic_exchange(&replaced_logged, 1))
         pn_log(PN_LOG_ERROR, "the SIGPROF handler was replaced after Pyroscope started "
-               "(trap(\"PROF\") or a C library): no stacks are captured any more, and the "
-               "new handler receives the profiler's signals; Pyroscope.stop, or do not take "
-               "SIGPROF while profiling");
+               "(trap(\"PROF\") or a C library): no stacks are captured and no SIGPROF is "
+               "sent any more; Pyroscope.stop, or do not take SIGPROF while profiling");
+    return 1;
 }
 
 uint64_t capture_handler_replaced(void) { return atomic_load(&replaced_count); }

@@ -57,7 +57,7 @@ void capture_set_in_job(int on);        /* GVL: capture in the postponed job */
 int capture_in_job(void);
 void capture_vm_exited(void);           /* from ruby_vm_at_exit */
 void capture_before_exec(void);         /* GVL: no SIGPROF survives exec */
-void capture_check_handler(void *unused); /* sampler thread: ours still installed? */
+int capture_check_handler(void *unused); /* sampler thread: 1 when ours was replaced */
 uint64_t capture_handler_replaced(void);  /* times ours was found replaced */
 uint64_t capture_torn(void);            /* abandoned: a GC overlapped */
 uint64_t capture_gc(void);              /* samples taken during a GC step */
