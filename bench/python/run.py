@@ -574,16 +574,10 @@ def section_runtimes(specs, build_dir, quick, rounds):
                 finally:
                     child.kill()
                 runs[rt.name][v].append(res)
-            p = subprocess.run(rt.cmd(rt.python, SAMPLER_COST, "--cases", "50x10", "--rate",
-                                      "1000", "--seconds", secs, "--chunks", chunks,
-                                      "--out-dir", os.path.join(out_dir, "sampler")),
-                               capture_output=True, text=True, env=clean_env(), cwd=HERE,
-                               timeout=300)
-            if p.returncode != 0:
-                raise RuntimeError(f"sampler_cost.py on {rt.name}: exit {p.returncode}\n"
-                                   f"{p.stderr[-4000:]}")
-            runs[rt.name]["sampler"] += [json.loads(x[6:]) for x in p.stdout.splitlines()
-                                         if x.startswith("BENCH ")]
+            runs[rt.name]["sampler"] += run_sampler_cost(
+                rt.cmd(rt.python), ["--cases", "50x10", "--rate", "1000", "--seconds", secs,
+                                    "--chunks", chunks,
+                                    "--out-dir", os.path.join(out_dir, "sampler")], timeout=300)
             log(f"runtimes round {r + 1}/{rounds} {rt.name}: none "
                 f"{runs[rt.name]['none'][-1]['cpu_s']:.3f} s, native "
                 f"{runs[rt.name]['native'][-1]['cpu_s']:.3f} s CPU, sampler "
@@ -593,10 +587,10 @@ def section_runtimes(specs, build_dir, quick, rounds):
     for rt in rts:
         d = runs[rt.name]
         pairs = list(zip(d["native"], d["none"]))
+        ratios = [a["cpu_s"] / b["cpu_s"] for a, b in pairs]
         rows[rt.name] = {
             "python": rt.version, "rounds": rounds, "args": wargs,
-            "cpu_ratio_per_pair": [a["cpu_s"] / b["cpu_s"] for a, b in pairs],
-            "median_cpu_ratio": median([a["cpu_s"] / b["cpu_s"] for a, b in pairs]),
+            "cpu_ratio_per_pair": ratios, "median_cpu_ratio": median(ratios),
             "profiler_cpu_pct": median([(a.get("profiler_cpu_s") or 0) / b["cpu_s"] * 100
                                         for a, b in pairs]),
             "samples": median([(a["final_stats"] or {}).get("samples") for a, _ in pairs]),
@@ -609,8 +603,10 @@ def section_runtimes(specs, build_dir, quick, rounds):
 
 # ------------------------------------------------------------- 2. sampler
 
-def run_sampler_cost(envs, args, timeout):
-    r = subprocess.run([envs.native, SAMPLER_COST, *args], capture_output=True, text=True,
+def run_sampler_cost(python_cmd, args, timeout):
+    """sampler_cost.py under python_cmd (a list: the interpreter, and for a
+    chroot the command that enters it); its BENCH lines."""
+    r = subprocess.run([*python_cmd, SAMPLER_COST, *args], capture_output=True, text=True,
                        env=clean_env(), cwd=HERE, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"sampler_cost.py {' '.join(args)}: exit {r.returncode}\n"
@@ -622,14 +618,14 @@ def section_sampler(envs, tmp, quick):
     cases = ",".join(f"{d}x{t}" for d in (10, 50, 200) for t in (1, 10, 50))
     secs, chunks = ("0.5", "3") if quick else ("2", "5")
     out_dir = os.path.join(tmp, "sampler")
-    grid = run_sampler_cost(envs, ["--cases", cases, "--rate", "1000", "--seconds", secs,
+    grid = run_sampler_cost([envs.native], ["--cases", cases, "--rate", "1000", "--seconds", secs,
                                    "--chunks", chunks, "--out-dir", out_dir], timeout=300)
     log("sampler grid done")
-    prod = run_sampler_cost(envs, ["--production", "--threads", "10", "--rate", str(RATE),
+    prod = run_sampler_cost([envs.native], ["--production", "--threads", "10", "--rate", str(RATE),
                                    "--seconds", "2" if quick else "5", "--chunks", chunks,
                                    "--out-dir", out_dir], timeout=300)
     log("sampler production cases done")
-    changing = run_sampler_cost(envs, ["--changing", "--threads", "4", "--rate", "1000",
+    changing = run_sampler_cost([envs.native], ["--changing", "--threads", "4", "--rate", "1000",
                                        "--seconds", secs, "--chunks", chunks,
                                        "--rounds", "2" if quick else "3",
                                        "--out-dir", out_dir], timeout=600)
@@ -641,7 +637,7 @@ def section_sampler(envs, tmp, quick):
     for r in range(1 if quick else 3):
         for budget in idle:
             idle[budget] += run_sampler_cost(
-                envs, ["--idle", "1000", "--rate", "1000", "--budget", budget, "--seconds",
+                [envs.native], ["--idle", "1000", "--rate", "1000", "--budget", budget, "--seconds",
                        "2" if quick else "6", "--chunks", "1" if quick else "3",
                        "--out-dir", out_dir], timeout=300)
             log(f"sampler idle round {r + 1} budget {budget} %: "

@@ -192,6 +192,14 @@ static void timer_stop(pn_capture *c)
         timer_delete(c->timer);
 }
 
+/* Thread timers: the setting of an armed timer, or of a disarmed one. */
+static struct itimerspec timer_spec(const pn_driver *d, int armed)
+{
+    if (!armed)
+        return (struct itimerspec){{0, 0}, {0, 0}};
+    return (struct itimerspec){pn_timespec(d->timer_interval), pn_timespec(d->min_cpu_ns)};
+}
+
 /* Thread timers: start the CPU timer of thread tid, which joined slot c.
  * Any thread of the process (timers are the process's). */
 static int timer_start(pn_driver *d, pn_capture *c, pid_t tid, pn_error *e)
@@ -211,9 +219,7 @@ static int timer_start(pn_driver *d, pn_capture *c, pid_t tid, pn_error *e)
     c->timer = t;
     atomic_store(&c->timer_first, 1);
     atomic_store(&c->timer_on, 1);
-    struct itimerspec its = {pn_timespec(d->timer_interval), pn_timespec(d->min_cpu_ns)};
-    if (atomic_load(&d->held))
-        its = (struct itimerspec){{0, 0}, {0, 0}};
+    struct itimerspec its = timer_spec(d, !atomic_load(&d->held));
     if (timer_settime(t, 0, &its, NULL) != 0) {
         int err = errno;
         timer_stop(c);
@@ -523,9 +529,7 @@ static void scan_gone(pn_driver *d)
 /* Thread timers: disarm them all, or arm them again. Sampler thread. */
 static void timers_arm(pn_driver *d, int on)
 {
-    struct itimerspec its = {{0, 0}, {0, 0}};
-    if (on)
-        its = (struct itimerspec){pn_timespec(d->timer_interval), pn_timespec(d->min_cpu_ns)};
+    struct itimerspec its = timer_spec(d, on);
     for (uint32_t i = 0; d->timers && i < atomic_load(&d->slots_used); i++)
         if (atomic_load(&d->slots[i].timer_on))
             timer_settime(d->slots[i].timer, 0, &its, NULL);
