@@ -183,9 +183,11 @@ async function stopHeapProfiling() {
   await stopKind('heap');
 }
 
+// The time profile, and the heap profile unless `memory` is false (@pyroscope/nodejs's
+// start() ran both; `memory: true` or PYROSCOPE_MEMORY=true asks for it by the shared name).
 function start() {
   startCpuProfiling();
-  startHeapProfiling();
+  if (!state.resolved || state.resolved.memory !== false) startHeapProfiling();
 }
 
 // Stops every profiler and the agent; the last period is exported (within stopTimeout,

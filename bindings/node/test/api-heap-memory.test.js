@@ -1,0 +1,112 @@
+'use strict';
+// The heap profile as the shared `memory` profile (issue 26, Node): the `memory` and
+// `memoryInterval` settings drive it, and on a known workload its in-use bytes match the
+// truth (V8's own used-heap delta) within 10 %, see only what is kept, and lose it once it is
+// freed and collected. Each case runs in a fresh `node --expose-gc` (gc(), and a heap
+// with nothing else of the test runner's in it).
+const assert = require('assert');
+const { execFileSync } = require('child_process');
+const path = require('path');
+const { tmpdir, rmdir, profiles, samples, total } = require('./native_helpers');
+
+// Frames are named as the anchor named them, file:function:line.
+const has = (s, fn) => s.stack.some((f) => f.split(':').includes(fn));
+
+const LIB = path.join(__dirname, '..', 'lib');
+
+// Runs `body` (async, may await) after init(options) + start() in a fresh node; returns
+// what it assigns to `out`.
+function inFreshProcess(options, body) {
+  const script = `
+    const Pyroscope = require(${JSON.stringify(LIB)});
+    // every heap snapshot fresh (the default takes one per >= 65 s: a full GC each)
+    require(${JSON.stringify(LIB + '/sampler')}).heapBudget(1e9, 3600e3);
+    const v8 = require('v8');
+    const used = () => { gc(); gc(); return v8.getHeapStatistics().used_heap_size; };
+    const out = {};
+    (async () => {
+      Pyroscope.init(${JSON.stringify(options)});
+      Pyroscope.start();
+      ${body}
+      await Pyroscope.stop();
+      console.log(JSON.stringify(out));
+    })().catch((e) => { console.error(e); process.exit(1); });`;
+  return JSON.parse(execFileSync(process.execPath, ['--expose-gc', '-e', script],
+    { encoding: 'utf8', timeout: 120000, stdio: ['ignore', 'pipe', 'inherit'] }));
+}
+
+// The workload, named so its frames can be found: keptAlloc's arrays stay alive,
+// freedAlloc's die young (a ring of 1024 keeps them from being optimised away).
+const WORKLOAD = `
+  function keptAlloc(n) {
+    const out = [];
+    for (let i = 0; i < n; i++) out.push(new Array(16).fill(i));
+    return out;
+  }
+  function freedAlloc(n) {
+    const ring = new Array(1024);
+    for (let i = 0; i < n; i++) ring[i & 1023] = new Array(16).fill(i);
+    return ring.length;
+  }`;
+
+describe('api heap profile: the memory setting and in-use accuracy', function () {
+  this.timeout(180000);
+
+  it('in-use bytes of the kept objects within 10 % of the truth; freed ones absent; gone once freed', () => {
+    const dir = tmpdir('heapmem');
+    try {
+      const interval = 16384;
+      const out = inFreshProcess({ appName: 'heapmem', outputDir: dir, uploadInterval: 3600,
+        memory: true, memoryInterval: interval }, `
+        ${WORKLOAD}
+        freedAlloc(400000);               // ~70 MiB allocated and dropped
+        const before = used();
+        globalThis.kept = keptAlloc(200000); // ~35 MiB kept
+        out.truth = used() - before;
+        out.first = await Pyroscope.flush(30);
+        globalThis.kept = null;
+        gc(); gc();
+        out.second = await Pyroscope.flush(30);`);
+      assert.strictEqual(out.first, true);
+      assert.strictEqual(out.second, true);
+      assert.ok(out.truth > 30 * 1048576, `kept ${out.truth} B`);
+      const per = profiles(dir, 'heap').sort((a, b) => Number(a.timeNanos) - Number(b.timeNanos));
+      assert.ok(per.length >= 2, `heap profiles: ${per.length}`);
+      const kept = per.map((p) => total(samples([p]), 1, (s) => has(s, 'keptAlloc')));
+      const freed = per.map((p) => total(samples([p]), 1, (s) => has(s, 'freedAlloc')));
+      // the sampling interval is memoryInterval's: the profile's period says so
+      assert.strictEqual(Number(per[0].period), interval);
+      const err = Math.abs(kept[0] - out.truth) / out.truth;
+      assert.ok(err <= 0.10, `in-use of keptAlloc ${kept[0]} B vs truth ${out.truth} B (${(err * 100).toFixed(1)} %)`);
+      assert.ok(freed[0] < 0.01 * out.truth, `in-use of freedAlloc: ${freed[0]} B`);
+      const last = kept[kept.length - 1];
+      assert.ok(last < 0.01 * out.truth, `in-use of keptAlloc once freed: ${last} B (periods: ${kept})`);
+    } finally {
+      rmdir(dir);
+    }
+  });
+
+  it('memory: false starts no heap profile; PYROSCOPE_MEMORY_INTERVAL sets the interval', () => {
+    const off = tmpdir('heapmem-off');
+    const on = tmpdir('heapmem-on');
+    try {
+      inFreshProcess({ appName: 'heapmem', outputDir: off, uploadInterval: 3600, memory: false },
+        'globalThis.k = new Array(100000).fill(0).map((_, i) => ({ i })); out.f = await Pyroscope.flush(30);');
+      assert.strictEqual(profiles(off, 'heap').length, 0);
+      assert.ok(profiles(off, 'cpu').length >= 1); // start() ran the time profile
+      process.env.PYROSCOPE_MEMORY_INTERVAL = '32768';
+      try {
+        inFreshProcess({ appName: 'heapmem', outputDir: on, uploadInterval: 3600 },
+          'globalThis.k = new Array(100000).fill(0).map((_, i) => ({ i })); out.f = await Pyroscope.flush(30);');
+      } finally {
+        delete process.env.PYROSCOPE_MEMORY_INTERVAL;
+      }
+      const heap = profiles(on, 'heap');
+      assert.ok(heap.length >= 1);
+      assert.strictEqual(Number(heap[0].period), 32768);
+    } finally {
+      rmdir(off);
+      rmdir(on);
+    }
+  });
+});
