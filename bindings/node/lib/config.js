@@ -259,9 +259,9 @@ function resolveConfig(options, env, table) {
     }
   }
   for (const k of Object.keys(heapOpt)) {
-    if (!['samplingIntervalBytes', 'stackDepth'].includes(k)) {
+    if (!['samplingIntervalBytes', 'stackDepth', 'allocations'].includes(k)) {
       warnings.push(`unknown option "heap.${k}" is ignored; known: heap.samplingIntervalBytes, ` +
-        'heap.stackDepth');
+        'heap.stackDepth, heap.allocations');
     }
   }
 
@@ -413,6 +413,17 @@ function resolveConfig(options, env, table) {
     settings.memory_interval = bytes.value;
     origins.memory_interval = bytes.from;
     given.add('memory_interval');
+  }
+  // Allocations instead of in-use memory: Node 26's v8.startHeapProfile only.
+  heap.allocations = false;
+  const allocs = pick(heapOpt.allocations, 'heap.allocations', checkBool,
+    'PYROSCOPE_HEAP_ALLOCATIONS', envBool);
+  if (allocs && allocs.value) {
+    if (typeof require('v8').startHeapProfile === 'function') heap.allocations = true;
+    else {
+      warnings.push(`${allocs.from}: allocation profiles need Node 26 or newer ` +
+        `(v8.startHeapProfile); Node ${process.versions.node} profiles in-use memory instead`);
+    }
   }
   const depth = pick(heapOpt.stackDepth, 'heap.stackDepth', checkPositiveInt,
     'PYROSCOPE_HEAP_STACK_DEPTH', lenient(warnings, envPositiveInt));

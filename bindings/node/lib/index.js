@@ -141,7 +141,8 @@ function startKind(kind, what) {
   if (state.profilers.has(kind)) return;
   const r = state.resolved;
   const opts = kind === 'heap'
-    ? { samplingIntervalBytes: r.heap.samplingIntervalBytes, stackDepth: r.heap.stackDepth }
+    ? { samplingIntervalBytes: r.heap.samplingIntervalBytes, stackDepth: r.heap.stackDepth,
+      allocations: r.heap.allocations }
     : { collectCpuTime: kind === 'wall' && r.wall.collectCpuTime };
   opts.mapFrame = state.mapFrame;
   native().startProfiler(kind, opts);

@@ -48,7 +48,7 @@ describe('api config: options and variables', function () {
 
   it('keeps the anchor defaults: heap 512 KiB / depth 64, on-CPU time', () => {
     const r = resolve({ appName: 'a' });
-    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 524288, stackDepth: 64 });
+    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 524288, stackDepth: 64, allocations: false });
     assert.strictEqual(r.wall.collectCpuTime, false);
     assert.strictEqual(r.kind, 'cpu');
     assert.strictEqual(r.settings.sample_rate, undefined); // the core's 100 Hz
@@ -85,7 +85,7 @@ describe('api config: options and variables', function () {
     assert.strictEqual(r.settings.sample_rate, 200);
     assert.strictEqual(r.wall.samplingDurationMs, 30000);
     assert.strictEqual(r.wall.collectCpuTime, true);
-    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 1024, stackDepth: 8 });
+    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 1024, stackDepth: 8, allocations: false });
     assert.deepStrictEqual(r.frames, { sourceMapper: undefined, stripFilenames: 'dependencies', shortenPaths: true });
 
     const o = resolve({
