@@ -109,7 +109,12 @@ describe('api heap profile: the memory setting and in-use accuracy', function ()
         out.first = await Pyroscope.flush(30);
         freedAlloc(${2 * n});              // twice as many, all dropped
         gc();
-        out.second = await Pyroscope.flush(30);`);
+        out.second = await Pyroscope.flush(30);
+        // no in-use profile to pull meanwhile: the running one keeps collected objects
+        const mw = Pyroscope.expressMiddleware();
+        out.pull = await new Promise((resolve) => mw({ method: 'GET', path: '/debug/pprof/heap', query: {} },
+          { status(c) { resolve(c); return { send() {} }; }, sendStatus: resolve }, () => resolve('next')));`);
+      assert.strictEqual(out.pull, 500);
       assert.strictEqual(out.first, true);
       assert.strictEqual(out.second, true);
       const per = profiles(dir, 'heap').sort((a, b) => Number(a.timeNanos) - Number(b.timeNanos));
