@@ -393,16 +393,20 @@ function resolveConfig(options, env, table) {
     bytes = { value: checkPositiveInt(origins.memory_interval, settings.memory_interval),
       from: origins.memory_interval };
   } else {
-    const mine = envNumber(env, 'PYROSCOPE_MEMORY_INTERVAL', true);
+    let mine;
+    try {
+      mine = envNumber(env, 'PYROSCOPE_MEMORY_INTERVAL', true);
+    } catch (e) {
+      throw configError(e.message.replace('PYROSCOPE_MEMORY_INTERVAL:', 'PYROSCOPE_MEMORY_INTERVAL: memory_interval:'));
+    }
     const anchor = lenient(warnings, envPositiveInt)(env, 'PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES');
     if (mine !== undefined && anchor !== undefined && mine !== anchor) {
       throw configError(`environment variables PYROSCOPE_MEMORY_INTERVAL (${mine}) and ` +
         `PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES (${anchor}) are the same setting (the memory ` +
         'sampling interval); set only one');
     }
-    if (mine !== undefined) {
-      bytes = { value: checkPositiveInt('environment variable PYROSCOPE_MEMORY_INTERVAL', mine),
-        from: 'environment variable PYROSCOPE_MEMORY_INTERVAL' };
+    if (mine !== undefined) { // its range is the core's to check (and name)
+      bytes = { value: mine, from: 'environment variable PYROSCOPE_MEMORY_INTERVAL' };
     } else if (anchor !== undefined) {
       bytes = { value: anchor, from: 'environment variable PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES' };
     }
