@@ -119,7 +119,7 @@ static void start_deliverer(void)
     pthread_mutex_unlock(&ring_lock);
     if (!start)
         return;
-    int rc = pthread_create(&deliverer, NULL, deliver_main, NULL);
+    int rc = pn_thread_spawn(&deliverer, deliver_main, NULL, "pyroscope-log");
     if (rc != 0) {
         pthread_mutex_lock(&ring_lock);
         deliverer_running = 0;
@@ -128,7 +128,6 @@ static void start_deliverer(void)
                 "logging when pyroscope is next called\n", strerror(rc));
         return;
     }
-    pthread_setname_np(deliverer, "pyroscope-log");
 }
 
 /* GIL held. Ends the delivery thread and waits for it (without the GIL,
