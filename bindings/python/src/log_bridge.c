@@ -84,10 +84,7 @@ static int finalizing(void)
  * interpreter is finalizing (log_bridge_close joins it before that). */
 static void *deliver_main(void *unused)
 {
-    (void)unused;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the main thread's */
+    (void)unused; /* signals blocked (pn_thread_spawn): they are the main thread's */
     pthread_mutex_lock(&ring_lock);
     for (;;) {
         while (!deliverer_quit && ring_len == 0 &&

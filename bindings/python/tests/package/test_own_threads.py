@@ -22,15 +22,19 @@ def ours():
         if name.startswith("pyroscope"):
             found[name] = int(status["SigBlk"], 16)
     return found
-# The log thread starts with configure; wait for it (bounded), not a time.
+def masks():
+    return {n: {"term": bool(m >> (signal.SIGTERM - 1) & 1), "int": bool(m >> (signal.SIGINT - 1) & 1),
+                "segv": bool(m >> (signal.SIGSEGV - 1) & 1)} for n, m in ours().items()}
+def settled(found):
+    return "pyroscope-log" in found and all(m == WANT for m in found.values())
+# The log thread starts with configure. A thread glibc is starting blocks
+# every signal until it runs, so wait (bounded) for the masks to settle.
+WANT = {"term": True, "int": True, "segv": False}
 end = time.monotonic() + 60
-while "pyroscope-log" not in ours() and time.monotonic() < end:
+while not settled(found := masks()) and time.monotonic() < end:
     time.sleep(0.05)
-found = ours()
 pyroscope.shutdown()
-print(json.dumps({n: {"term": bool(m >> (signal.SIGTERM - 1) & 1),
-                      "int": bool(m >> (signal.SIGINT - 1) & 1),
-                      "segv": bool(m >> (signal.SIGSEGV - 1) & 1)} for n, m in found.items()}))
+print(json.dumps(found))
 '''
 
 
