@@ -21,12 +21,14 @@ if sys.version_info < (3, 10):
 CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow",
           "-Wvla", "-fvisibility=hidden"]
 
-# The shared core and the report library, built first as one static
-# library with their private include paths. The binding below sees only
-# core/include: it cannot reach a core-private header.
+# The shared core and the report library (the sources core/sources.txt
+# lists), built first as one static library with their private include
+# paths. The binding below sees only core/include: it cannot reach a
+# core-private header.
+with open("core/sources.txt") as f:
+    CORE_SOURCES = ["core/" + line.strip() for line in f if line.strip() and line[0] != "#"]
 core = ("pyroscope_core", {
-    "sources": sorted(glob.glob("core/src/*/*.c") + glob.glob("core/report/*.c")
-                      + glob.glob("core/gen/**/*.c", recursive=True)),
+    "sources": CORE_SOURCES,
     "include_dirs": ["core/include", "core/src", "core/report", "core/gen"],
     "cflags": CFLAGS,
 })

@@ -96,9 +96,10 @@ def curl_headers():
 
 
 def core_sources():
-    return sorted(glob.glob(os.path.join(ROOT, "core/src/*/*.c"))
-                  + glob.glob(os.path.join(ROOT, "core/report/*.c"))
-                  + glob.glob(os.path.join(ROOT, "core/gen/**/*.c"), recursive=True))
+    """The core's and report library's sources: the ones core/sources.txt lists."""
+    with open(os.path.join(ROOT, "core/sources.txt")) as f:
+        return [os.path.join(ROOT, "core", line.strip()) for line in f
+                if line.strip() and line[0] != "#"]
 
 
 def core_headers():

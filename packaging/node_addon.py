@@ -30,7 +30,7 @@ def build(arch, work):
     node = os.path.join(ROOT, "bindings/node")
     flags = native.OUR_CFLAGS + ["-DNAPI_VERSION=8"] + [
         "-I" + os.path.join(ROOT, d) for d in
-        ("core/include", "core/src", "core/report", "core/gen", "bindings/node/src")] + \
+        ("core/include", "bindings/node/src")] + \
         ["-isystem" + node_api_headers()]
     deps = native.core_headers() + glob.glob(os.path.join(node, "src/*.h"))
     objs = native.compile_all(arch, [(s, flags, deps) for s in

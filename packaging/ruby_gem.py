@@ -37,8 +37,7 @@ def build_ext(arch, minor, includes, archive, work):
     ext = os.path.join(ROOT, "bindings/ruby/ext/pyroscope_native")
     # extconf.rb's one probe: rb_postponed_job_trigger is Ruby 3.3+.
     probes = ["-DHAVE_RB_POSTPONED_JOB_TRIGGER=1"] if tuple(map(int, minor.split("."))) >= (3, 3) else []
-    flags = native.OUR_CFLAGS + probes + ["-I" + ext] + [
-        "-I" + os.path.join(ROOT, d) for d in ("core/include", "core/src", "core/report", "core/gen")] + \
+    flags = native.OUR_CFLAGS + probes + ["-I" + ext, "-I" + os.path.join(ROOT, "core/include")] + \
         ["-isystem" + i for i in includes]
     deps = native.core_headers() + glob.glob(os.path.join(ext, "*.h"))
     out_dir = os.path.join(work, arch, "ruby" + minor)

@@ -2,24 +2,39 @@
 # that loads on every Node >= 20 (Node-API only, no V8 C++ API). node-gyp
 # runs in this folder, so its build/ stays here, apart from the repository's
 # CMake build/ (node-gyp rebuild deletes the build/ beside binding.gyp).
+# The core (the sources core/sources.txt lists) is a static library with its
+# private include paths; the binding's src/ sees core/include only.
 {
+  "target_defaults": {
+    "defines": ["NAPI_VERSION=8", "_GNU_SOURCE"],
+    "cflags!": ["-fno-exceptions"],
+    "cflags_c": ["-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wvla",
+                 "-fvisibility=hidden"]
+  },
   "targets": [
     {
-      "target_name": "pyroscope_native",
+      "target_name": "pyroscope_core",
+      "type": "static_library",
       "sources": [
-        "<!@(node -e \"const g=require('fs');const p=require('path');const out=[];const walk=(d,re,deep)=>{for(const f of g.readdirSync(d).sort()){const q=p.join(d,f);if(g.statSync(q).isDirectory()){if(deep)walk(q,re,deep)}else if(re.test(f))out.push(q)}};for(const d of g.readdirSync('../../core/src').sort())walk(p.join('../../core/src',d),/\\.c$/,false);walk('../../core/report',/\\.c$/,false);walk('../../core/gen',/\\.c$/,true);walk('src',/\\.c$/,false);console.log(out.join(' '))\")"
+        "<!@(node -e \"for(const l of require('fs').readFileSync('../../core/sources.txt','utf8').split('\\n'))if(l.trim()&&l[0]!=='#')console.log('../../core/'+l.trim())\")"
       ],
       "include_dirs": [
         "../../core/include",
         "../../core/src",
         "../../core/report",
-        "../../core/gen",
+        "../../core/gen"
+      ]
+    },
+    {
+      "target_name": "pyroscope_native",
+      "dependencies": ["pyroscope_core"],
+      "sources": [
+        "<!@(node -e \"console.log(require('fs').readdirSync('src').filter(f=>f.endsWith('.c')).sort().map(f=>'src/'+f).join(' '))\")"
+      ],
+      "include_dirs": [
+        "../../core/include",
         "src"
       ],
-      "defines": ["NAPI_VERSION=8", "_GNU_SOURCE"],
-      "cflags!": ["-fno-exceptions"],
-      "cflags_c": ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wvla",
-                   "-fvisibility=hidden"],
       "libraries": ["-lprotobuf-c", "-lz", "-lpthread", "-lm", "-ldl"]
     }
   ]

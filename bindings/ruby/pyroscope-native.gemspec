@@ -10,7 +10,7 @@ require "fileutils"
 # writes only files that differ and removes ones the core no longer has, so
 # builds of one commit running side by side never see a half-copied tree.
 sync_core = lambda do |repo_core, gem_core|
-  wanted = {}
+  wanted = { "sources.txt" => File.join(repo_core, "sources.txt") } # the list extconf.rb builds
   %w[include src report gen].each do |top|
     Dir.glob("**/*.{c,h}", base: File.join(repo_core, top)).each do |rel|
       wanted[File.join(top, rel)] = File.join(repo_core, top, rel)
@@ -51,7 +51,7 @@ Gem::Specification.new do |s|
   s.required_ruby_version = ">= 3.1"
   s.files = Dir.chdir(__dir__) do
     Dir["lib/**/*.rb"] + Dir["ext/pyroscope_native/*.{c,h,rb}"] +
-      Dir["ext/pyroscope_native/core/**/*.{c,h}"]
+      Dir["ext/pyroscope_native/core/**/*.{c,h}"] + ["ext/pyroscope_native/core/sources.txt"]
   end
   s.files += ["exe/pyroscope-native"]
   s.bindir = "exe"

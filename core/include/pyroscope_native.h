@@ -7,7 +7,7 @@
  * the core's sampler thread calls, batches of timestamped samples, or
  * captures made in a signal handler on the sampled thread); the core does
  * aggregation, encoding and uploads. Reports live in pyroscope_report.h;
- * core internals in the headers under core/src.
+ * core internals in the headers under core/src, which bindings cannot see.
  *
  * Conventions: public symbols start with pn_. A function that can fail
  * returns 0 on success and -1 on failure, filling the caller's pn_error.
@@ -16,11 +16,13 @@
 #ifndef PYROSCOPE_NATIVE_H
 #define PYROSCOPE_NATIVE_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -550,6 +552,35 @@ void pn_thread_names_clear(void);
 /* CPU time of kernel thread tid of this process, ns; -1 if unreadable. */
 int64_t pn_thread_cpu_ns(pid_t tid);
 pid_t pn_gettid(void);
+/* The kernel's CPU clock of thread tid of this process. */
+clockid_t pn_thread_cpu_clock(pid_t tid);
+
+/* ------------------------------------------------------ clocks and threads
+ * What the core's threads use, for the bindings' own threads too. */
+
+/* A clock's reading as int64 nanoseconds, and back to a timespec for the
+ * absolute-time waits (condvars on CLOCK_MONOTONIC, clock_nanosleep). */
+static inline int64_t pn_clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline struct timespec pn_timespec(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    return ts;
+}
+
+/* pthread_create with every signal but the synchronous faults blocked in
+ * the new thread (the application's handlers run on its own threads only),
+ * then named (names are cut to 15 bytes by the kernel). Returns
+ * pthread_create's code. Any thread. */
+int pn_thread_spawn(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
+
+/* A condition variable whose timed waits take CLOCK_MONOTONIC deadlines. */
+void pn_cond_init_monotonic(pthread_cond_t *cv);
 
 /* ---------------------------------------------------------------- config */
 

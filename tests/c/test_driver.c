@@ -23,7 +23,6 @@
 #include "pyroscope_native.h"
 #include "aggregation/store.h"
 #include "pipeline/driver.h"
-#include "support/clock.h"
 
 #define WAIT_S 30.0
 

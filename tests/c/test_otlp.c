@@ -14,7 +14,6 @@
 #include "encoding/otlp.h"
 #include "encoding/pprof.h"
 #include "export/exporter.h"
-#include "support/clock.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 
 typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest Request;

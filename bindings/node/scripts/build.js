@@ -33,7 +33,7 @@ function localNodeDir() {
 // not be the repository's CMake build/, which `rebuild` would delete.
 const root = path.join(__dirname, '..');
 // binding.gyp lists the sources when configured: a folder that gained or lost a
-// file since (its mtime is newer) needs a full rebuild.
+// file since, or a newer binding.gyp or core/sources.txt (mtimes), needs a full rebuild.
 function configuredAfterSources() {
   let made;
   try {
@@ -42,8 +42,7 @@ function configuredAfterSources() {
     return false;
   }
   const core = path.join(root, '..', '..', 'core');
-  const dirs = [path.join(root, 'src'), path.join(core, 'report'), path.join(core, 'gen')];
-  for (const d of fs.readdirSync(path.join(core, 'src'))) dirs.push(path.join(core, 'src', d));
+  const dirs = [path.join(root, 'src'), path.join(root, 'binding.gyp'), path.join(core, 'sources.txt')];
   return dirs.every((d) => !fs.existsSync(d) || fs.statSync(d).mtimeMs <= made);
 }
 // `npm install /path/to/checkout` links the folder (npm's install-links is

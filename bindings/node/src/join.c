@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include "addon.h"
-#include "support/clock.h"
 
 #define JOIN_SLACK_NS 2000
 #define WATERMARK_LAG_NS (50 * 1000000LL)

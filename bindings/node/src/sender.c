@@ -28,8 +28,6 @@
 #include <time.h>
 
 #include "addon.h"
-#include "support/clock.h"
-#include "support/threads.h"
 
 enum { QUEUED, PICKED, ANSWERED, DECLINED, UNCONFIRMED, CANCELLED };
 

@@ -84,10 +84,7 @@ static int finalizing(void)
  * interpreter is finalizing (log_bridge_close joins it before that). */
 static void *deliver_main(void *unused)
 {
-    (void)unused;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals are the main thread's */
+    (void)unused; /* signals blocked (pn_thread_spawn): they are the main thread's */
     pthread_mutex_lock(&ring_lock);
     for (;;) {
         while (!deliverer_quit && ring_len == 0 &&
@@ -119,7 +116,7 @@ static void start_deliverer(void)
     pthread_mutex_unlock(&ring_lock);
     if (!start)
         return;
-    int rc = pthread_create(&deliverer, NULL, deliver_main, NULL);
+    int rc = pn_thread_spawn(&deliverer, deliver_main, NULL, "pyroscope-log");
     if (rc != 0) {
         pthread_mutex_lock(&ring_lock);
         deliverer_running = 0;
@@ -128,7 +125,6 @@ static void start_deliverer(void)
                 "logging when pyroscope is next called\n", strerror(rc));
         return;
     }
-    pthread_setname_np(deliverer, "pyroscope-log");
 }
 
 /* GIL held. Ends the delivery thread and waits for it (without the GIL,

@@ -123,11 +123,10 @@ static int retire_agent(void)
     r->mw = mem_walker;
     /* Begun here, so the new agent can start as soon as we return. */
     pn_agent_stop_begin(agent);
-    if (pthread_create(&r->thread, NULL, retire_main, r) != 0) {
+    if (pn_thread_spawn(&r->thread, retire_main, r, "pyroscope-stop") != 0) {
         PyMem_RawFree(r);
         return -1;
     }
-    pthread_setname_np(r->thread, "pyroscope-stop");
     agent = NULL;
     walker = NULL;
     mem_walker = NULL;

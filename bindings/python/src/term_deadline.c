@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pyroscope_native.h"
+
 static struct sigaction python_act; /* Python's own SIGTERM handler */
 static sem_t fired;
 static double grace;
@@ -82,18 +84,13 @@ int py_term_deadline_arm(double grace_s)
     python_act = cur;
     grace = grace_s;
     main_thread = pthread_self();
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_t t;
-    int rc = pthread_create(&t, NULL, watch_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = pn_thread_spawn(&t, watch_main, NULL, "pyroscope-term");
     if (rc != 0) {
         errno = rc;
         return -1;
     }
     pthread_detach(t);
-    pthread_setname_np(t, "pyroscope-term");
     struct sigaction ours = cur;
     ours.sa_flags |= SA_SIGINFO;
     ours.sa_sigaction = on_term;

@@ -25,7 +25,6 @@
 #include <time.h>
 
 #include "support/hash.h"
-#include "support/clock.h"
 #include "support/index.h"
 #include "support/pages.h"
 #include "pyroscope_native.h"

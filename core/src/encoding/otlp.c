@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "encoding/otlp.h"
-#include "support/clock.h"
+#include "pyroscope_native.h"
 #include "support/grow.h"
 #include "support/u64map.h"
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"

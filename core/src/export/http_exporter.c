@@ -35,7 +35,6 @@
 #include "export/exporter.h"
 #include "export/http_sender.h"
 #include "support/url.h"
-#include "support/clock.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_S 5.0
 #define DEFAULT_TIMEOUT_S 10.0

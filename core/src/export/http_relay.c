@@ -22,8 +22,6 @@
 
 #include "pyroscope_native.h"
 #include "export/http_sender.h"
-#include "support/clock.h"
-#include "support/threads.h"
 
 enum { IDLE, QUEUED, PICKED, ANSWERED };
 

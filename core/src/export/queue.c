@@ -40,8 +40,6 @@
 #include "pyroscope_native.h"
 #include "export/exporter.h"
 #include "encoding/pprof.h"
-#include "support/clock.h"
-#include "support/threads.h"
 
 #define DEFAULT_CAPACITY 16
 #define DEFAULT_ATTEMPTS 4

@@ -24,8 +24,6 @@
 #include "pipeline/driver.h"
 #include "pipeline/fork.h"
 #include "aggregation/profile.h"
-#include "support/clock.h"
-#include "support/threads.h"
 #include "support/url.h"
 
 #define MAX_DRIVERS 8

@@ -31,8 +31,7 @@
 #include "pipeline/driver.h"
 #include "pipeline/memory.h"
 #include "sampling/sampler.h"
-#include "support/clock.h"
-#include "support/threads.h"
+#include "pyroscope_native.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid

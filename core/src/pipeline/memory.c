@@ -31,8 +31,7 @@
 
 #include "pipeline/driver.h"
 #include "pipeline/memory.h"
-#include "support/clock.h"
-#include "support/threads.h"
+#include "pyroscope_native.h"
 
 #define TOMB ((uintptr_t)1)
 /* Frees probe only past the filter. */

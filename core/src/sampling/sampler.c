@@ -19,8 +19,6 @@
 #include "aggregation/store.h"
 #include "sampling/budget.h"
 #include "sampling/sampler.h"
-#include "support/clock.h"
-#include "support/threads.h"
 
 #define CPU_SLOTS 8192 /* power of two; threads tracked per tick */
 

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "pyroscope_native.h"
-#include "support/threads.h"
 
 pid_t pn_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 

@@ -3,6 +3,7 @@
 #   build.sh PYTHON [OUTDIR]
 # OUTDIR defaults to build/<cache tag><abiflags> next to this script. Extra compiler
 # flags (e.g. -fsanitize=address) can be passed in WALKER_TEST_CFLAGS.
+# The core's sources are core/sources.txt's src/ and gen/ lines.
 set -eu
 PY=${1:?usage: build.sh PYTHON [OUTDIR]}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +18,7 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fPIC -Wall -Wextra -Werror -Wshadow -Wstr
 $CC $CFLAGS -shared \
     -I"$INC" -I"$ROOT/core/include" -I"$ROOT/core/src" -I"$ROOT/core/gen" \
     -I"$ROOT/bindings/python/src" \
-    "$HERE/_walker_test.c" "$ROOT"/core/src/*/*.c $(find "$ROOT/core/gen" -name '*.c' | sort) \
+    "$HERE/_walker_test.c" $(sed -En "s#^((src|gen)/.*\.c)\$#$ROOT/core/\1#p" "$ROOT/core/sources.txt") \
     "$ROOT/bindings/python/src/pthread_tid.c" \
     "$ROOT/bindings/python/src/context_labels.c" "$ROOT/bindings/python/src/pairs.c" \
     "$ROOT/bindings/python/src/log_bridge.c" "$ROOT/bindings/python/src/module_lock.c" \

@@ -27,8 +27,6 @@
 
 #include <ruby/debug.h>
 
-#include "support/clock.h"
-
 /* Written under the GVL, read by the handler. */
 static atomic_int vm_alive = 1;
 static atomic_int in_job_mode;

@@ -24,16 +24,19 @@ abort "pyroscope-native: libcurl headers missing (apt-get install libcurl4-opens
 # Ruby version differences, found by probing the headers.
 have_func("rb_postponed_job_trigger", "ruby/debug.h")
 
-core_dirs = Dir[File.join(core, "src", "*")] + [File.join(core, "report")] +
-            Dir[File.join(core, "gen", "**", "")].map { |d| d.chomp("/") }
-core_srcs = core_dirs.flat_map { |d| Dir[File.join(d, "*.c")] }.sort
+# The core's sources: the ones core/sources.txt lists.
+core_srcs = File.readlines(File.join(core, "sources.txt"), chomp: true)
+                .reject { |l| l.strip.empty? || l.start_with?("#") }.map { |l| File.join(core, l.strip) }
+core_dirs = core_srcs.map { |s| File.dirname(s) }.uniq
 own_srcs = Dir[File.join(here, "*.c")].sort
 
 $srcs = own_srcs + core_srcs
-$VPATH.concat(core_dirs.uniq)
+$VPATH.concat(core_dirs)
 # Ruby's own headers are system headers: their warnings are not ours.
 $INCFLAGS = $INCFLAGS.gsub("-I$(arch_hdrdir)", "-isystem $(arch_hdrdir)").gsub("-I$(hdrdir)", "-isystem $(hdrdir)")
-$INCFLAGS << " -I#{here} -I#{core}/include -I#{core}/src -I#{core}/report -I#{core}/gen"
+# Our files see core/include only; the core's own objects also get its
+# private include paths (appended to the Makefile below, per object).
+$INCFLAGS << " -I#{here} -I#{core}/include"
 # C11 with the project's warnings as errors, for our files and the core's.
 $CFLAGS << " -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -Wvla -fvisibility=hidden"
 # Link-time optimisation: the signal handler's path through our files and
@@ -52,3 +55,7 @@ end
 $warnflags = ""
 
 create_makefile("pyroscope/pyroscope_native")
+File.open("Makefile", "a") do |f|
+  objs = core_srcs.map { |s| File.basename(s, ".c") + ".o" }
+  f.puts "#{objs.join(' ')}: INCFLAGS += -I#{core}/src -I#{core}/report -I#{core}/gen"
+end
