@@ -23,7 +23,10 @@ static napi_value m_start(napi_env env, napi_callback_info info)
     if (argc >= 2)
         js_double(env, argv[1], &depth);
     stack_depth = depth >= 1 ? (size_t)depth : 64;
-    if (!(heap_drv = agent_driver(env, "heap", 0, (int64_t)bytes)))
+    addon_lock();
+    heap_drv = agent_driver(env, "heap", 0, (int64_t)bytes);
+    addon_unlock();
+    if (!heap_drv)
         return NULL;
     last_gen = 0;
     return js_undefined(env);
