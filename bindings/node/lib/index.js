@@ -109,7 +109,7 @@ function init(options = {}) {
     return initHere(options);
   } catch (e) {
     threadStats.initErrors++;
-    warnOnce('init', 'init() in a worker thread failed; this worker is not profiled: ' +
+    warnOnce('worker', 'init() in a worker thread failed; this worker is not profiled: ' +
       (e && e.message));
     return undefined;
   }
@@ -232,7 +232,7 @@ function guarded(what, fn) {
     return fn();
   } catch (e) {
     threadStats.initErrors++;
-    warnOnce(what, what + '() in a worker thread failed; this worker is not profiled: ' +
+    warnOnce('worker', what + '() in a worker thread failed; this worker is not profiled: ' +
       (e && e.message));
     return undefined;
   }
