@@ -193,9 +193,27 @@ static int parse_decimal(const char *v, double *out)
     return 0;
 }
 
-/* %.15g: "10000001", not "1e+07", so a rule and a value never print alike. */
+/* A number out of [lo, hi] is taken as the nearest bound, with one warning
+ * per setting and value: the anchors took any number unchecked, and an app
+ * that started with them starts with us (a value that is no number at all
+ * still fails). %.15g: "10000001", not "1e+07", so a rule and a value never
+ * print alike. */
+static double clamp_range(const char *name, double d, double lo, double hi, const char *unit)
+{
+    if (d >= lo && d <= hi)
+        return d;
+    double to = d < lo ? lo : hi;
+    const char *sp = unit[0] ? " " : "";
+    char key[160];
+    int n = snprintf(key, sizeof key, "range:%s=%.17g", name, d);
+    if (first_time(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1))
+        pn_log(PN_LOG_WARN, "%s: %.15g%s%s is out of range (%.15g to %.15g%s%s); using %.15g%s%s",
+               name, d, sp, unit, lo, hi, sp, unit, to, sp, unit);
+    return to;
+}
+
 static int parse_number(const char *name, const char *v, double lo, double hi, const char *unit,
-                        int whole, double *out, pn_error *e)
+                        int whole, int clamp, double *out, pn_error *e)
 {
     const char *sp = unit[0] ? " " : "";
     const char *kind = whole ? "a whole number" : "a decimal number";
@@ -209,10 +227,10 @@ static int parse_number(const char *name, const char *v, double lo, double hi, c
     if (whole && d != floor(d))
         return pn_fail(e, PN_EINVAL, "%s: %.15g is not a whole number; it must be a whole number "
                        "between %.15g and %.15g%s%s", name, d, lo, hi, sp, unit);
-    if (d < lo || d > hi)
+    if (!clamp && (d < lo || d > hi))
         return pn_fail(e, PN_EINVAL, "%s: %.15g is out of range; it must be between %.15g and "
                        "%.15g%s%s", name, d, lo, hi, sp, unit);
-    *out = d;
+    *out = clamp_range(name, d, lo, hi, unit);
     return 0;
 }
 
@@ -248,11 +266,7 @@ static int parse_seconds(const char *name, const char *v, double lo, double hi, 
         return pn_fail(e, PN_EINVAL, "%s: \"%.*s\" is not a duration; use seconds (\"10\", "
                        "\"2.5s\"), \"500ms\" or \"1m\", between %.15g and %.15g seconds", name,
                        (int)(n < 100 ? n : 100), v, lo, hi);
-    d *= scale;
-    if (d < lo || d > hi)
-        return pn_fail(e, PN_EINVAL, "%s: %.15g s is out of range; it must be between %.15g and "
-                       "%.15g seconds", name, d, lo, hi);
-    *out = d;
+    *out = clamp_range(name, d * scale, lo, hi, "s");
     return 0;
 }
 
@@ -420,9 +434,9 @@ static const setting settings[] = {
     {{NAMED("report_thread_id", "REPORT_THREAD_ID"), BOOL, .default_value = "false",
       KW("report_thread_id", "reportThreadId", "report_thread_id"),
       .meaning = "a thread_id label"}, K_BOOL, OFF(report_thread_id)},
-    /* Node profiles its main thread only: no keyword there. */
+    /* Node sets it on by default (main / each worker thread). */
     {{NAMED("report_thread_name", "REPORT_THREAD_NAME"), BOOL, .default_value = "false",
-      KW("report_thread_name", NULL, "report_thread_name"),
+      KW("report_thread_name", "reportThreadName", "report_thread_name"),
       .meaning = "a thread_name label"}, K_BOOL, OFF(report_thread_name)},
     {{NAMED("log_level", "LOG_LEVEL"), .kind = PN_KIND_LEVEL, .kind_name = "level",
       .default_value = "warning", .spellings = "debug,info,warning,warn,error,off,none,trace,fatal,critical",
@@ -715,15 +729,16 @@ static int set_value(pn_config *c, const setting *s, const char *value, pn_error
     case K_BOOL:
         return pn_config_parse_bool(name, value, (int *)field, e);
     case K_RATE:
-        return parse_number(name, value, s->i.lo, s->i.hi, "Hz", 0, (double *)field, e);
+        return parse_number(name, value, s->i.lo, s->i.hi, "Hz", 0, 1, (double *)field, e);
     case K_PERCENT:
-        return parse_number(name, value, s->i.lo, s->i.hi, "% of one core (0: no limit)", 0,
+        /* ours, not the anchors': -1 is no typo for 0 (no limit) */
+        return parse_number(name, value, s->i.lo, s->i.hi, "% of one core (0: no limit)", 0, 0,
                             (double *)field, e);
     case K_SECONDS:
         return parse_seconds(name, value, s->i.lo, s->i.hi, (double *)field, e);
     case K_U32: {
         double d;
-        if (parse_number(name, value, s->i.lo, s->i.hi, "", 1, &d, e) != 0)
+        if (parse_number(name, value, s->i.lo, s->i.hi, "", 1, 1, &d, e) != 0)
             return -1;
         *(uint32_t *)field = (uint32_t)d;
         return 0;
@@ -752,7 +767,7 @@ static int set_value(pn_config *c, const setting *s, const char *value, pn_error
             c->log_level = level;
             return 0;
         }
-        if (parse_number(name, value, 0, PN_LOG_OFF, "", 1, &d, NULL) == 0) {
+        if (parse_number(name, value, 0, PN_LOG_OFF, "", 1, 0, &d, NULL) == 0) {
             c->log_level = (int)d;
             return 0;
         }
