@@ -143,6 +143,7 @@ function requireInit(what) {
 
 // The agent another thread started stopped, or another took its place: this thread's
 // profiling ends; it joins again at its next start(), or now when an agent runs.
+let rejoinTimer = null;
 function onAgentGone() {
   threadStats.agentGone++;
   const kinds = [...state.profilers];
@@ -150,13 +151,27 @@ function onAgentGone() {
   state.agent = false;
   threadStats.role = null;
   native().leave();
-  if (native().running()) {
+  const rejoin = () => {
+    if (!native().running()) return false;
     try {
       for (const k of kinds) startKind(k, 'start');
     } catch (e) {
       warnOnce('rejoin', 'profiling this thread again failed: ' + (e && e.message));
     }
+    return true;
+  };
+  // none runs now (its thread stopped it): join the next one, checked once a second
+  if (!rejoin()) {
+    rejoinTimer = setInterval(() => {
+      if (rejoin()) stopRejoin();
+    }, 1000);
+    rejoinTimer.unref();
   }
+}
+
+function stopRejoin() {
+  clearInterval(rejoinTimer);
+  rejoinTimer = null;
 }
 
 // Starts the agent (pipeline and exporters) on the first profiler start, or, when
@@ -270,6 +285,7 @@ function start() {
 // Stops every profiler and the agent; the last period is exported (within stopTimeout,
 // even when the server is down). Resolves when done; safe to call when not running.
 function stop() {
+  stopRejoin(); // a thread waiting to join the next agent no longer does
   if (state.stopping) return state.stopping;
   if (!state.agent) return Promise.resolve();
   if (threadStats.role === 'joined') {

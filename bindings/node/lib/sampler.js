@@ -232,6 +232,9 @@ function rotateDelay(upload, toCut) {
 }
 
 function nextRotateMs() {
+  // no agent (another thread stopped the one this thread's profile fed):
+  // the next restart tells (onStale) soon
+  if (!addon.config()) return 1000;
   const upload = uploadMs();
   return rotateDelay(upload, addon.joinNextCutMs(upload, Math.min(CUT_LAG_MS, upload / 2)));
 }

@@ -80,6 +80,16 @@ describe('api: worker threads', function () {
     assert.ok(after / 1e6 >= 100, `${after / 1e6} ms under phase=after: ${JSON.stringify(r.stats.join)}`);
   });
 
+  it('a worker joins the next agent when the main thread stops and starts again', function () {
+    const r = runChild('restart', dir);
+    assert.strictEqual(r.error, null, r.error);
+    assert.ok(r.worker, 'the worker never reported');
+    assert.strictEqual(r.worker.thread.agentGone, 1);
+    const list = samples(profiles(path.join(dir, 'second'), 'cpu'));
+    const w = cpuBy(list, (l) => `${l.phase || '-'}/${(l.thread_name || '').replace(/\d+$/, 'N')}`);
+    assert.ok((w['W/worker-N'] || 0) / 1e6 >= 100, JSON.stringify(w));
+  });
+
   it('init(), start() and stop() in a worker never throw', function () {
     const r = runChild('init', dir);
     for (const [name, res] of Object.entries(r)) {
