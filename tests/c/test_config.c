@@ -1240,7 +1240,9 @@ static const struct {
     {"sample_rate", "fast", NULL, NULL},
     {"max_depth", "5000", "1000", "out of range"},
     {"stop_timeout", "-1", "0", "out of range"},
-    {"sampler_cpu_budget", "-1", NULL, NULL}, /* ours: -1 is no typo for 0 (no limit) */
+    /* ours, where a bound would change the meaning or the cost: still errors */
+    {"sampler_cpu_budget", "-1", NULL, NULL}, /* -1 is no typo for 0 (no limit) */
+    {"memory_interval", "0", NULL, NULL},     /* 1 B: a sample per allocation */
 };
 
 static void test_anchor_inputs(void)
