@@ -77,10 +77,11 @@ uint64_t agent_epoch(void);
  * now (the last period goes out through libcurl, within stop_timeout). */
 void agent_thread_gone(int t);
 /* The batch driver of kind "cpu", "wall" or "heap", made at its first use
- * while the agent runs (NULL, thrown: not started). collect_cpu: the wall
- * driver also has a cpu value; period: the sampling interval (ns for
+ * while the agent runs (NULL, thrown: not started). variant: the wall
+ * driver also has a cpu value; the heap driver records allocations
+ * (alloc_objects, alloc_space) instead of in-use memory; period: the sampling interval (ns for
  * cpu/wall, bytes for heap; 0: default). Addon lock held. */
-pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t period);
+pn_driver *agent_driver(napi_env env, const char *kind, int variant, int64_t period);
 double agent_sample_rate(void);
 void agent_exports(napi_env env, napi_value exports);
 
