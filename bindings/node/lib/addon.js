@@ -3,9 +3,8 @@
 // (bindings/node/build/Release or Debug, from `npm install` in a checkout
 // or `make build-node`) wins, else the prebuilt one for this platform, CPU
 // and libc (bindings/node/prebuilds/linux-x64 and linux-arm64, glibc 2.17+,
-// shipped in the npm tarball). The addon is process-wide (one agent, one
-// SIGPROF chain for the main thread), so its init refuses worker threads
-// (ERR_PYROSCOPE_WORKER, thrown as is).
+// shipped in the npm tarball). It loads in the main thread and in worker
+// threads (one agent and one SIGPROF chain for the process, src/threads.c).
 const path = require('path');
 
 const root = path.join(__dirname, '..');  // bindings/node

@@ -165,12 +165,13 @@ function envPositiveInt(env, name) {
   return v === undefined ? v : checkPositiveInt(`environment variable ${name}`, v);
 }
 
-function checkMicros(from, v) {
-  if (v < 100 || v > 1e7) {
-    throw configError(`${from}: ${v} is out of range; it must be between ` +
-      '100 and 10000000 microseconds (10 kHz to 0.1 Hz)');
-  }
-  return v;
+// The anchor took any interval: one out of range is the nearest bound, with a warning.
+function checkMicros(from, v, warnings) {
+  if (v >= 100 && v <= 1e7) return v;
+  const to = v < 100 ? 100 : 1e7;
+  warnings.push(`${from}: ${v} is out of range (100 to 10000000 microseconds, 10 kHz to ` +
+    `0.1 Hz); using ${to}`);
+  return to;
 }
 
 function checkStripMode(name, v) {
@@ -287,10 +288,10 @@ function resolveConfig(options, env, table) {
     checkPositiveInt, 'PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS',
     lenient(warnings, (e, n) => {
       const v = envPositiveInt(e, n);
-      return v === undefined ? v : checkMicros(`environment variable ${n}`, v);
+      return v === undefined ? v : checkMicros(`environment variable ${n}`, v, warnings);
     }));
   if (micros) {
-    checkMicros(micros.from, micros.value);
+    micros.value = checkMicros(micros.from, micros.value, warnings);
     const hz = 1e6 / micros.value;
     const fromOption = micros.from === 'wall.samplingIntervalMicros';
     if (given.has('sample_rate')) {

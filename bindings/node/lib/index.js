@@ -8,7 +8,11 @@
 //   Pyroscope.start();
 //   await Pyroscope.wrapWithLabels({ route: '/checkout' }, handler, req);
 //
-// All state here belongs to the main JS thread (the addon refuses worker threads).
+// Worker threads: each loads this module in its own isolate (its own state here); the
+// native agent is the process's. The first thread whose start() finds none running
+// starts it (and its stop() stops it); any other thread's start() profiles that thread
+// into the same agent, its samples labelled thread_name (see "Worker threads" in
+// README.md). All state here belongs to this module's JS thread.
 
 const config = require('./config');
 const logger = require('./logger');
@@ -34,21 +38,27 @@ function native() {
   return nativeModule;
 }
 
-// Labels in a worker thread, where the addon refuses to load (only the main thread is
-// profiled): shared code that labels its work keeps running, unlabelled; init() and
-// start() there still throw the addon's error.
-let workerNoticeShown = false;
 function labelsApi() {
-  try {
-    return native().labels;
-  } catch (e) {
-    if (e.code !== 'ERR_PYROSCOPE_WORKER') throw e;
-    if (!workerNoticeShown) {
-      workerNoticeShown = true;
-      logger.debug('labels are not recorded in worker threads (only the main thread is profiled)');
-    }
-    return undefined;
-  }
+  return native().labels;
+}
+
+const IN_WORKER = !require('worker_threads').isMainThread;
+
+// This thread's part in the process's profiling (stats().thread). A worker's init(),
+// start() and stop() never throw: what cannot work there is logged once and counted.
+const threadStats = {
+  name: undefined,        // its thread_name label
+  role: null,             // 'owner': started the agent; 'joined': profiles into another's
+  initErrors: 0,          // worker init() calls that failed (logged, not thrown)
+  heapNotProfiled: 0,     // heap profiler starts skipped: only the owner profiles the heap
+  agentGone: 0,           // the agent it joined stopped or was replaced
+};
+let exitHooked = false; // a joined thread's exit handler is installed
+const loggedOnce = new Set();
+function warnOnce(key, text) {
+  if (loggedOnce.has(key)) return;
+  loggedOnce.add(key);
+  logger.warn(text);
 }
 
 // The configuration from init() and what runs. Main thread only.
@@ -94,13 +104,27 @@ function onNativeLog(level, message) {
 }
 
 function init(options = {}) {
+  if (!IN_WORKER) return initHere(options);
+  try {
+    return initHere(options);
+  } catch (e) {
+    threadStats.initErrors++;
+    warnOnce('worker', 'init() in a worker thread failed; this worker is not profiled: ' +
+      (e && e.message));
+    return undefined;
+  }
+}
+
+function initHere(options) {
   const n = native();
-  if (state.agent || n.running()) {
+  if (state.agent || n.agentOwned()) {
     throw config.configError('init(): the profiler is running; call stop() (and await it) ' +
       'before init() with new options');
   }
   const resolved = config.resolveConfig(options, process.env, n.settingTable());
-  n.setLogHandler(onNativeLog); // the core's warnings about settings go to setLogger's logger
+  // the core's warnings about settings go to setLogger's logger (the main thread's: a
+  // worker's native messages go to the main thread's handler, or stderr)
+  n.setLogHandler(onNativeLog);
   for (const text of resolved.warnings) logger.warn(text);
   try {
     n.checkSettings(resolved.settings, resolved.env);
@@ -117,7 +141,41 @@ function requireInit(what) {
   }
 }
 
-// Starts the agent (pipeline and exporters) on the first profiler start.
+// The agent another thread started stopped, or another took its place: this thread's
+// profiling ends; it joins again at its next start(), or now when an agent runs.
+let rejoinTimer = null;
+function onAgentGone() {
+  threadStats.agentGone++;
+  const kinds = [...state.profilers];
+  state.profilers.clear();
+  state.agent = false;
+  threadStats.role = null;
+  native().leave();
+  const rejoin = () => {
+    if (!native().running()) return false;
+    try {
+      for (const k of kinds) startKind(k, 'start');
+    } catch (e) {
+      warnOnce('rejoin', 'profiling this thread again failed: ' + (e && e.message));
+    }
+    return true;
+  };
+  // none runs now (its thread stopped it): join the next one, checked once a second
+  if (!rejoin()) {
+    rejoinTimer = setInterval(() => {
+      if (rejoin()) stopRejoin();
+    }, 1000);
+    rejoinTimer.unref();
+  }
+}
+
+function stopRejoin() {
+  clearInterval(rejoinTimer);
+  rejoinTimer = null;
+}
+
+// Starts the agent (pipeline and exporters) on the first profiler start, or, when
+// another thread runs it, profiles this thread into it.
 function ensureAgent(what) {
   requireInit(what);
   if (state.stopping) {
@@ -127,6 +185,21 @@ function ensureAgent(what) {
   if (state.agent && n.running()) return;
   // (not running although started: the addon stopped it at beforeExit; start afresh)
   state.profilers.clear();
+  threadStats.name = n.threadLabel();
+  if (n.running() && !n.agentOwned()) {
+    // another thread's agent: its settings hold (this thread's init() options other
+    // than the profilers' are not applied), this thread's samples go into its profiles
+    state.agent = true;
+    threadStats.role = 'joined';
+    n.setStaleHandler(onAgentGone);
+    if (!exitHooked) {
+      exitHooked = true;
+      // the last samples of a thread that ends are recorded while it still can
+      process.on('exit', () => { if (threadStats.role === 'joined') n.leave(); });
+    }
+    return;
+  }
+  n.setStaleHandler(null);
   n.setLogHandler(onNativeLog);
   try {
     n.start(state.resolved.settings, state.resolved.env);
@@ -134,11 +207,19 @@ function ensureAgent(what) {
     throw config.renameError(e, state.resolved.origins);
   }
   state.agent = true;
+  threadStats.role = 'owner';
 }
 
 function startKind(kind, what) {
   ensureAgent(what);
   if (state.profilers.has(kind)) return;
+  if (kind === 'heap' && threadStats.role === 'joined') {
+    // one heap profiler per process: the thread that started the agent runs it
+    threadStats.heapNotProfiled++;
+    warnOnce('heap', 'the heap profile covers the thread that started the profiler (' +
+      (IN_WORKER ? 'not this worker' : 'a worker') + '); stats().thread.heapNotProfiled');
+    return;
+  }
   const r = state.resolved;
   const opts = kind === 'heap'
     ? { samplingIntervalBytes: r.heap.samplingIntervalBytes, stackDepth: r.heap.stackDepth,
@@ -160,8 +241,21 @@ function timeKind() {
   return state.resolved ? state.resolved.kind : 'cpu';
 }
 
+// In a worker, what cannot work there is logged once and counted, never thrown.
+function guarded(what, fn) {
+  if (!IN_WORKER) return fn();
+  try {
+    return fn();
+  } catch (e) {
+    threadStats.initErrors++;
+    warnOnce('worker', what + '() in a worker thread failed; this worker is not profiled: ' +
+      (e && e.message));
+    return undefined;
+  }
+}
+
 function startCpuProfiling() {
-  startKind(timeKind(), 'startCpuProfiling');
+  guarded('startCpuProfiling', () => startKind(timeKind(), 'startCpuProfiling'));
 }
 
 async function stopCpuProfiling() {
@@ -169,7 +263,7 @@ async function stopCpuProfiling() {
 }
 
 function startWallProfiling() {
-  startKind('wall', 'startWallProfiling');
+  guarded('startWallProfiling', () => startKind('wall', 'startWallProfiling'));
 }
 
 async function stopWallProfiling() {
@@ -177,7 +271,7 @@ async function stopWallProfiling() {
 }
 
 function startHeapProfiling() {
-  startKind('heap', 'startHeapProfiling');
+  guarded('startHeapProfiling', () => startKind('heap', 'startHeapProfiling'));
 }
 
 async function stopHeapProfiling() {
@@ -194,8 +288,18 @@ function start() {
 // Stops every profiler and the agent; the last period is exported (within stopTimeout,
 // even when the server is down). Resolves when done; safe to call when not running.
 function stop() {
+  stopRejoin(); // a thread waiting to join the next agent no longer does
   if (state.stopping) return state.stopping;
   if (!state.agent) return Promise.resolve();
+  if (threadStats.role === 'joined') {
+    // the agent is another thread's: only this thread's profiling ends
+    state.profilers.clear();
+    state.agent = false;
+    threadStats.role = null;
+    native().setStaleHandler(null);
+    native().leave();
+    return Promise.resolve();
+  }
   state.stopping = (async () => {
     try {
       state.profilers.clear();
@@ -262,7 +366,9 @@ function setLogger(l) {
 }
 
 function stats() {
-  return nativeModule ? nativeModule.stats() : {};
+  const s = nativeModule ? nativeModule.stats() : {};
+  s.thread = Object.assign({}, threadStats);
+  return s;
 }
 
 /**

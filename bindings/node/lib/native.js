@@ -22,7 +22,12 @@
 //   with outputDir, stop() and exit write flamegraph.html of the run's profiles.
 //   labels.run(labels, fn, ...args), labels.get(), labels.set(labels),
 //   labels.spanHandle([[k, v], ...]), labels.setSpanSource(fn | null)
-// Loading it on a worker thread throws ERR_PYROSCOPE_WORKER.
+//   agentOwned(): this thread started the running agent (its stop() stops it);
+//   a thread that did not (a worker, or the main thread after a worker
+//   started it) profiles into that agent with startProfiler and ends its own
+//   profiling with leave(); setStaleHandler(fn) is called when that agent
+//   stopped or was replaced under it.
+// It loads in worker threads too (each its own isolate, one process agent).
 const addon = require('./addon');
 const context = require('./context');
 const sampler = require('./sampler');
@@ -155,6 +160,17 @@ function running() {
   return addon.running();
 }
 
+// A thread that joined another's agent ends its own profiling (the agent
+// runs on). Its last samples are recorded first.
+function leave() {
+  try {
+    sampler.stopAll();
+  } catch (e) {
+    addon.log(40, 'stopping the profilers failed: ' + (e && e.stack || e));
+  }
+  context.disable();
+}
+
 function stats() {
   const s = addon.stats();
   s.labels = addon.labelsCounts();
@@ -180,6 +196,10 @@ module.exports = {
   stop,
   flush,
   running,
+  leave,
+  agentOwned: () => addon.agentOwned(),
+  setStaleHandler: (fn) => sampler.setStaleHandler(fn),
+  threadLabel: () => sampler.threadLabel(),
   stats,
   setLogHandler,
   writeReport: (paths, opts) => report.writeReport(addon, paths, opts),

@@ -82,16 +82,7 @@ class PyroscopeSpanProcessor {
     this.labelled = 0; // spans given their own label handle
     this._shut = false;
     api();
-    let l;
-    try {
-      l = labels();
-    } catch (e) {
-      // A worker thread: nothing is profiled there, so the processor does nothing.
-      if (e.code !== 'ERR_PYROSCOPE_WORKER') throw e;
-      logger.debug('PyroscopeSpanProcessor: inactive in a worker thread');
-      this._shut = true;
-      return;
-    }
+    const l = labels();
     if (installed++ === 0) l.setSpanSource(spanSource);
   }
 

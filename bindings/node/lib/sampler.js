@@ -10,9 +10,32 @@
 // Heap: V8's sampling heap profiler; a snapshot of its live samples is
 // recorded once per store period (heap.c), taken fresh as often as the
 // full GC each one forces fits a budget (heapFreshDue).
+//
+// Each JS thread (main or worker) that profiles runs this module in its own
+// isolate: its own inspector session and V8 profile, joined to its own
+// SIGPROF ring into the process's drivers (join.c), its samples labelled
+// thread_name (threadLabel()).
 const path = require('path');
 const { pathToFileURL } = require('url');
+const workerThreads = require('worker_threads');
 const addon = require('./addon');
+
+// This thread's thread_name: "main", or a worker's name option (Node's
+// worker_threads.threadName where it has one) else "worker-<threadId>".
+function threadLabel() {
+  if (workerThreads.isMainThread) return 'main';
+  const n = workerThreads.threadName;
+  if (typeof n === 'string' && n && n !== 'WorkerThread') return n;
+  return 'worker-' + workerThreads.threadId;
+}
+
+// Called (once) when the agent this thread's profile feeds stopped, or
+// another started in its place (a thread that joined another's agent):
+// its owner (index.js) stops or re-joins.
+let onStale = null;
+function setStaleHandler(fn) {
+  onStale = fn;
+}
 
 // Frames of this package's own JS (labels.run's wrapper, ...) are left out
 // of stacks: they are the profiler, not the application.
@@ -209,6 +232,9 @@ function rotateDelay(upload, toCut) {
 }
 
 function nextRotateMs() {
+  // no agent (another thread stopped the one this thread's profile fed):
+  // the next restart tells (onStale) soon
+  if (!addon.config()) return 1000;
   const upload = uploadMs();
   return rotateDelay(upload, addon.joinNextCutMs(upload, Math.min(CUT_LAG_MS, upload / 2)));
 }
@@ -218,6 +244,10 @@ function scheduleRotate() {
     rotateTimer = null;
     try {
       rotate();
+      if (profiling && onStale && !addon.joinCurrent()) {
+        onStale();
+        return;
+      }
     } catch (e) {
       addon.log(40, 'restarting the V8 profile failed: ' + (e && e.stack || e));
     }
@@ -237,6 +267,7 @@ function startCpu(kind, opts) {
       '; pass sample_rate = 1e6 / samplingIntervalMicros to start()');
   }
   ensureSession();
+  addon.threadName(threadLabel());
   if (profiling && kinds[kind]) return;
   if (profiling && wantMicros !== intervalMicros) {
     addon.log(30, kind + ' profiler: samplingIntervalMicros ' + wantMicros + ' differs from the ' +
@@ -506,4 +537,4 @@ function running(kind) {
 const allocationsSupported = () => ALLOC_CAPABLE;
 
 module.exports = { start, stop, stopAll, sync, syncSoon, running, costs: () => Object.assign({}, costs),
-  heapFreshDue, heapBudget, rotateDelay, allocationsSupported };
+  heapFreshDue, heapBudget, rotateDelay, allocationsSupported, setStaleHandler, threadLabel };

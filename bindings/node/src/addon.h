@@ -2,10 +2,13 @@
  * offers the others. Node-API only (no V8 C++ API), so one build loads on
  * every Node >= 20.
  *
- * Threads: everything here runs on the main JS thread unless a comment
- * says otherwise (the log bridge's core side runs on core threads; the
- * SIGPROF handler interrupts the main thread). native.js refuses to load
- * the addon on a worker thread, so there is one JS thread. */
+ * Threads: the addon loads in the main thread and in each worker thread
+ * (one Node environment each, threads.c). Process-wide state (the agent,
+ * its drivers, the join's shared part, the label table) is shared by those
+ * JS threads under addon_lock(); per-thread state (the SIGPROF ring, the
+ * join's cursor, the label cells) is indexed by the thread's entry and
+ * touched by that thread only (and read by the handler interrupting it).
+ * The log bridge's core side runs on core threads. */
 #ifndef PN_NODE_ADDON_H
 #define PN_NODE_ADDON_H
 
@@ -13,6 +16,28 @@
 #include <stdint.h>
 
 #include "pyroscope_native.h"
+
+/* ---- JS threads (threads.c) */
+
+#define THREADS_MAX 128
+/* This thread's entry (-1: the table is full); its name labels samples. */
+int threads_register(const char *name);
+void threads_release(int idx);
+/* The entry of the calling thread, -1 for none. Async-signal-safe. */
+int threads_self(void);
+int threads_high(void);
+uint64_t threads_tid(int idx);
+const char *threads_name(int idx);
+void threads_counts(napi_env env, napi_value o);
+void threads_exports(napi_env env, napi_value exports);
+/* The entry of the environment making the call (addon.c). */
+int env_thread(napi_env env);
+/* Whether the caller runs on the main JS thread (the process's first). */
+int on_main_thread(void);
+/* Process-wide state shared by the JS threads (recursive; never taken by
+ * the SIGPROF handler or a core thread). */
+void addon_lock(void);
+void addon_unlock(void);
 
 /* ---- napi helpers (napi_util.c) */
 
@@ -46,11 +71,16 @@ void set_fn(napi_env env, napi_value obj, const char *name, napi_callback cb);
 /* ---- the agent (agent.c) */
 
 pn_agent *agent_current(void);
+/* Counts agent starts: a thread's join belongs to one (addon lock). */
+uint64_t agent_epoch(void);
+/* Thread t's environment ends: if it started the running agent, stop it
+ * now (the last period goes out through libcurl, within stop_timeout). */
+void agent_thread_gone(int t);
 /* The batch driver of kind "cpu", "wall" or "heap", made at its first use
  * while the agent runs (NULL, thrown: not started). variant: the wall
  * driver also has a cpu value; the heap driver records allocations
  * (alloc_objects, alloc_space) instead of in-use memory; period: the sampling interval (ns for
- * cpu/wall, bytes for heap; 0: default). */
+ * cpu/wall, bytes for heap; 0: default). Addon lock held. */
 pn_driver *agent_driver(napi_env env, const char *kind, int variant, int64_t period);
 double agent_sample_rate(void);
 void agent_exports(napi_env env, napi_value exports);
@@ -71,8 +101,11 @@ void log_exports(napi_env env, napi_value exports);
 /* The label set of handle `id` (NULL: none). Async-signal-safe: one atomic
  * load from a preallocated table. */
 const pn_labelset *labels_of_handle(uint32_t id);
-/* The published slot: [0] the context handle id, [1] the span handle id. */
-extern volatile int32_t *labels_slot;
+/* Thread idx's published cells: [0] the context handle id, [1] the span
+ * handle id (NULL: none). Async-signal-safe on that thread. */
+volatile int32_t *labels_cells(int idx);
+/* Thread idx's environment ends (on that thread). */
+void labels_release(int idx);
 void labels_exports(napi_env env, napi_value exports);
 
 /* ---- SIGPROF brackets (signal.c) */
@@ -86,14 +119,16 @@ typedef struct {
     uint64_t gen;                /* grace generation read before the loads */
 } bracket;
 
-/* The main thread's consumer view of the ring: brackets [*tail, head). */
-uint64_t signal_head(void);
-uint64_t signal_tail(void);
-const bracket *signal_at(uint64_t i);
+/* Thread t's consumer view of its ring: brackets [tail, head). Thread t. */
+uint64_t signal_head(int t);
+uint64_t signal_tail(int t);
+const bracket *signal_at(int t, uint64_t i);
 /* Drop brackets before index i (consumed); returns the oldest generation
  * still held by a bracket not consumed (0: none). */
-uint64_t signal_consume(uint64_t i);
+uint64_t signal_consume(int t, uint64_t i);
 void signal_counts(uint64_t *recorded, uint64_t *dropped, uint64_t *foreign);
+/* Thread t's environment ends (on that thread): disarm, empty its ring. */
+void signal_release(int t);
 void signal_exports(napi_env env, napi_value exports);
 
 /* ---- a V8 profile's frames as flat arrays (frames.c)
@@ -125,8 +160,11 @@ pn_frame_id frames_intern(napi_env env, frames_ctx *fc, int slot, pn_symbols *sy
 
 void join_exports(napi_env env, napi_value exports);
 void join_counts(napi_env env, napi_value obj);
-/* Forget the drivers (the agent stopped); counters too when asked. */
+/* Forget the drivers (the agent stopped); counters too when asked. Addon
+ * lock held. */
 void join_reset(int counters);
+/* Thread t's environment ends (on that thread): it feeds no driver. */
+void join_release(int t);
 void heap_exports(napi_env env, napi_value exports);
 void heap_reset(void);
 void heap_counts(napi_env env, napi_value obj);

@@ -1,7 +1,10 @@
 /* The agent: settings -> pn_config, start, flush, stop, stats, and the
  * batch drivers the V8 profiles are recorded through.
  *
- * Main thread owns `agent` and `drivers`; flush and stop run the blocking
+ * The thread that started it (the main thread, or a worker when none other
+ * did) owns `agent`: only it stops it; workers' joins make and read
+ * `drivers` and read `agent`, so both change under the addon lock. Flush
+ * and stop run the blocking
  * core call on a libuv pool thread (napi async work), holding the agent
  * with pn_agent_hold so a concurrent stop cannot free it under a flush. */
 #include <ctype.h>
@@ -19,8 +22,11 @@ static const char *const drv_names[NDRV] = {"cpu", "wall", "heap"};
 static pn_agent *agent;
 static pn_driver *drivers[NDRV];
 static double sample_rate = 100;
+static uint64_t epoch;  /* agent starts (addon lock) */
+static int owner = -1;  /* the thread entry that started `agent` (addon lock) */
 
 pn_agent *agent_current(void) { return agent; }
+uint64_t agent_epoch(void) { return epoch; }
 
 /* ------------------------------------------------------------ settings */
 
@@ -182,7 +188,10 @@ static int build_config(napi_env env, pn_config *c, napi_value settings, napi_va
     char version[48] = "";
     if (napi_get_node_version(env, &nv) == napi_ok && nv)
         snprintf(version, sizeof version, "%u.%u.%u", nv->major, nv->minor, nv->patch);
+    /* thread_name tells the main thread's samples ("main") from each
+     * worker's (README: Worker threads) */
     if (pn_config_set_default(c, "spy_name", "nodespy", &e) != 0 ||
+        pn_config_set_default(c, "report_thread_name", "true", &e) != 0 ||
         pn_config_set_default(c, "runtime_name", "nodejs", &e) != 0 ||
         (version[0] && pn_config_set_default(c, "runtime_version", version, &e) != 0)) {
         throw_pn(env, &e);
@@ -299,13 +308,22 @@ static napi_value m_start(napi_env env, napi_callback_info info)
     sender_block(0);
     pn_error e = {0};
     pn_agent *a = pn_agent_start(&c, &e);
-    sample_rate = c.sample_rate;
     pn_config_free(&c);
     if (!a)
         return throw_pn(env, &e);
+    addon_lock();
+    if (agent) { /* another thread started one meanwhile */
+        addon_unlock();
+        pn_agent_stop(a);
+        return throw_msg(env, "ERR_PYROSCOPE_STATE", "pyroscope: already started; stop() first");
+    }
     agent = a;
+    owner = env_thread(env);
+    sample_rate = pn_agent_config(a)->sample_rate;
+    epoch++;
     memset(drivers, 0, sizeof drivers);
     join_reset(1);
+    addon_unlock();
     return js_undefined(env);
 }
 
@@ -482,10 +500,20 @@ static napi_value m_flush(napi_env env, napi_callback_info info)
         napi_get_boolean(env, false, &f);
         return js_resolved(env, f);
     }
+    addon_lock();
+    pn_agent *a = agent;
     pn_agent_stats before;
-    pn_agent_get_stats(agent, &before);
-    pn_agent_hold(agent);
-    return queue_job(env, agent, 0, timeout,
+    if (a) {
+        pn_agent_get_stats(a, &before);
+        pn_agent_hold(a);
+    }
+    addon_unlock();
+    if (!a) {
+        napi_value f;
+        napi_get_boolean(env, false, &f);
+        return js_resolved(env, f);
+    }
+    return queue_job(env, a, 0, timeout,
                      before.queue.uploads_failed + before.queue.uploads_dropped);
 }
 
@@ -493,11 +521,13 @@ static napi_value m_flush(napi_env env, napi_callback_info info)
  * stops it. */
 static pn_agent *detach_agent(void)
 {
+    addon_lock();
     pn_agent *a = agent;
     agent = NULL;
     memset(drivers, 0, sizeof drivers);
     join_reset(0);
     heap_reset();
+    addon_unlock();
     return a;
 }
 
@@ -541,13 +571,49 @@ static napi_value m_config(napi_env env, napi_callback_info info)
         napi_get_null(env, &o);
         return o;
     }
-    const pn_config *c = pn_agent_config(agent);
+    addon_lock();
+    if (!agent) {
+        addon_unlock();
+        napi_get_null(env, &o);
+        return o;
+    }
+    pn_config c = *pn_agent_config(agent);
+    addon_unlock();
     napi_create_object(env, &o);
-    set_num(env, o, "sampleRate", c->sample_rate);
-    set_num(env, o, "uploadInterval", c->upload_interval);
-    set_num(env, o, "stopTimeout", c->stop_timeout);
-    set_num(env, o, "maxDepth", c->max_depth);
+    set_num(env, o, "sampleRate", c.sample_rate);
+    set_num(env, o, "uploadInterval", c.upload_interval);
+    set_num(env, o, "stopTimeout", c.stop_timeout);
+    set_num(env, o, "maxDepth", c.max_depth);
     return o;
+}
+
+void agent_thread_gone(int t)
+{
+    addon_lock();
+    int mine = agent && owner == t;
+    pn_agent *a = mine ? detach_agent() : NULL;
+    addon_unlock();
+    if (!a)
+        return;
+    sender_block(1);
+    pn_agent_stats st;
+    pn_agent_stop_stats(a, &st);
+    addon_lock();
+    last_stats = st;
+    addon_unlock();
+}
+
+/* agentOwned() -> whether this thread started the running agent (it stops
+ * it; others only stop their own profiling). */
+static napi_value m_owned(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    addon_lock();
+    int mine = agent && owner == env_thread(env);
+    addon_unlock();
+    napi_value b;
+    napi_get_boolean(env, mine, &b);
+    return b;
 }
 
 static napi_value m_running(napi_env env, napi_callback_info info)
@@ -603,6 +669,7 @@ static napi_value m_wait_stops(napi_env env, napi_callback_info info)
 static napi_value m_stats(napi_env env, napi_callback_info info)
 {
     (void)info;
+    addon_lock();
     pn_agent_stats st = last_stats;
     if (agent)
         pn_agent_get_stats(agent, &st);
@@ -613,6 +680,7 @@ static napi_value m_stats(napi_env env, napi_callback_info info)
         driver_stats(env, drv, k);
     napi_set_named_property(env, o, "drivers", drv);
     join_counts(env, o);
+    addon_unlock();
     heap_counts(env, o);
     return o;
 }
@@ -628,6 +696,7 @@ void agent_exports(napi_env env, napi_value exports)
     set_fn(env, exports, "stop", m_stop);
     set_fn(env, exports, "stopSync", m_stop_sync);
     set_fn(env, exports, "running", m_running);
+    set_fn(env, exports, "agentOwned", m_owned);
     set_fn(env, exports, "config", m_config);
     set_fn(env, exports, "stats", m_stats);
     set_fn(env, exports, "waitStops", m_wait_stops);

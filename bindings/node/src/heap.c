@@ -30,7 +30,10 @@ static napi_value m_start(napi_env env, napi_callback_info info)
     if (argc >= 3)
         napi_get_value_bool(env, argv[2], &alloc);
     stack_depth = depth >= 1 ? (size_t)depth : 64;
-    if (!(heap_drv = agent_driver(env, "heap", alloc, (int64_t)bytes)))
+    addon_lock();
+    heap_drv = agent_driver(env, "heap", alloc, (int64_t)bytes);
+    addon_unlock();
+    if (!heap_drv)
         return NULL;
     alloc_mode = alloc;
     last_gen = 0;

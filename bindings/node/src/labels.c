@@ -3,13 +3,17 @@
  * A handle is a JS object owning one reference to an interned label set and
  * a small id; the id indexes `table`, from which the SIGPROF handler reads
  * the set with one atomic load. JS publishes the ids of the running async
- * context (and of the active span) into `labels_slot`, two int32 cells in
+ * context (and of the active span) into its thread's two int32 cells, in
  * an ArrayBuffer that JS writes through an Int32Array (no call into C per
  * publication).
  *
- * Threads: handles are made and finalized on the main thread (it owns the
- * free list); the table is written there and read by the handler, which
- * interrupts only the main thread. A finalizer clears the table entry
+ * Threads: handles are made and finalized on the JS thread (main or
+ * worker) whose objects they are; the table and its free list are shared
+ * by those threads under the addon lock, and the table is read by the
+ * handler with atomic loads. Each thread's cells are published in
+ * `cells[entry]`, read by the handler interrupting that thread only, and
+ * cleared on that thread when its environment ends (before its isolate
+ * frees the ArrayBuffer). A finalizer clears the table entry
  * before it drops its reference, and the core frees a set only after the
  * grace period of every driver reader (signal.c holds the generation a
  * bracket read), so a pointer the handler loaded stays valid until it is
@@ -28,12 +32,24 @@ typedef struct {
 } handle;
 
 static const pn_labelset *_Atomic *table;
-static uint32_t *free_next;     /* main thread: free-list links */
-static uint32_t free_head;      /* main thread: 0 = empty */
-static uint32_t next_unused = 1; /* main thread; id 0 means "none" */
-static uint64_t handles_live, handles_full;
-volatile int32_t *labels_slot;
-static napi_ref slot_ref;
+static uint32_t *free_next;     /* addon lock: free-list links */
+static uint32_t free_head;      /* addon lock: 0 = empty */
+static uint32_t next_unused = 1; /* addon lock; id 0 means "none" */
+static uint64_t handles_live, handles_full; /* addon lock */
+/* Per JS thread: its cells (NULL: none) and the reference keeping them. */
+static volatile int32_t *_Atomic cells[THREADS_MAX];
+static napi_ref cells_ref[THREADS_MAX];
+
+volatile int32_t *labels_cells(int idx)
+{
+    return atomic_load_explicit(&cells[idx], memory_order_acquire);
+}
+
+void labels_release(int idx)
+{
+    atomic_store(&cells[idx], NULL);
+    cells_ref[idx] = NULL; /* the environment ends: Node frees the reference */
+}
 
 const pn_labelset *labels_of_handle(uint32_t id)
 {
@@ -42,6 +58,7 @@ const pn_labelset *labels_of_handle(uint32_t id)
     return atomic_load_explicit(&table[id], memory_order_acquire);
 }
 
+/* Addon lock held. */
 static uint32_t id_take(const pn_labelset *ls)
 {
     uint32_t id = 0;
@@ -58,6 +75,7 @@ static uint32_t id_take(const pn_labelset *ls)
     return id;
 }
 
+/* Addon lock held. */
 static void id_give(uint32_t id)
 {
     atomic_store_explicit(&table[id], NULL, memory_order_release);
@@ -70,9 +88,11 @@ static void handle_finalize(napi_env env, void *data, void *hint)
     (void)env;
     (void)hint;
     handle *h = data;
+    addon_lock();
     if (h->id)
         id_give(h->id);
     handles_live--;
+    addon_unlock();
     pn_labelset_unref(h->ls);
     free(h);
 }
@@ -88,20 +108,27 @@ static handle *unwrap(napi_env env, napi_value v)
     return p;
 }
 
-/* labelsSlot() -> Int32Array(2) over the cells the handler reads. */
+/* labelsSlot() -> Int32Array(2) over this thread's cells, which the
+ * handler reads when it interrupts this thread. */
 static napi_value m_slot(napi_env env, napi_callback_info info)
 {
     (void)info;
     napi_value ab, arr;
-    if (!slot_ref) {
+    int t = env_thread(env);
+    if (t < 0 || !cells_ref[t]) {
         void *data;
         if (napi_create_arraybuffer(env, 2 * sizeof(int32_t), &data, &ab) != napi_ok)
             return NULL;
         memset(data, 0, 2 * sizeof(int32_t));
-        labels_slot = data;
-        napi_create_reference(env, ab, 1, &slot_ref);
+        if (t < 0) {
+            /* no entry: cells nobody reads (the thread is not profiled) */
+            napi_create_typedarray(env, napi_int32_array, 2, ab, 0, &arr);
+            return arr;
+        }
+        napi_create_reference(env, ab, 1, &cells_ref[t]);
+        atomic_store_explicit(&cells[t], data, memory_order_release);
     }
-    napi_get_reference_value(env, slot_ref, &ab);
+    napi_get_reference_value(env, cells_ref[t], &ab);
     napi_create_typedarray(env, napi_int32_array, 2, ab, 0, &arr);
     return arr;
 }
@@ -156,12 +183,14 @@ static napi_value m_handle(napi_env env, napi_callback_info info)
     size_t argc = js_args(env, info, argv, 3);
     if (argc < 3)
         return throw_msg(env, "ERR_INVALID_ARG_TYPE", "labelsHandle(base, keys, values)");
+    addon_lock();
     if (!table) {
-        table = pn_pages_new(MAX_HANDLES * sizeof *table);
         free_next = pn_pages_new(MAX_HANDLES * sizeof *free_next);
-        if (!table || !free_next)
-            return throw_msg(env, "ERR_PYROSCOPE", "pyroscope: cannot reserve the label table");
+        table = free_next ? pn_pages_new(MAX_HANDLES * sizeof *table) : NULL;
     }
+    addon_unlock();
+    if (!table)
+        return throw_msg(env, "ERR_PYROSCOPE", "pyroscope: cannot reserve the label table");
     handle *base = unwrap(env, argv[0]);
     uint32_t n, nv;
     napi_get_array_length(env, argv[1], &n);
@@ -222,17 +251,22 @@ static napi_value m_handle(napi_env env, napi_callback_info info)
         goto out;
     }
     h->ls = ls;
+    addon_lock();
     h->id = pn_labelset_count(ls) ? id_take(ls) : 0;
+    handles_live++;
+    addon_unlock();
     napi_value obj;
     napi_create_object(env, &obj);
     if (napi_wrap(env, obj, h, handle_finalize, NULL, NULL) != napi_ok) {
+        addon_lock();
         if (h->id)
             id_give(h->id);
+        handles_live--;
+        addon_unlock();
         pn_labelset_unref(ls);
         free(h);
         goto out;
     }
-    handles_live++;
     set_num(env, obj, "id", h->id);
     /* fixed: some pair was changed or dropped (lib/context.js does not cache
      * such a set, so each use is counted, and strict labels see it again). */

@@ -16,8 +16,8 @@ typedef struct {
     char msg[];
 } log_entry;
 
-/* Written on the main thread (setLogHandler, env cleanup), read by any
- * thread in on_log. */
+/* Written on the main thread (setLogHandler, env cleanup; workers' calls
+ * are ignored), read by any thread in on_log. */
 static _Atomic(napi_threadsafe_function) tsfn;
 /* Main thread: the JS handler (strong reference) or NULL. */
 static napi_ref handler_ref;
@@ -76,6 +76,10 @@ static napi_value m_set_log_handler(napi_env env, napi_callback_info info)
     int is_fn = js_fn_arg(env, info, &argv[0], "setLogHandler: expects a function(level, message) or null");
     if (is_fn < 0)
         return NULL;
+    /* The handler is the process's: the main thread's (a worker's would be
+     * called on the main thread, with a reference of another isolate). */
+    if (!on_main_thread())
+        return js_undefined(env);
     if (handler_ref) {
         napi_delete_reference(env, handler_ref);
         handler_ref = NULL;

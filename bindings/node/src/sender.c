@@ -337,8 +337,14 @@ static napi_value m_set_sender(napi_env env, napi_callback_info info)
     double pickup_ms = 0;
     if (js_args(env, info, argv, 2) >= 2 && js_double(env, argv[1], &pickup_ms) != 0)
         pickup_ms = 0;
-    atomic_store(&pickup_ns, pickup_ms > 0 ? (int64_t)(pickup_ms * 1e6) : 0);
     pthread_once(&cv_once, init_cv);
+    /* A worker that starts the agent uploads through libcurl: Node's http
+     * here runs on the main thread's loop, which may not profile at all. */
+    if (!on_main_thread()) {
+        pn_http_set_sender(NULL, NULL);
+        return js_undefined(env);
+    }
+    atomic_store(&pickup_ns, pickup_ms > 0 ? (int64_t)(pickup_ms * 1e6) : 0);
     if (!is_fn) {
         pn_http_set_sender(NULL, NULL);
         return js_undefined(env);

@@ -55,8 +55,19 @@ const STARTS = [
     /PYROSCOPE_WALL_COLLECT_CPU_TIME.*"maybe" is not a boolean.*ignored/],
   ['PYROSCOPE_STRIP_FILENAMES=none', { appName: 'a' }, { PYROSCOPE_STRIP_FILENAMES: 'none' }, {},
     /PYROSCOPE_STRIP_FILENAMES must be 'all' or 'dependencies'.*ignored/],
+  // Numbers out of our range, which the anchor took unchecked: the nearest bound, with a
+  // warning naming the option (the core's settings warn through the log, see below).
   ['PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS=1', { appName: 'a' }, { PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: '1' },
-    { sample_rate: '100' }, /PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: 1 is out of range.*ignored/],
+    { sample_rate: '10000' }, /PYROSCOPE_WALL_SAMPLING_INTERVAL_MICROS: 1 is out of range.*using 100$/],
+  ['wall.samplingIntervalMicros 50', { appName: 'a', wall: { samplingIntervalMicros: 50 } }, {},
+    { sample_rate: '10000' }, /wall.samplingIntervalMicros: 50 is out of range.*using 100$/],
+  ['wall.samplingIntervalMicros 1e9', { appName: 'a', wall: { samplingIntervalMicros: 1e9 } }, {},
+    { sample_rate: '0.1' }, /wall.samplingIntervalMicros: 1000000000 is out of range.*using 10000000$/],
+  ['flushIntervalMs 10', { appName: 'a', flushIntervalMs: 10 }, {}, { upload_interval: '0.05' }, null],
+  ['PYROSCOPE_FLUSH_INTERVAL_MS=10', { appName: 'a' }, { PYROSCOPE_FLUSH_INTERVAL_MS: '10' },
+    { upload_interval: '0.05' }, null],
+  ['flushIntervalMs 2 hours', { appName: 'a', flushIntervalMs: 7200000 }, {}, { upload_interval: '3600' }, null],
+  ['sampleRate 0', { appName: 'a', sampleRate: 0 }, {}, { sample_rate: '0.1' }, null],
   ['PYROSCOPE_SHORTEN_PATHS=yes please', { appName: 'a' }, { PYROSCOPE_SHORTEN_PATHS: 'yes please' }, {},
     /PYROSCOPE_SHORTEN_PATHS.*ignored/],
 ];
@@ -68,6 +79,7 @@ const REFUSED = [
   ['an address of another scheme', { appName: 'a', serverAddress: 'ftp://h' }, /^serverAddress \(server_address\)/],
   ['a non-integer flushIntervalMs (the anchor refused it too)', { appName: 'a', flushIntervalMs: 1.5 },
     /flushIntervalMs must be a whole number/],
+  ['a sampleRate that is no number', { appName: 'a', sampleRate: 'fast' }, /sampleRate/],
 ];
 
 describe('api config: what @pyroscope/nodejs took at start-up starts (issue 28 ยง2)', function () {
@@ -88,6 +100,23 @@ describe('api config: what @pyroscope/nodejs took at start-up starts (issue 28 ย
       if (warning) assert.ok(r.warnings.some((w) => warning.test(w)), r.warnings.join('\n'));
     });
   }
+
+  it('a number clamped by the core warns once, naming the setting', async () => {
+    const seen = [];
+    native.setLogHandler((level, message) => seen.push(message));
+    try {
+      const r = resolveConfig({ appName: 'a', flushIntervalMs: 11 }, {}, TABLE);
+      assert.strictEqual(native.resolveSettings(r.settings, r.env).upload_interval, '0.05');
+      native.resolveSettings(r.settings, r.env); // the same input again: no second warning
+      for (let i = 0; i < 5 && !seen.length; i++) await new Promise((res) => setTimeout(res, 20));
+      await new Promise((res) => setTimeout(res, 50));
+    } finally {
+      native.setLogHandler(null);
+    }
+    const mine = seen.filter((m) => /upload_interval: 0.011 s is out of range/.test(m));
+    assert.strictEqual(mine.length, 1, seen.join('\n'));
+    assert.match(mine[0], /using 0.05 s/);
+  });
 
   for (const [what, options, re] of REFUSED) {
     it(`refused: ${what}`, () => {

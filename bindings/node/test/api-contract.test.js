@@ -58,7 +58,8 @@ describe('api contract: the core\'s settings table (issue 27)', function () {
       const bad = { [row.env]: CASES.bad_variable[row.kind] };
       assert.strictEqual(resolved({ ...base(row), [optionOf(row)]: optionValue(row, text) }, bad)[row.name], want,
         `${row.name}: a bad variable beside its option is not read`);
-      if (row.default && row.name !== 'server_address') {
+      // report_thread_name: Node's own default is true (main and worker threads)
+      if (row.default && row.name !== 'server_address' && row.name !== 'report_thread_name') {
         assert.strictEqual(resolved(base(row))[row.name], row.default, `${row.name} default`);
       }
       for (const otel of (row.otelEnv || '').split(',').filter(Boolean)) {
@@ -109,9 +110,11 @@ describe('api contract: the core\'s settings table (issue 27)', function () {
     assert.deepStrictEqual([got.upload_interval, got.stop_timeout], ['60', '0.5']);
   });
 
-  it('settings of other runtimes (faultGuard, samplerCpuBudget, reportThreadName) warn and are ignored', () => {
+  it('settings of other runtimes (faultGuard, samplerCpuBudget) warn and are ignored', () => {
+    // reportThreadName is Node's too since workers are profiled (on by default)
     const r = resolveConfig({ appName: 'app', faultGuard: false, samplerCpuBudget: 5, reportThreadName: true }, {}, TABLE);
-    assert.deepStrictEqual(r.warnings.map((w) => w.split(' ')[1]).sort(), ['faultGuard', 'reportThreadName', 'samplerCpuBudget']);
+    assert.deepStrictEqual(r.warnings.map((w) => w.split(' ')[1]).sort(), ['faultGuard', 'samplerCpuBudget']);
+    assert.strictEqual(r.settings.report_thread_name, true);
     assert.ok(!('fault_guard' in r.settings));
   });
 

@@ -24,6 +24,11 @@ class AnchorInputsTest < Minitest::Test
     ["oncpu = \"false\"", { oncpu: "false" }, { "oncpu" => "false" }, nil],
     ["report_pid = \"1\"", { report_pid: "1" }, { "report_pid" => "true" }, nil],
     ["max_depth = \"64\"", { max_depth: "64" }, { "max_depth" => "64" }, nil],
+    # Numbers the gem took unchecked, out of our range: the nearest bound (the
+    # core warns once, naming the setting).
+    ["sample_rate = 0", { sample_rate: 0 }, { "sample_rate" => "0.1" }, nil],
+    ["sample_rate = 1_000_000", { sample_rate: 1_000_000 }, { "sample_rate" => "10000" }, nil],
+    ["upload_interval = 0.01", { upload_interval: 0.01 }, { "upload_interval" => "0.05" }, nil],
     # server_address: any String.
     ["server_address without a scheme", { server_address: "pyroscope:4040" },
      { "server_address" => "http://pyroscope:4040" }, nil],

@@ -193,9 +193,27 @@ static int parse_decimal(const char *v, double *out)
     return 0;
 }
 
-/* %.15g: "10000001", not "1e+07", so a rule and a value never print alike. */
+/* A number out of [lo, hi] is taken as the nearest bound, with one warning
+ * per setting and value: the anchors took any number unchecked, and an app
+ * that started with them starts with us (a value that is no number at all
+ * still fails). %.15g: "10000001", not "1e+07", so a rule and a value never
+ * print alike. */
+static double clamp_range(const char *name, double d, double lo, double hi, const char *unit)
+{
+    if (d >= lo && d <= hi)
+        return d;
+    double to = d < lo ? lo : hi;
+    const char *sp = unit[0] ? " " : "";
+    char key[160];
+    int n = snprintf(key, sizeof key, "range:%s=%.17g", name, d);
+    if (first_time(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1))
+        pn_log(PN_LOG_WARN, "%s: %.15g%s%s is out of range (%.15g to %.15g%s%s); using %.15g%s%s",
+               name, d, sp, unit, lo, hi, sp, unit, to, sp, unit);
+    return to;
+}
+
 static int parse_number(const char *name, const char *v, double lo, double hi, const char *unit,
-                        int whole, double *out, pn_error *e)
+                        int whole, int clamp, double *out, pn_error *e)
 {
     const char *sp = unit[0] ? " " : "";
     const char *kind = whole ? "a whole number" : "a decimal number";
@@ -209,16 +227,16 @@ static int parse_number(const char *name, const char *v, double lo, double hi, c
     if (whole && d != floor(d))
         return pn_fail(e, PN_EINVAL, "%s: %.15g is not a whole number; it must be a whole number "
                        "between %.15g and %.15g%s%s", name, d, lo, hi, sp, unit);
-    if (d < lo || d > hi)
+    if (!clamp && (d < lo || d > hi))
         return pn_fail(e, PN_EINVAL, "%s: %.15g is out of range; it must be between %.15g and "
                        "%.15g%s%s", name, d, lo, hi, sp, unit);
-    *out = d;
+    *out = clamp_range(name, d, lo, hi, unit);
     return 0;
 }
 
 /* Seconds, optionally with a unit: "10", "2.5s", "500ms", "1m". */
-static int parse_seconds(const char *name, const char *v, double lo, double hi, double *out,
-                         pn_error *e)
+static int parse_seconds(const char *name, const char *v, double lo, double hi, int clamp,
+                         double *out, pn_error *e)
 {
     char buf[64];
     while (isspace((unsigned char)*v))
@@ -249,10 +267,10 @@ static int parse_seconds(const char *name, const char *v, double lo, double hi, 
                        "\"2.5s\"), \"500ms\" or \"1m\", between %.15g and %.15g seconds", name,
                        (int)(n < 100 ? n : 100), v, lo, hi);
     d *= scale;
-    if (d < lo || d > hi)
+    if (!clamp && (d < lo || d > hi))
         return pn_fail(e, PN_EINVAL, "%s: %.15g s is out of range; it must be between %.15g and "
                        "%.15g seconds", name, d, lo, hi);
-    *out = d;
+    *out = clamp_range(name, d, lo, hi, "s");
     return 0;
 }
 
@@ -366,9 +384,13 @@ typedef struct {
     pn_setting_info i;
     kind k;
     size_t off;
+    /* A number out of range is the nearest bound (with a warning), not an
+     * error: the anchors' numbers, which they took unchecked (issue 28). */
+    int clamp;
 } setting;
 
-#define OFF(f) .off = offsetof(pn_config, f)
+#define OFF(f) .off = offsetof(pn_config, f), .clamp = 0
+#define OFF_CLAMPED(f) .off = offsetof(pn_config, f), .clamp = 1
 #define NAMED(n, N) .name = n, .env = "PYROSCOPE_" N
 #define STRING .kind = PN_KIND_STRING, .kind_name = "string"
 #define BOOL .kind = PN_KIND_BOOL, .kind_name = "bool", .spellings = "true,false,1,0,yes,no,on,off"
@@ -392,10 +414,10 @@ static const setting settings[] = {
      K_STR, OFF(server_address)},
     {{NAMED("sample_rate", "SAMPLE_RATE"), NUMBER, .default_value = "100", .lo = 0.1,
       .hi = 10000, .unit = "Hz", KW("sample_rate", "sampleRate", "sample_rate"),
-      .meaning = "samples per second"}, K_RATE, OFF(sample_rate)},
+      .meaning = "samples per second"}, K_RATE, OFF_CLAMPED(sample_rate)},
     {{NAMED("upload_interval", "UPLOAD_INTERVAL"), DURATION, .default_value = "10", .lo = 0.05,
       .hi = 3600, KW("upload_interval", "uploadInterval", "upload_interval"),
-      .meaning = "the profile period"}, K_SECONDS, OFF(upload_interval)},
+      .meaning = "the profile period"}, K_SECONDS, OFF_CLAMPED(upload_interval)},
     {{NAMED("oncpu", "ONCPU"), BOOL, .default_value = "true", KW("oncpu", "oncpu", "oncpu"),
       .meaning = "on-CPU time (else wall clock)"}, K_BOOL, OFF(oncpu)},
     {{NAMED("tags", "TAGS"), PAIRS, KW("tags", "tags", "tags"),
@@ -420,9 +442,9 @@ static const setting settings[] = {
     {{NAMED("report_thread_id", "REPORT_THREAD_ID"), BOOL, .default_value = "false",
       KW("report_thread_id", "reportThreadId", "report_thread_id"),
       .meaning = "a thread_id label"}, K_BOOL, OFF(report_thread_id)},
-    /* Node profiles its main thread only: no keyword there. */
+    /* Node sets it on by default (main / each worker thread). */
     {{NAMED("report_thread_name", "REPORT_THREAD_NAME"), BOOL, .default_value = "false",
-      KW("report_thread_name", NULL, "report_thread_name"),
+      KW("report_thread_name", "reportThreadName", "report_thread_name"),
       .meaning = "a thread_name label"}, K_BOOL, OFF(report_thread_name)},
     {{NAMED("log_level", "LOG_LEVEL"), .kind = PN_KIND_LEVEL, .kind_name = "level",
       .default_value = "warning", .spellings = "debug,info,warning,warn,error,off,none,trace,fatal,critical",
@@ -430,13 +452,13 @@ static const setting settings[] = {
       .meaning = "the least severe message logged"}, K_LEVEL, OFF(log_level)},
     {{NAMED("max_stacks", "MAX_STACKS"), INTEGER, .default_value = "16384", .lo = 16,
       .hi = 10000000, .unit = "", KW("max_stacks", "maxStacks", "max_stacks"),
-      .meaning = "distinct stacks per period"}, K_U32, OFF(max_stacks)},
+      .meaning = "distinct stacks per period"}, K_U32, OFF_CLAMPED(max_stacks)},
     {{NAMED("max_depth", "MAX_DEPTH"), INTEGER, .default_value = "128", .lo = 2, .hi = 1000,
       .unit = "", KW("max_depth", "maxDepth", "max_depth"),
-      .meaning = "frames per stack"}, K_U32, OFF(max_depth)},
+      .meaning = "frames per stack"}, K_U32, OFF_CLAMPED(max_depth)},
     {{NAMED("stop_timeout", "STOP_TIMEOUT"), DURATION, .default_value = "5", .lo = 0, .hi = 60,
       KW("stop_timeout", "stopTimeout", "stop_timeout"),
-      .meaning = "how long stop may take"}, K_SECONDS, OFF(stop_timeout)},
+      .meaning = "how long stop may take"}, K_SECONDS, OFF_CLAMPED(stop_timeout)},
     {{NAMED("spy_name", "SPY_NAME"), STRING, .flags = PN_SETTING_BINDING,
       .meaning = "the server's name of the profiler (pyspy, nodespy, rbspy)"},
      K_STR, OFF(spy_name)},
@@ -489,55 +511,55 @@ static const setting settings[] = {
      * is "unknown"; the core stores nothing for them. */
     {{NAMED("auth_token", "AUTH_TOKEN"), STRING, .flags = PN_SETTING_EXTERNAL | PN_SETTING_SECRET,
       KW(NULL, "authToken", "auth_token"),
-      .meaning = "sent as Authorization: Bearer (the anchors' token)"}, K_EXTERNAL, 0},
+      .meaning = "sent as Authorization: Bearer (the anchors' token)"}, K_EXTERNAL, 0, 0},
     {{NAMED("gil_only", "GIL_ONLY"), BOOL, .flags = PN_SETTING_EXTERNAL, .default_value = "true",
-      KW("gil_only", NULL, NULL), .meaning = "only threads holding the GIL"}, K_EXTERNAL, 0},
+      KW("gil_only", NULL, NULL), .meaning = "only threads holding the GIL"}, K_EXTERNAL, 0, 0},
     {{NAMED("enable_logging", "ENABLE_LOGGING"), BOOL, .flags = PN_SETTING_EXTERNAL,
       .default_value = "false", KW("enable_logging", NULL, NULL),
-      .meaning = "log at the pyroscope logger's level"}, K_EXTERNAL, 0},
+      .meaning = "log at the pyroscope logger's level"}, K_EXTERNAL, 0, 0},
     {{NAMED("line_no", "LINE_NO"), CHOICE, .flags = PN_SETTING_EXTERNAL,
       .spellings = "LastInstruction,First,NoLine,0,1,2", KW("line_no", NULL, NULL),
-      .meaning = "which line a frame reports"}, K_EXTERNAL, 0},
+      .meaning = "which line a frame reports"}, K_EXTERNAL, 0, 0},
     {{NAMED("flush_interval_ms", "FLUSH_INTERVAL_MS"), INTEGER, .flags = PN_SETTING_EXTERNAL,
       .unit = "ms", KW(NULL, "flushIntervalMs", NULL),
-      .meaning = "upload_interval in ms (@pyroscope/nodejs)"}, K_EXTERNAL, 0},
+      .meaning = "upload_interval in ms (@pyroscope/nodejs)"}, K_EXTERNAL, 0, 0},
     {{NAMED("wall_sampling_interval_micros", "WALL_SAMPLING_INTERVAL_MICROS"), INTEGER,
       .flags = PN_SETTING_EXTERNAL, .lo = 100, .hi = 10000000, .unit = "us",
       KW(NULL, "wall.samplingIntervalMicros", NULL),
-      .meaning = "1e6 / sample_rate (@pyroscope/nodejs)"}, K_EXTERNAL, 0},
+      .meaning = "1e6 / sample_rate (@pyroscope/nodejs)"}, K_EXTERNAL, 0, 0},
     {{NAMED("wall_sampling_duration_ms", "WALL_SAMPLING_DURATION_MS"), INTEGER,
       .flags = PN_SETTING_EXTERNAL, .default_value = "60000", .unit = "ms",
       KW(NULL, "wall.samplingDurationMs", NULL),
-      .meaning = "pull mode: a profile's length"}, K_EXTERNAL, 0},
+      .meaning = "pull mode: a profile's length"}, K_EXTERNAL, 0, 0},
     {{NAMED("wall_collect_cpu_time", "WALL_COLLECT_CPU_TIME"), BOOL, .flags = PN_SETTING_EXTERNAL,
       .default_value = "false", KW(NULL, "wall.collectCpuTime", NULL),
-      .meaning = "wall profiles with CPU time"}, K_EXTERNAL, 0},
+      .meaning = "wall profiles with CPU time"}, K_EXTERNAL, 0, 0},
     {{NAMED("heap_sampling_interval_bytes", "HEAP_SAMPLING_INTERVAL_BYTES"), INTEGER,
       .flags = PN_SETTING_EXTERNAL, .default_value = "524288", .unit = "bytes",
       KW(NULL, "heap.samplingIntervalBytes", NULL),
-      .meaning = "bytes between heap samples"}, K_EXTERNAL, 0},
+      .meaning = "bytes between heap samples"}, K_EXTERNAL, 0, 0},
     {{NAMED("heap_allocations", "HEAP_ALLOCATIONS"), BOOL, .flags = PN_SETTING_EXTERNAL,
       .default_value = "false", KW(NULL, "heap.allocations", NULL),
       .meaning = "heap profile of allocations instead of in-use memory (Node 26+)"},
-     K_EXTERNAL, 0},
+     K_EXTERNAL, 0, 0},
     {{NAMED("heap_stack_depth", "HEAP_STACK_DEPTH"), INTEGER, .flags = PN_SETTING_EXTERNAL,
       .default_value = "64", KW(NULL, "heap.stackDepth", NULL),
-      .meaning = "frames per heap sample"}, K_EXTERNAL, 0},
+      .meaning = "frames per heap sample"}, K_EXTERNAL, 0, 0},
     {{NAMED("strip_filenames", "STRIP_FILENAMES"), CHOICE, .flags = PN_SETTING_EXTERNAL,
       .spellings = "all,dependencies", KW(NULL, "stripFilenames", NULL),
-      .meaning = "shorten file names"}, K_EXTERNAL, 0},
+      .meaning = "shorten file names"}, K_EXTERNAL, 0, 0},
     {{NAMED("shorten_paths", "SHORTEN_PATHS"), BOOL, .flags = PN_SETTING_EXTERNAL,
       .default_value = "false", KW(NULL, "shortenPaths", NULL),
-      .meaning = "relative file names"}, K_EXTERNAL, 0},
+      .meaning = "relative file names"}, K_EXTERNAL, 0, 0},
     {{NAMED("autoinstrument_rails", "AUTOINSTRUMENT_RAILS"), BOOL, .flags = PN_SETTING_EXTERNAL,
       .default_value = "true", KW(NULL, NULL, "autoinstrument_rails"),
-      .meaning = "controller/action labels in Rails"}, K_EXTERNAL, 0},
+      .meaning = "controller/action labels in Rails"}, K_EXTERNAL, 0, 0},
     {{NAMED("compression", "COMPRESSION"), STRING, .flags = PN_SETTING_EXTERNAL,
       .default_value = "gzip", KW(NULL, NULL, "compression"),
-      .meaning = "accepted, always gzip"}, K_EXTERNAL, 0},
+      .meaning = "accepted, always gzip"}, K_EXTERNAL, 0, 0},
     {{NAMED("report_encoding", "REPORT_ENCODING"), STRING, .flags = PN_SETTING_EXTERNAL,
       .default_value = "pprof", KW(NULL, NULL, "report_encoding"),
-      .meaning = "accepted, always pprof"}, K_EXTERNAL, 0},
+      .meaning = "accepted, always pprof"}, K_EXTERNAL, 0, 0},
 };
 
 #define NSETTINGS (sizeof settings / sizeof settings[0])
@@ -719,15 +741,16 @@ static int set_value(pn_config *c, const setting *s, const char *value, pn_error
     case K_BOOL:
         return pn_config_parse_bool(name, value, (int *)field, e);
     case K_RATE:
-        return parse_number(name, value, s->i.lo, s->i.hi, "Hz", 0, (double *)field, e);
+        return parse_number(name, value, s->i.lo, s->i.hi, "Hz", 0, s->clamp, (double *)field,
+                            e);
     case K_PERCENT:
         return parse_number(name, value, s->i.lo, s->i.hi, "% of one core (0: no limit)", 0,
-                            (double *)field, e);
+                            s->clamp, (double *)field, e);
     case K_SECONDS:
-        return parse_seconds(name, value, s->i.lo, s->i.hi, (double *)field, e);
+        return parse_seconds(name, value, s->i.lo, s->i.hi, s->clamp, (double *)field, e);
     case K_U32: {
         double d;
-        if (parse_number(name, value, s->i.lo, s->i.hi, "", 1, &d, e) != 0)
+        if (parse_number(name, value, s->i.lo, s->i.hi, "", 1, s->clamp, &d, e) != 0)
             return -1;
         *(uint32_t *)field = (uint32_t)d;
         return 0;
@@ -756,7 +779,7 @@ static int set_value(pn_config *c, const setting *s, const char *value, pn_error
             c->log_level = level;
             return 0;
         }
-        if (parse_number(name, value, 0, PN_LOG_OFF, "", 1, &d, NULL) == 0) {
+        if (parse_number(name, value, 0, PN_LOG_OFF, "", 1, 0, &d, NULL) == 0) {
             c->log_level = (int)d;
             return 0;
         }

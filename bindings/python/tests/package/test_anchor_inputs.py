@@ -25,6 +25,13 @@ STARTS = [
     # anchor's enable_logging used the logger's own level).
     ("log_level_critical", {"application_name": "a", "log_level": "CRITICAL"},
      {"log_level": "error"}),
+    # configure(sample_rate=...): any int went to the agent; out of our range
+    # it is the nearest bound (the core warns once, naming the setting).
+    ("sample_rate_zero", {"application_name": "a", "sample_rate": 0}, {"sample_rate": "0.1"}),
+    ("sample_rate_huge", {"application_name": "a", "sample_rate": 1000000},
+     {"sample_rate": "10000"}),
+    ("upload_interval_10ms", {"application_name": "a", "upload_interval": 0.01},
+     {"upload_interval": "0.05"}),
 ]
 
 # (id, keyword arguments, text the message names): cannot work at all.
@@ -33,6 +40,8 @@ REFUSED = [
      "server_address"),
     ("server_other_scheme", {"application_name": "a", "server_address": "ftp://h"},
      "server_address"),
+    ("sample_rate_no_number", {"application_name": "a", "sample_rate": float("nan")},
+     "sample_rate"),
 ]
 
 
@@ -49,5 +58,5 @@ def test_starts(kwargs, want, monkeypatch):
 def test_refused(kwargs, needle):
     with pytest.raises(ValueError, match=needle) as err:
         pyroscope._resolve(**kwargs)
-    if "roscope:4040" in kwargs["server_address"]:
+    if "roscope:4040" in kwargs.get("server_address", ""):
         assert "with http:// in front" in str(err.value)
