@@ -14,10 +14,12 @@ class MemoryTest < Minitest::Test
   KEEP = 400_000
   # The workload: CHURN objects made and dropped under phase=churn (and a
   # span), KEEP objects kept under phase=keep; then a period cut after a
-  # GC (profile 1), the kept ones dropped, GC again, another cut (profile 2).
+  # GC (profile 1), the kept ones dropped, GC again, a few others made and
+  # kept, another cut (profile 2).
   WORKLOAD = <<~RUBY
     def churn_work(n) = n.times { Object.new }
     def keep_work(n) = Array.new(n) { Object.new }
+    def anchor_work(n) = Array.new(n) { Object.new }
     slot = GC::INTERNAL_CONSTANTS[:BASE_SLOT_SIZE] || GC::INTERNAL_CONSTANTS[:RVALUE_SIZE]
     Pyroscope.tag_wrapper("phase" => "churn", "span_id" => "#{SPAN}") { churn_work(#{CHURN}) }
     $kept = Pyroscope.tag_wrapper("phase" => "keep") { keep_work(#{KEEP}) }
@@ -25,6 +27,7 @@ class MemoryTest < Minitest::Test
     Pyroscope.flush
     $kept = nil
     4.times { GC.start }
+    $anchor = anchor_work(50_000) # period 2 has samples of its own
     Pyroscope.flush
     st = Pyroscope.stats
     puts [slot, st["memory_sampled"], st["memory_freed"]].join(" ")
@@ -32,6 +35,15 @@ class MemoryTest < Minitest::Test
 
   def memory_profiles(profiles)
     profiles.select { |p| p.sample_types.first == %w[alloc_objects count] }
+  end
+
+  # The memory profiles in the order they were written (a period with no
+  # sample writes none): names <app>-memory-<from>-<until>[-<n>].pb.gz.
+  def memory_in_time_order(profiles, names)
+    profiles.zip(names).filter_map do |prof, name|
+      m = name.match(/-memory-(\d+)-(\d+)(?:-(\d+))?\.pb\.gz\z/)
+      [[m[1].to_i, m[2].to_i, m[3].to_i], prof] if m
+    end.sort_by(&:first).map(&:last)
   end
 
   # {label value => [alloc_objects, alloc_space, inuse_objects, inuse_space]}
@@ -52,15 +64,17 @@ class MemoryTest < Minitest::Test
 
   def test_allocations_and_live_heap_by_function_label_and_span
     settings = "c.memory = true; c.memory_interval = 8192; c.upload_interval = 60"
-    profiles, out, = profile_child("mem.rb", WORKLOAD, settings: settings)
+    profiles, out, names = profile_child("mem.rb", WORKLOAD, settings: settings)
     slot, sampled, freed = out.split.map(&:to_i)
     assert_operator slot, :>=, 40
     assert_operator sampled, :>, 1000, out
     assert_operator freed, :>, 500, out
-    mems = memory_profiles(profiles)
-    # Two flushes, then stop's (folder names sort by time).
-    assert_equal 3, mems.size, "memory profiles: #{profiles.map(&:sample_types).inspect}"
-    first, second = mems
+    mems = memory_in_time_order(profiles, names)
+    # Period 1 is the one with the allocations; period 2 follows it.
+    at = mems.index { |p| p.samples.any? { |s| s.stack.any? { |f| f.include?("churn_work") } } }
+    refute_nil at, "no memory profile has churn_work: #{names.inspect}"
+    first, second = mems[at], mems[at + 1]
+    refute_nil second, "no memory profile after period 1: #{names.inspect}"
     assert_equal %w[alloc_objects count alloc_space bytes inuse_objects count inuse_space bytes],
                  first.sample_types.flatten
 

@@ -1,6 +1,8 @@
 /* The memory profile's allocation hooks: the VM's internal object events
- * (RUBY_INTERNAL_EVENT_NEWOBJ / _FREEOBJ tracepoints, as stackprof's object
- * mode and Datadog's profiler use), feeding the core's memory driver.
+ * (RUBY_INTERNAL_EVENT_NEWOBJ / _FREEOBJ, the events stackprof's object
+ * mode and Datadog's profiler use through TracePoints; here as raw-argument
+ * event hooks, a little cheaper per object), feeding the core's memory
+ * driver.
  *
  * NEWOBJ runs inside the allocation, before the object is initialised: no
  * Ruby object may be allocated there, nothing may raise, and the object's
@@ -21,10 +23,10 @@
  * oldest queued slot, keeps it from being freed until the job has made
  * its own copy to commit (it may have been retired in between).
  *
- * Threads: the hooks fire in the main Ractor only (they are enabled
- * there; other Ractors' allocations are not seen) and run with its GVL,
- * as do the job, start/stop and the GC's mark: everything here is owned
- * by "the GVL". */
+ * Threads: the hooks are added in the main Ractor (event hooks are per
+ * Ractor: other Ractors' allocations are not seen, and a sampled object
+ * found in another is not queued) and run with its GVL, as do the job,
+ * start/stop and the GC's mark: everything here is owned by "the GVL". */
 #include "native.h"
 
 #include <string.h>
@@ -43,7 +45,7 @@ typedef struct {
 
 static pn_driver *mem_driver;   /* GVL: NULL when memory profiling is off */
 static size_t slot_bytes = 40;
-static VALUE tp_new = Qnil, tp_free = Qnil; /* registered addresses */
+static int hooked;              /* our event hooks are added */
 static queued queue[QUEUE_MAX];
 static unsigned qhead, qlen;
 static int in_job;              /* the job's own allocations are not sampled */
@@ -69,12 +71,16 @@ size_t memory_capture_bytes(int max_depth)
     return (n + 7) & ~(size_t)7;
 }
 
-static void on_free(VALUE tpval, void *unused)
+/* Raw-argument event hooks (rb_add_event_hook2): the VM hands the trace
+ * argument over directly, without a TracePoint object to check and unwrap
+ * at every allocation and every free. */
+static void on_free(VALUE unused, const rb_trace_arg_t *arg)
 {
     (void)unused;
     pn_driver *d = mem_driver;
-    if (d && in_main_ractor())
-        pn_mem_free(d, (const void *)rb_tracearg_object(rb_tracearg_from_tracepoint(tpval)));
+    /* Any Ractor's GC: the core's free is lock-free and thread-safe. */
+    if (d)
+        pn_mem_free(d, (const void *)rb_tracearg_object((rb_trace_arg_t *)arg));
 }
 
 static void memory_job(void *unused);
@@ -111,13 +117,15 @@ static void sample(pn_driver *d, VALUE obj)
 #endif
 }
 
-static void on_new(VALUE tpval, void *unused)
+static void on_new(VALUE unused, const rb_trace_arg_t *arg)
 {
     (void)unused;
     pn_driver *d = mem_driver;
-    if (!d || in_job || !in_main_ractor() || !pn_mem_sampled(d, slot_bytes))
+    /* The gap is per OS thread, so any Ractor may count down; only the
+     * main Ractor's sampled objects are queued (its GVL guards the queue). */
+    if (!d || in_job || !pn_mem_sampled(d, slot_bytes) || !in_main_ractor())
         return;
-    sample(d, rb_tracearg_object(rb_tracearg_from_tracepoint(tpval)));
+    sample(d, rb_tracearg_object((rb_trace_arg_t *)arg));
 }
 
 /* A copy of the queued set that stays alive until released (the queued
@@ -221,15 +229,17 @@ int memory_start(pn_driver *d, int max_depth, pn_error *e)
         return pn_fail(e, PN_ESTATE, "memory: no postponed job handle left");
 #endif
     slot_bytes = base_slot_bytes();
-    if (NIL_P(tp_new)) {
-        tp_new = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_NEWOBJ, on_new, NULL);
-        tp_free = rb_tracepoint_new(0, RUBY_INTERNAL_EVENT_FREEOBJ, on_free, NULL);
-    }
     frame_names_reset_cache();
     qhead = qlen = 0;
     mem_driver = d;
-    rb_tracepoint_enable(tp_free);
-    rb_tracepoint_enable(tp_new);
+    if (!hooked) {
+        rb_event_hook_flag_t raw = RUBY_EVENT_HOOK_FLAG_SAFE | RUBY_EVENT_HOOK_FLAG_RAW_ARG;
+        rb_add_event_hook2((rb_event_hook_func_t)(void (*)(void))on_free,
+                           RUBY_INTERNAL_EVENT_FREEOBJ, Qnil, raw);
+        rb_add_event_hook2((rb_event_hook_func_t)(void (*)(void))on_new,
+                           RUBY_INTERNAL_EVENT_NEWOBJ, Qnil, raw);
+        hooked = 1;
+    }
     return 0;
 }
 
@@ -238,8 +248,9 @@ void memory_stop(void)
 {
     if (!mem_driver)
         return;
-    rb_tracepoint_disable(tp_new);
-    rb_tracepoint_disable(tp_free);
+    rb_remove_event_hook((rb_event_hook_func_t)(void (*)(void))on_new);
+    rb_remove_event_hook((rb_event_hook_func_t)(void (*)(void))on_free);
+    hooked = 0;
     memory_drain();
     mem_driver = NULL;
 }
@@ -257,8 +268,6 @@ void memory_after_fork_child(void)
 
 void memory_init(void)
 {
-    rb_gc_register_address(&tp_new);
-    rb_gc_register_address(&tp_free);
     main_key = rb_ractor_local_storage_ptr_newkey(NULL);
     rb_ractor_local_storage_ptr_set(main_key, &main_mark);
 }
