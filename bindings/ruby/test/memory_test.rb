@@ -125,7 +125,8 @@ class MemoryTest < Minitest::Test
   # Hostile: allocation storms from many threads with a tiny table (full:
   # counted, weight kept), GC and compaction while samples wait to be named,
   # forks while threads allocate (the child profiles its own allocations),
-  # stop and start again while threads allocate. No crash, no hang.
+  # stop and start again while threads allocate, a Ractor allocating beside
+  # them. No crash, no hang.
   def test_storm_fork_and_shutdown_while_allocating
     code = <<~RUBY
       def storm_work(n) = n.times.map { |i| [i.to_s, Object.new] }.size
@@ -156,6 +157,10 @@ class MemoryTest < Minitest::Test
         end
       end
       sleep 0.2
+      # Another Ractor allocating (its objects are not sampled; no crash).
+      Warning[:experimental] = false
+      r = Ractor.new { Array.new(100_000) { Object.new }.size }
+      puts "RACTOR \#{r.respond_to?(:value) ? r.value : r.take}"
       st = Pyroscope.stats
       puts "SAMPLED \#{st['memory_sampled']} FULL \#{st['memory_table_full']}"
       stop = true
@@ -166,6 +171,7 @@ class MemoryTest < Minitest::Test
       settings = "c.memory = true; c.memory_interval = 512; c.memory_max_live = 64"
       profiles, out, = profile_child("storm.rb", code, settings: settings, env: { "OUT" => out_dir })
       assert_match(/^FORKS 0,0,0$/, out)
+      assert_match(/^RACTOR 100000$/, out)
       sampled, full = out[/SAMPLED (\d+) FULL (\d+)/, 1].to_i, out[/FULL (\d+)/, 1].to_i
       assert_operator sampled, :>, 100, out
       assert_operator full, :>, 0, out

@@ -243,16 +243,35 @@ int memory_start(pn_driver *d, int max_depth, pn_error *e)
     return 0;
 }
 
-/* Hooks off, the queue committed: the driver may be stopped after (GVL). */
-void memory_stop(void)
+static void unhook(void)
 {
-    if (!mem_driver)
+    if (!hooked)
         return;
     rb_remove_event_hook((rb_event_hook_func_t)(void (*)(void))on_new);
     rb_remove_event_hook((rb_event_hook_func_t)(void (*)(void))on_free);
     hooked = 0;
     memory_drain();
+}
+
+/* Hooks off, the queue committed: the driver may be stopped after (GVL). */
+void memory_stop(void)
+{
+    if (!mem_driver)
+        return;
+    unhook();
     mem_driver = NULL;
+}
+
+/* Ruby < 3.3, before Ractor.new (lib/pyroscope/ractor_guard.rb): a NEWOBJ
+ * hook crashes a starting Ractor (Ruby bug #18464). The hooks go; the
+ * driver stays until stop, so its last period and counters are kept. */
+void memory_off_for_ractor(void)
+{
+    if (!hooked)
+        return;
+    unhook();
+    pn_log(PN_LOG_WARN, "memory profile stopped: a Ractor starts, and on Ruby before 3.3 the "
+           "VM's object hooks crash a starting Ractor (Ruby bug #18464); CPU profiling goes on");
 }
 
 /* In a forked child (the fork path's child hook, only this thread runs):

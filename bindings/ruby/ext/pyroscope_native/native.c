@@ -517,6 +517,15 @@ static VALUE m_before_exec(VALUE self)
     return was;
 }
 
+/* ractor_guard.rb, before Ractor.new on Ruby < 3.3. */
+static VALUE m_memory_off_for_ractor(VALUE self)
+{
+    (void)self;
+    memory_off_for_ractor();
+    log_drain();
+    return Qnil;
+}
+
 static VALUE m_restart(VALUE self)
 {
     if (g_agent || NIL_P(last_start))
@@ -564,6 +573,7 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     rb_define_module_function(g_mNative, "_after_fork_child", m_after_fork_child, 0);
     rb_define_module_function(g_mNative, "_before_exec", m_before_exec, 0);
     rb_define_module_function(g_mNative, "_restart", m_restart, 0);
+    rb_define_module_function(g_mNative, "_memory_off_for_ractor", m_memory_off_for_ractor, 0);
 
     threads_init(g_mNative);
     memory_init();

@@ -96,6 +96,7 @@ void memory_init(void);
 size_t memory_capture_bytes(int max_depth);
 int memory_start(pn_driver *d, int max_depth, pn_error *e); /* GVL */
 void memory_stop(void);                 /* GVL: hooks off, queue committed */
+void memory_off_for_ractor(void);       /* GVL: Ruby < 3.3, before Ractor.new */
 void memory_drain(void);                /* GVL: name and commit queued samples */
 void memory_mark(void);                 /* GC mark: queued frames, name cache */
 void memory_after_fork_child(void);     /* fork path, child */
