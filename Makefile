@@ -186,7 +186,7 @@ bench: build
 	@mkdir -p $(BUILD)/bench
 	set -o pipefail; $(BUILD)/bench_core | tee $(BUILD)/bench/bench_core.txt
 	$(MAKE) --no-print-directory bench-python BENCH_CORE_OUTPUT=$(BUILD)/bench/bench_core.txt
-	$(MAKE) --no-print-directory bench-node bench-ruby
+	$(MAKE) --no-print-directory bench-node bench-node-alloc bench-ruby
 
 # Python benchmarks against pyroscope-io and py-spy (each in its own venv
 # under $(BUILD)/bench, from PyPI); BENCH_ARGS=--quick for a short check.

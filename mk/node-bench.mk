@@ -14,3 +14,9 @@ $(BENCH_NODE_STAMP): bench/node/package.json bench/node/package-lock.json
 .PHONY: bench-node
 bench-node: build-node $(BENCH_NODE_STAMP)
 	node bench/node/run.js --out-dir $(BUILD)/bench $(BENCH_NODE_ARGS)
+
+# The heap profile's cost on allocation-heavy code (bench/node/alloc_cost.js, ~5 min):
+# memory on vs off side by side, on the machine's Node.
+.PHONY: bench-node-alloc
+bench-node-alloc: build-node
+	mkdir -p $(BUILD)/bench && node bench/node/alloc_cost.js --json $(BUILD)/bench/node-alloc.json

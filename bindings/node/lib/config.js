@@ -195,7 +195,9 @@ function parseEnvPairs(name, raw) {
 /**
  * options: the object given to init(); env: process.env (or a test's object);
  * table: native.settingTable(), the core's settings. Returns
- *   { settings, env, origins, kind, wall, heap, frames, warnings }
+ *   { settings, env, origins, kind, wall, heap, memory, frames, warnings }
+ * (memory: true, false or undefined: the `memory` setting, if given; start() runs the heap
+ * profile unless it is false)
  * settings/env go to native.start; origins maps a core name to the option or
  * variable it came from (to name it in the core's errors).
  */
@@ -257,9 +259,9 @@ function resolveConfig(options, env, table) {
     }
   }
   for (const k of Object.keys(heapOpt)) {
-    if (!['samplingIntervalBytes', 'stackDepth'].includes(k)) {
+    if (!['samplingIntervalBytes', 'stackDepth', 'allocations'].includes(k)) {
       warnings.push(`unknown option "heap.${k}" is ignored; known: heap.samplingIntervalBytes, ` +
-        'heap.stackDepth');
+        'heap.stackDepth, heap.allocations');
     }
   }
 
@@ -367,13 +369,66 @@ function resolveConfig(options, env, table) {
     given.add('http_headers');
   }
 
+  // The heap profile is the shared `memory` profile: `memory` says whether start() runs
+  // it (not given: yes, as @pyroscope/nodejs's start() did), and its sampling interval is
+  // one setting under two names, memoryInterval (PYROSCOPE_MEMORY_INTERVAL) and the
+  // anchor's heap.samplingIntervalBytes (PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES).
   const heap = {
-    samplingIntervalBytes: defaultOf('heap_sampling_interval_bytes'),
+    samplingIntervalBytes: defaultOf('memory_interval'),
     stackDepth: defaultOf('heap_stack_depth'),
   };
-  const bytes = pick(heapOpt.samplingIntervalBytes, 'heap.samplingIntervalBytes',
-    checkPositiveInt, 'PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES', lenient(warnings, envPositiveInt));
-  if (bytes) heap.samplingIntervalBytes = checkPositiveInt(bytes.from, bytes.value);
+  let memory;
+  if (given.has('memory')) memory = settings.memory;
+  else memory = envBool(env, 'PYROSCOPE_MEMORY');
+  let bytes;
+  if (heapOpt.samplingIntervalBytes !== undefined) {
+    bytes = { value: checkPositiveInt('heap.samplingIntervalBytes', heapOpt.samplingIntervalBytes),
+      from: 'heap.samplingIntervalBytes' };
+    if (given.has('memory_interval') && settings.memory_interval !== bytes.value) {
+      throw configError(`${origins.memory_interval} (${settings.memory_interval}) and ` +
+        `heap.samplingIntervalBytes (${bytes.value}) are the same setting (the memory ` +
+        'sampling interval); give only one');
+    }
+  } else if (given.has('memory_interval')) {
+    bytes = { value: checkPositiveInt(origins.memory_interval, settings.memory_interval),
+      from: origins.memory_interval };
+  } else {
+    let mine;
+    try {
+      mine = envNumber(env, 'PYROSCOPE_MEMORY_INTERVAL', true);
+    } catch (e) {
+      throw configError(e.message.replace('PYROSCOPE_MEMORY_INTERVAL:', 'PYROSCOPE_MEMORY_INTERVAL: memory_interval:'));
+    }
+    const anchor = lenient(warnings, envPositiveInt)(env, 'PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES');
+    if (mine !== undefined && anchor !== undefined && mine !== anchor) {
+      throw configError(`environment variables PYROSCOPE_MEMORY_INTERVAL (${mine}) and ` +
+        `PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES (${anchor}) are the same setting (the memory ` +
+        'sampling interval); set only one');
+    }
+    if (mine !== undefined) { // its range is the core's to check (and name)
+      bytes = { value: mine, from: 'environment variable PYROSCOPE_MEMORY_INTERVAL' };
+    } else if (anchor !== undefined) {
+      bytes = { value: anchor, from: 'environment variable PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES' };
+    }
+  }
+  if (bytes) {
+    heap.samplingIntervalBytes = bytes.value;
+    // the core checks its range (memory_interval: 1 B-256 MiB) and names the option
+    settings.memory_interval = bytes.value;
+    origins.memory_interval = bytes.from;
+    given.add('memory_interval');
+  }
+  // Allocations instead of in-use memory: Node 26's v8.startHeapProfile only.
+  heap.allocations = false;
+  const allocs = pick(heapOpt.allocations, 'heap.allocations', checkBool,
+    'PYROSCOPE_HEAP_ALLOCATIONS', envBool);
+  if (allocs && allocs.value) {
+    if (typeof require('v8').startHeapProfile === 'function') heap.allocations = true;
+    else {
+      warnings.push(`${allocs.from}: allocation profiles need Node 26 or newer ` +
+        `(v8.startHeapProfile); Node ${process.versions.node} profiles in-use memory instead`);
+    }
+  }
   const depth = pick(heapOpt.stackDepth, 'heap.stackDepth', checkPositiveInt,
     'PYROSCOPE_HEAP_STACK_DEPTH', lenient(warnings, envPositiveInt));
   if (depth) heap.stackDepth = checkPositiveInt(depth.from, depth.value);
@@ -409,7 +464,8 @@ function resolveConfig(options, env, table) {
   }
 
   return {
-    settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, frames, warnings,
+    settings, env: coreEnv, origins, kind: oncpu ? 'cpu' : 'wall', wall, heap, memory, frames,
+    warnings,
   };
 }
 

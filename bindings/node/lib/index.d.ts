@@ -15,6 +15,7 @@ export interface PyroscopeWallConfig {
 }
 
 export interface PyroscopeHeapConfig {
+  /** The same setting as memoryInterval (give one). */
   samplingIntervalBytes?: number | undefined;
   stackDepth?: number | undefined;
 }
@@ -64,6 +65,11 @@ export interface PyroscopeConfig {
   samplerCpuBudget?: number | undefined;
   /** Labels the server cannot take throw (naming the key) instead of being fixed; default false. */
   strictLabels?: boolean | undefined;
+  /** start() runs the heap profile (inuse_objects, inuse_space) unless false; default: runs it. */
+  memory?: boolean | undefined;
+  /** Mean bytes allocated between heap samples, default 524288; the same setting as
+   *  heap.samplingIntervalBytes (give one). */
+  memoryInterval?: number | undefined;
 }
 
 export interface Logger {

@@ -141,7 +141,8 @@ function startKind(kind, what) {
   if (state.profilers.has(kind)) return;
   const r = state.resolved;
   const opts = kind === 'heap'
-    ? { samplingIntervalBytes: r.heap.samplingIntervalBytes, stackDepth: r.heap.stackDepth }
+    ? { samplingIntervalBytes: r.heap.samplingIntervalBytes, stackDepth: r.heap.stackDepth,
+      allocations: r.heap.allocations }
     : { collectCpuTime: kind === 'wall' && r.wall.collectCpuTime };
   opts.mapFrame = state.mapFrame;
   native().startProfiler(kind, opts);
@@ -183,9 +184,11 @@ async function stopHeapProfiling() {
   await stopKind('heap');
 }
 
+// The time profile, and the heap profile unless `memory` is false (@pyroscope/nodejs's
+// start() ran both; `memory: true` or PYROSCOPE_MEMORY=true asks for it by the shared name).
 function start() {
   startCpuProfiling();
-  startHeapProfiling();
+  if (!state.resolved || state.resolved.memory !== false) startHeapProfiling();
 }
 
 // Stops every profiler and the agent; the last period is exported (within stopTimeout,

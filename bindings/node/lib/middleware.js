@@ -187,6 +187,10 @@ async function collectHeap() {
     // this reads its samples; otherwise it starts one for the read (nearly empty, as in
     // the anchor) and stops it again.
     const running = Boolean(opts.heapRunning && opts.heapRunning());
+    // With heap.allocations the running profile keeps collected objects too: not in-use.
+    if (running && heap.allocations) {
+      throw new Error('the heap profiler records allocations (heap.allocations): no in-use heap to pull');
+    }
     if (!running) {
       await post(session, 'HeapProfiler.startSampling', { samplingInterval: intervalBytes });
     }

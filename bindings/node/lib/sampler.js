@@ -288,9 +288,12 @@ function stopCpu(kind) {
 
 // ---- heap
 
-// A fresh snapshot: V8's live samples, flattened. -> heapRecord's arguments.
-function heapSnapshot() {
-  const { profile } = post('HeapProfiler.getSamplingProfile');
+// A V8 sampling heap profile, flattened -> heapRecord's arguments. In-use (the
+// inspector's): objects per node are its sampled allocations (the inspector reports
+// each sample's size already scaled to the allocations it stands for, but not the
+// object size, so the object count cannot be scaled the same way). Allocations
+// (v8.startHeapProfile's, Node 26): V8's scaled objectCount and size of every sample.
+function flattenHeapProfile(profile, alloc) {
   const ft = frameTable(heapOpts.mapFrame);
   const nodes = [];
   const parents = [];
@@ -312,16 +315,49 @@ function heapSnapshot() {
     const nd = nodes[i];
     pos.set(nd.id, i);
     nodeFrame[i] = synthetic(nd.callFrame) ? -1 : ft.add(nd.callFrame);
-    nodeBytes[i] = nd.selfSize || 0;
+    if (!alloc) nodeBytes[i] = nd.selfSize || 0;
   }
-  // Objects per node: its sampled allocations. (The inspector reports each
-  // sample's size already scaled to the allocations it stands for, but not
-  // the object size, so the object count cannot be scaled the same way.)
   for (const s of profile.samples || []) {
     const i = pos.get(s.nodeId);
-    if (i !== undefined) nodeObjects[i] += 1;
+    if (i === undefined) continue;
+    if (alloc) {
+      nodeObjects[i] += s.objectCount || 1;
+      nodeBytes[i] += s.size || 0;
+    } else {
+      nodeObjects[i] += 1;
+    }
   }
   return [ft.names, ft.files, Int32Array.from(ft.lines), nodeFrame, nodeParent, nodeObjects, nodeBytes];
+}
+
+// A fresh in-use snapshot: V8's live samples.
+function heapSnapshot() {
+  return flattenHeapProfile(post('HeapProfiler.getSamplingProfile').profile, false);
+}
+
+// Allocations: Node 26's v8.startHeapProfile keeps the samples of collected objects
+// (includeObjectsCollectedBy*GC) but gives its profile only when stopped, so each
+// window ends with stop() and the next starts at once (~1 ms together, no forced GC);
+// every sample of the window is an allocation of it. The window's samples go to the
+// period current at its end (a window is at most the heap timer's interval long).
+const v8mod = require('v8');
+const ALLOC_CAPABLE = typeof v8mod.startHeapProfile === 'function';
+let allocHandle = null;
+
+function allocWindowStart() {
+  allocHandle = v8mod.startHeapProfile({
+    sampleInterval: heapOpts.samplingIntervalBytes, stackDepth: heapOpts.stackDepth,
+    includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true,
+  });
+}
+
+function allocWindow(restart) {
+  const h = allocHandle;
+  allocHandle = null;
+  const json = h.stop();
+  if (restart) allocWindowStart();
+  costs.heap_snapshots++;
+  addon.heapRecord(...flattenHeapProfile(JSON.parse(json), true));
 }
 
 // Each snapshot costs a full garbage collection: the inspector starts V8's
@@ -367,11 +403,13 @@ function processCpuMs() {
   return (c.user + c.system) / 1000;
 }
 
-function heapSnapshotIfWanted() {
+function heapSnapshotIfWanted(last) {
   if (!heapOpts || !addon.heapWanted()) return;
   const t0 = nowMs();
   try {
-    if (heapFreshDue(heapLast, t0)) {
+    if (heapOpts.allocations) {
+      if (allocHandle) allocWindow(!last);
+    } else if (heapFreshDue(heapLast, t0)) {
       const cpu0 = processCpuMs();
       const args = heapSnapshot();
       heapLast = { args, at: t0, ms: processCpuMs() - cpu0 };
@@ -392,24 +430,34 @@ function startHeap(opts) {
   if (heapOpts) return;
   const bytes = opts.samplingIntervalBytes > 0 ? Math.round(opts.samplingIntervalBytes) : 524288;
   const depth = opts.stackDepth > 0 ? Math.round(opts.stackDepth) : 64;
-  ensureSession();
-  addon.heapStart(bytes, depth);
-  post('HeapProfiler.enable');
-  post('HeapProfiler.startSampling', { samplingInterval: bytes });
-  heapOpts = Object.assign({}, opts, { samplingIntervalBytes: bytes });
+  const alloc = Boolean(opts.allocations) && ALLOC_CAPABLE;
+  addon.heapStart(bytes, depth, alloc);
+  heapOpts = Object.assign({}, opts, { samplingIntervalBytes: bytes, stackDepth: depth,
+    allocations: alloc });
+  if (alloc) {
+    allocWindowStart();
+  } else {
+    ensureSession();
+    post('HeapProfiler.enable');
+    post('HeapProfiler.startSampling', { samplingInterval: bytes });
+  }
   heapTimer = setInterval(heapSnapshotIfWanted, Math.max(50, Math.min(2000, uploadMs() / 2)));
   heapTimer.unref();
 }
 
 function stopHeap() {
   if (!heapOpts) return;
-  heapSnapshotIfWanted();
+  heapSnapshotIfWanted(true);
   clearInterval(heapTimer);
   heapTimer = null;
   try {
-    post('HeapProfiler.stopSampling');
-    post('HeapProfiler.disable');
+    if (allocHandle) allocHandle.stop();
+    else if (session) {
+      post('HeapProfiler.stopSampling');
+      post('HeapProfiler.disable');
+    }
   } catch (_) { /* closing anyway */ }
+  allocHandle = null;
   heapOpts = null;
   heapLast = null;
   addon.heapStop();
@@ -454,5 +502,8 @@ function running(kind) {
   return kind === 'heap' ? !!heapOpts : !!kinds[kind];
 }
 
+// Whether `heap.allocations` can be had: Node 26's v8.startHeapProfile.
+const allocationsSupported = () => ALLOC_CAPABLE;
+
 module.exports = { start, stop, stopAll, sync, syncSoon, running, costs: () => Object.assign({}, costs),
-  heapFreshDue, heapBudget, rotateDelay };
+  heapFreshDue, heapBudget, rotateDelay, allocationsSupported };

@@ -47,10 +47,11 @@ void set_fn(napi_env env, napi_value obj, const char *name, napi_callback cb);
 
 pn_agent *agent_current(void);
 /* The batch driver of kind "cpu", "wall" or "heap", made at its first use
- * while the agent runs (NULL, thrown: not started). collect_cpu: the wall
- * driver also has a cpu value; period: the sampling interval (ns for
+ * while the agent runs (NULL, thrown: not started). variant: the wall
+ * driver also has a cpu value; the heap driver records allocations
+ * (alloc_objects, alloc_space) instead of in-use memory; period: the sampling interval (ns for
  * cpu/wall, bytes for heap; 0: default). */
-pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t period);
+pn_driver *agent_driver(napi_env env, const char *kind, int variant, int64_t period);
 double agent_sample_rate(void);
 void agent_exports(napi_env env, napi_value exports);
 

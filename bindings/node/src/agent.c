@@ -309,7 +309,9 @@ static napi_value m_start(napi_env env, napi_callback_info info)
     return js_undefined(env);
 }
 
-pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t period)
+/* variant: wall: with a cpu value per sample; heap: allocations (Node 26's
+ * v8.startHeapProfile windows) instead of the in-use snapshot. */
+pn_driver *agent_driver(napi_env env, const char *kind, int variant, int64_t period)
 {
     if (!agent) {
         throw_msg(env, "ERR_PYROSCOPE_STATE", "pyroscope: not started");
@@ -333,17 +335,19 @@ pn_driver *agent_driver(napi_env env, const char *kind, int collect_cpu, int64_t
      * says no more samples will come). */
     pn_driver_opts o = {.kind = PN_DRIVER_BATCH, .profile_type = drv_names[k],
                         .max_delay_ns = 15000000000LL, .period = period > 0 ? period : 0};
-    if (k == DRV_WALL && collect_cpu) {
+    if (k == DRV_WALL && variant) {
         o.nvalues = 3;
         o.sample_types[0] = (pn_value_type){"wall", "nanoseconds"};
         o.sample_types[1] = (pn_value_type){"samples", "count"};
         o.sample_types[2] = (pn_value_type){"cpu", "nanoseconds"};
     } else if (k == DRV_HEAP) {
         /* In-use memory as Node's heap profilers report it (sampled live
-         * allocations): objects and bytes, period = the sampling interval. */
+         * allocations), or the allocations sampled in the period: objects
+         * and bytes, period = the sampling interval. Go's names: Pyroscope
+         * shows them under memory. */
         o.nvalues = 2;
-        o.sample_types[0] = (pn_value_type){"inuse_objects", "count"};
-        o.sample_types[1] = (pn_value_type){"inuse_space", "bytes"};
+        o.sample_types[0] = (pn_value_type){variant ? "alloc_objects" : "inuse_objects", "count"};
+        o.sample_types[1] = (pn_value_type){variant ? "alloc_space" : "inuse_space", "bytes"};
         o.period_type = (pn_value_type){"space", "bytes"};
         o.period = period > 0 ? period : 512 * 1024;
     }

@@ -1,40 +1,50 @@
-/* Heap profiles: a snapshot of V8's sampling heap profiler (in-use sampled
- * allocations per stack) recorded through the heap batch driver, at most
- * once per store period (a second snapshot in one period would count the
- * live memory twice). Main thread. */
+/* Heap profiles, recorded through the heap batch driver, in one of two modes.
+ * In-use: a snapshot of V8's sampling heap profiler (sampled allocations
+ * still live, per stack), at most once per store period (a second snapshot
+ * in one period would count the live memory twice). Allocations (Node 26's
+ * v8.startHeapProfile, restarted for each window): every sample of a window
+ * (V8's scaled object count and bytes, live or collected since), recorded
+ * into the current period at each call. Main thread. */
 #include <string.h>
 #include <time.h>
 
 #include "addon.h"
 
 static pn_driver *heap_drv;
+static int alloc_mode;     /* records allocations, every call counts */
 static uint64_t last_gen; /* symbols generation of the period last recorded */
 static uint64_t snapshots, skipped;
 static size_t stack_depth; /* heap.stackDepth: frames kept nearest the leaf */
 
-/* heapStart(samplingIntervalBytes, stackDepth) */
+/* heapStart(samplingIntervalBytes, stackDepth, allocations) */
 static napi_value m_start(napi_env env, napi_callback_info info)
 {
-    napi_value argv[2];
-    size_t argc = js_args(env, info, argv, 2);
+    napi_value argv[3];
+    size_t argc = js_args(env, info, argv, 3);
     double bytes = 524288, depth = 64;
+    bool alloc = false;
     if (argc >= 1)
         js_double(env, argv[0], &bytes);
     if (argc >= 2)
         js_double(env, argv[1], &depth);
+    if (argc >= 3)
+        napi_get_value_bool(env, argv[2], &alloc);
     stack_depth = depth >= 1 ? (size_t)depth : 64;
-    if (!(heap_drv = agent_driver(env, "heap", 0, (int64_t)bytes)))
+    if (!(heap_drv = agent_driver(env, "heap", alloc, (int64_t)bytes)))
         return NULL;
+    alloc_mode = alloc;
     last_gen = 0;
     return js_undefined(env);
 }
 
-/* heapWanted() -> true when the current period has no snapshot yet. */
+/* heapWanted() -> true when the current period has no snapshot yet (allocations: always). */
 static napi_value m_wanted(napi_env env, napi_callback_info info)
 {
     (void)info;
     bool want = false;
-    if (heap_drv && agent_current()) {
+    if (heap_drv && agent_current() && alloc_mode) {
+        want = true;
+    } else if (heap_drv && agent_current()) {
         pn_record_begin(heap_drv);
         pn_period *p = pn_record_period(heap_drv, 0);
         want = p && pn_symbols_generation(pn_period_symbols(p)) != last_gen;
@@ -71,7 +81,7 @@ static napi_value m_record(napi_env env, napi_callback_info info)
     uint32_t recorded = 0;
     pn_record_begin(heap_drv);
     pn_period *p = pn_record_period(heap_drv, 0);
-    if (p && pn_symbols_generation(pn_period_symbols(p)) != last_gen) {
+    if (p && (alloc_mode || pn_symbols_generation(pn_period_symbols(p)) != last_gen)) {
         pn_symbols *sym = pn_period_symbols(p);
         last_gen = pn_symbols_generation(sym);
         snapshots++;

@@ -48,7 +48,7 @@ describe('api config: options and variables', function () {
 
   it('keeps the anchor defaults: heap 512 KiB / depth 64, on-CPU time', () => {
     const r = resolve({ appName: 'a' });
-    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 524288, stackDepth: 64 });
+    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 524288, stackDepth: 64, allocations: false });
     assert.strictEqual(r.wall.collectCpuTime, false);
     assert.strictEqual(r.kind, 'cpu');
     assert.strictEqual(r.settings.sample_rate, undefined); // the core's 100 Hz
@@ -85,7 +85,7 @@ describe('api config: options and variables', function () {
     assert.strictEqual(r.settings.sample_rate, 200);
     assert.strictEqual(r.wall.samplingDurationMs, 30000);
     assert.strictEqual(r.wall.collectCpuTime, true);
-    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 1024, stackDepth: 8 });
+    assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 1024, stackDepth: 8, allocations: false });
     assert.deepStrictEqual(r.frames, { sourceMapper: undefined, stripFilenames: 'dependencies', shortenPaths: true });
 
     const o = resolve({
@@ -109,6 +109,31 @@ describe('api config: options and variables', function () {
     // an option beats the other spelling's variable
     assert.strictEqual(resolve({ appName: 'a', uploadInterval: 3 }, { PYROSCOPE_FLUSH_INTERVAL_MS: '1000' }).settings.upload_interval, 3);
     assert.strictEqual(resolve({ appName: 'a', flushIntervalMs: 3000 }, { PYROSCOPE_UPLOAD_INTERVAL: '1' }).settings.upload_interval, '3000ms');
+  });
+
+  it('memory / memoryInterval are the heap profile\'s settings (issue 26): one interval, two names', () => {
+    const d = resolve({ appName: 'a' });
+    assert.strictEqual(d.memory, undefined); // start() runs the heap profile, as the anchor's did
+    assert.strictEqual(resolve({ appName: 'a', memory: false }).memory, false);
+    assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_MEMORY: 'off' }).memory, false);
+    assert.strictEqual(resolve({ appName: 'a', memory: true }, { PYROSCOPE_MEMORY: 'off' }).memory, true);
+    const m = resolve({ appName: 'a', memoryInterval: 4096 });
+    assert.strictEqual(m.heap.samplingIntervalBytes, 4096);
+    assert.strictEqual(m.settings.memory_interval, 4096);
+    assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_MEMORY_INTERVAL: '8192' }).heap.samplingIntervalBytes, 8192);
+    // the anchor's spelling sets the same setting; an option beats either variable
+    const h = resolve({ appName: 'a', heap: { samplingIntervalBytes: 2048 } }, { PYROSCOPE_MEMORY_INTERVAL: '8192' });
+    assert.strictEqual(h.heap.samplingIntervalBytes, 2048);
+    assert.strictEqual(h.settings.memory_interval, 2048);
+    assert.strictEqual(resolve({ appName: 'a', memoryInterval: 2048, heap: { samplingIntervalBytes: 2048 } })
+      .heap.samplingIntervalBytes, 2048);
+    assert.throws(() => resolve({ appName: 'a', memoryInterval: 4096, heap: { samplingIntervalBytes: 2048 } }),
+      /memoryInterval \(4096\) and heap.samplingIntervalBytes \(2048\) are the same setting/);
+    assert.throws(() => resolve({ appName: 'a' }, { PYROSCOPE_MEMORY_INTERVAL: '4096',
+      PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES: '2048' }), /are the same setting/);
+    // V8 keeps no table of live samples of ours: memory_max_live does nothing here
+    assert.ok(resolve({ appName: 'a', memoryMaxLive: 100 }).warnings
+      .some((w) => /memoryMaxLive has no effect in Node.js/.test(w)));
   });
 
   it('sampleRate and wall.samplingIntervalMicros must agree when both are given', () => {

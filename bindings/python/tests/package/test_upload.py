@@ -235,12 +235,21 @@ if P["end"] == "shutdown":
     pyroscope.shutdown()
     print(json.dumps({"took": time.monotonic() - t, "stats": pyroscope.stats()}), flush=True)
 else:
+    # Our exit hook, timed by one that runs right after it (atexit is LIFO).
+    import atexit
+    atexit.unregister(pyroscope._native.at_exit)
+    atexit.register(lambda: print(json.dumps({"took": time.monotonic() - t}), flush=True))
+    atexit.register(pyroscope._native.at_exit)
     print(json.dumps({"end": t}), flush=True)
 '''
     out, r = run_child(tmp_path, body, timeout=30, url=f"http://127.0.0.1:{closed_port()}", end=end)
-    took = out["took"] if end == "shutdown" else time.monotonic() - out["end"]
-    # exit: the parent also waits for the interpreter to finish and the pipe to close
-    assert took < 1.0, (took, r.stderr)
+    assert out["took"] < 1.0, (out["took"], r.stderr)
+    if end == "exit":
+        # The whole exit as the parent sees it (interpreter teardown and the
+        # pipe included, which a loaded machine slows): well under the 5 s
+        # stop_timeout a refused server once took.
+        wall = time.monotonic() - json.loads(r.stdout.splitlines()[-2])["end"]
+        assert wall < 4.0, (wall, r.stderr)
     if end == "shutdown":
         assert out["stats"]["uploads_failed"] >= 1, out["stats"]
 
@@ -274,9 +283,11 @@ print(json.dumps({"before": before, "ok": ok, "after": after}))
 def test_reconfigure_does_not_wait_for_a_hanging_upload(tmp_path):
     # The first agent's upload hangs; configure() hands its stop to a thread
     # of ours and returns while that stop still waits (its thread is seen
-    # right after the call: the stop lasts up to stop_timeout=10 s, the
+    # right after the call: the stop lasts up to stop_timeout=6 s, the
     # call itself does not). The old agent still ends within its bound and
     # says what it dropped; a fork meanwhile leaves a child that configures.
+    # stop_timeout stays under the request's own 10 s timeout: a hung upload
+    # that times out by itself first is "failed", not "dropped".
     body = '''
 import os, signal, threading
 msgs = []
@@ -296,7 +307,7 @@ def stop_threads():
     return names.count("pyroscope-stop")
 
 pyroscope.configure(application_name="old.app", server_address=P["url"], sample_rate=200,
-                    upload_interval=0.2, stop_timeout=10)
+                    upload_interval=0.2, stop_timeout=6)
 end = time.monotonic() + 60
 while time.monotonic() < end:
     upload_work.burn_for_upload(0.05)
@@ -341,7 +352,8 @@ print(json.dumps({"stopping": stopping, "running": running, "child": child,
     assert out["after"] == 0
     assert any("dropped" in m for m in out["msgs"]), out["msgs"]
     new = pprof_reader.load_dir(str(tmp_path / "new"))
-    assert new and burn_frames(new[0])[0] > 0
+    # The parent's period may be cut in two (at fork): its burn is in one of them.
+    assert new and sum(burn_frames(p)[0] for p in new) > 0, new
     assert pprof_reader.load_dir(str(tmp_path / "child"))
 
 
