@@ -432,7 +432,8 @@ int pn_mem_sampled(pn_driver *d, size_t size);
 /* Claim a slot for sampled allocation ptr (NULL when the table is full:
  * counted, its weight kept under [overflow]); buf and cap: where the raw
  * stack goes. Then commit (the bytes of buf used; the slot labels of the thread
- * and its context's; NULL: none) or abandon. */
+ * and its context's; NULL: none) or abandon, on any thread (Ruby commits from
+ * a postponed job): until then the slot stays unrecorded. */
 pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void **buf,
                                 size_t *cap);
 void pn_mem_alloc_commit(pn_mem_slot *s, size_t used, const pn_labelset *base,

@@ -395,4 +395,59 @@ static void test_storm(void)
     pn_test_rm_dir(dir);
 }
 
-TEST_MAIN(T(test_scale), T(test_unbiased), T(test_table_full), T(test_storm))
+typedef struct {
+    pn_mem_slot *slot[2];
+} later_arg;
+
+/* Another thread finishes the slots (Ruby's postponed job). */
+static void *finish_later(void *arg)
+{
+    later_arg *l = arg;
+    pn_mem_alloc_commit(l->slot[0], sizeof(uint32_t), NULL, NULL);
+    pn_mem_alloc_abandon(l->slot[1]);
+    return NULL;
+}
+
+/* A slot begun on one thread is committed (or abandoned) on another, as
+ * the Ruby binding's postponed job does: both are recorded (the abandoned
+ * one with no stack), and both found freed later. */
+static void test_commit_on_another_thread(void)
+{
+    char dir[64];
+    pn_driver *d = NULL;
+    pn_agent *a = start(dir, "memlater", "1", NULL, &d);
+    if (!a)
+        return;
+    later_arg l;
+    for (int i = 0; i < 2; i++) {
+        void *buf;
+        size_t cap;
+        CHECK(pn_mem_sampled(d, 4096));
+        l.slot[i] = pn_mem_alloc_begin(d, (void *)(0x50000000 + (uintptr_t)i * 4096), 4096, &buf, &cap);
+        CHECK(l.slot[i] != NULL);
+        uint32_t fn = H_KEEP;
+        memcpy(buf, &fn, sizeof fn);
+    }
+    pthread_t th;
+    pthread_create(&th, NULL, finish_later, &l);
+    pthread_join(th, NULL);
+    pn_error e;
+    CHECK_EQ_INT(pn_agent_flush(a, 60, &e), 0);
+    totals t;
+    sum_dir(dir, &t);
+    CHECK_EQ_INT(t.v[H_KEEP][0], 1);
+    CHECK_EQ_INT(t.v[H_KEEP][2], 1);
+    CHECK_EQ_INT(t.v[NFN][0], 1); /* the abandoned one: no stack, its weight kept */
+    for (int i = 0; i < 2; i++)
+        pn_mem_free(d, (void *)(0x50000000 + (uintptr_t)i * 4096));
+    CHECK_EQ_INT(pn_agent_flush(a, 60, &e), 0);
+    pn_mem_stats ms;
+    pn_mem_get_stats(d, &ms);
+    CHECK_EQ_INT(ms.live, 0);
+    CHECK_EQ_INT(ms.freed, 2);
+    pn_agent_stop(a);
+    pn_test_rm_dir(dir);
+}
+
+TEST_MAIN(T(test_scale), T(test_unbiased), T(test_table_full), T(test_storm),
+          T(test_commit_on_another_thread))

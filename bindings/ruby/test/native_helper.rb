@@ -9,6 +9,7 @@ require "rbconfig"
 require "tmpdir"
 require "pyroscope/pyroscope_native"
 require "pyroscope/fork"
+require "pyroscope/ractor_guard"
 
 module NativeHelper
   Sample = Struct.new(:cpu, :count, :stack, :labels) # stack: names, leaf first

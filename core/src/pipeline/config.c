@@ -498,13 +498,14 @@ static const setting settings[] = {
       .meaning = "bad request-time labels are errors (else coerced or dropped)"},
      K_BOOL, OFF(strict_labels)},
     {{NAMED("memory", "MEMORY"), BOOL, .default_value = "false",
-      KW("memory|mem_enabled", "memory", NULL),
+      KW("memory|mem_enabled", "memory", "memory"),
       .meaning = "memory profiles: sampled allocations and the live heap"}, K_BOOL, OFF(memory)},
     {{NAMED("memory_interval", "MEMORY_INTERVAL"), INTEGER, .default_value = "524288", .lo = 1,
-      .hi = 1u << 28, .unit = "bytes", KW("memory_interval|mem_heap_sample_size", "memoryInterval", NULL),
+      .hi = 1u << 28, .unit = "bytes",
+      KW("memory_interval|mem_heap_sample_size", "memoryInterval", "memory_interval"),
       .meaning = "mean bytes allocated between memory samples"}, K_U32, OFF(memory_interval)},
     {{NAMED("memory_max_live", "MEMORY_MAX_LIVE"), INTEGER, .default_value = "65536", .lo = 16,
-      .hi = 1u << 22, .unit = "", KW("memory_max_live", NULL, NULL),
+      .hi = 1u << 22, .unit = "", KW("memory_max_live", NULL, "memory_max_live"),
       .meaning = "sampled live objects tracked"}, K_U32, OFF(memory_max_live)},
 
     /* Variables a binding reads itself (the anchors'): known here so none

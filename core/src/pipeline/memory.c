@@ -51,6 +51,9 @@ enum { REC_EMPTY = 0, REC_WRITING, REC_READY, REC_LIVE };
 typedef struct {
     _Atomic int state;
     _Atomic int freed;
+    /* The table, for commit or abandon on another thread than begin's
+     * (Ruby: a postponed job names the frames later). */
+    struct pn_mem *m;
     /* Written by the hook before READY. */
     uint32_t len;               /* raw stack bytes; LIVE: frames in persist */
     int64_t objects, bytes;     /* what the sample stands for */
@@ -100,10 +103,6 @@ struct pn_mem {
 
 /* A slot handle is its record's address. */
 static mem_rec *rec_of(pn_mem_slot *s) { return (mem_rec *)(void *)s; }
-
-/* The table of the record the calling thread is writing: set by begin for
- * commit or abandon (one hook at a time per thread). */
-static __thread pn_mem *tl_mem __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------ sampling */
 
@@ -257,12 +256,12 @@ pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void
                 r->time_ns = pn_clock_ns(CLOCK_MONOTONIC);
                 r->len = 0;
                 r->base = r->context = NULL;
+                r->m = m;
                 uint32_t b = filter_bit((uintptr_t)ptr);
                 atomic_fetch_or(&m->filters[0][b >> 6], 1ull << (b & 63));
                 atomic_fetch_or(&m->filters[1][b >> 6], 1ull << (b & 63));
                 *buf = m->bufs + (size_t)ri * m->cap;
                 *cap = m->cap;
-                tl_mem = m;
                 return (pn_mem_slot *)(void *)r;
             }
         }
@@ -281,8 +280,8 @@ void pn_mem_alloc_commit(pn_mem_slot *s, size_t used, const pn_labelset *base,
                          const pn_labelset *context)
 {
     mem_rec *r = rec_of(s);
-    pn_mem *m = tl_mem;
-    if (!r || !m)
+    pn_mem *m = r ? r->m : NULL;
+    if (!m)
         return;
     r->len = (uint32_t)(used > m->cap ? m->cap : used);
     r->base = base;
@@ -294,8 +293,8 @@ void pn_mem_alloc_commit(pn_mem_slot *s, size_t used, const pn_labelset *base,
 void pn_mem_alloc_abandon(pn_mem_slot *s)
 {
     mem_rec *r = rec_of(s);
-    pn_mem *m = tl_mem;
-    if (!r || !m)
+    pn_mem *m = r ? r->m : NULL;
+    if (!m)
         return;
     /* Kept as a sample with no stack: its weight is real. */
     r->len = 0;

@@ -221,9 +221,20 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     o.thread_timers = 1;
     o.stale = drain_wake;
     o.housekeeping = capture_check_handler;
+    int memory = c.memory;
     pn_config_free(&c);
     pn_driver *d = pn_agent_add_driver(a, &o, &e);
-    if (!d) {
+    pn_driver *md = NULL;
+    if (d && memory) {
+        /* The memory profile: its own driver, fed by the object hooks. */
+        pn_driver_opts mo;
+        memset(&mo, 0, sizeof mo);
+        mo.kind = PN_DRIVER_MEMORY;
+        mo.symbolize = frame_names_symbolize;
+        mo.capture_bytes = memory_capture_bytes(g_max_depth);
+        md = pn_agent_add_driver(a, &mo, &e);
+    }
+    if (!d || (memory && !md)) {
         pn_agent_stop(a);
         raise_pn_error(&e);
     }
@@ -238,12 +249,14 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
         pn_log(PN_LOG_WARN, "the starting thread is not profiled: %s", e.msg);
     threads_start();
     drain_thread_start(0);
+    if (md && memory_start(md, g_max_depth, &e) != 0)
+        pn_log(PN_LOG_ERROR, "no memory profile: %s", e.msg);
     last_start = rb_ary_new_from_args(2, rb_obj_dup(settings), rb_obj_dup(env));
     log_drain();
     return Qtrue;
 }
 
-static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
+static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds, const pn_mem_stats *ms)
 {
     VALUE h = rb_hash_new();
 #define PUT(name, v) rb_hash_aset(h, rb_str_new_cstr(name), ULL2NUM((unsigned long long)(v)))
@@ -270,6 +283,16 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds)
         PUT("busy_added", ds->busy_added);
         PUT("exited", ds->exited);
         PUT("below_min_cpu", ds->below_min_cpu);
+    }
+    if (ms) {
+        PUT("memory_sampled", ms->sampled);
+        PUT("memory_table_full", ms->table_full);
+        PUT("memory_freed", ms->freed);
+        PUT("memory_live", ms->live);
+        PUT("memory_symbols_full", ms->symbols_full);
+        PUT("memory_queue_full", memory_queue_full());
+        PUT("memory_torn", memory_torn());
+        PUT("memory_names_full", frame_names_full());
     }
     PUT("torn", capture_torn());
     PUT("gc_samples", capture_gc());
@@ -323,6 +346,10 @@ static VALUE m_stop(VALUE self)
         return Qnil;
     pn_driver_stats ds;
     memset(&ds, 0, sizeof ds);
+    pn_mem_stats ms;
+    pn_driver *md = memory_driver();
+    memory_stop();
+    pn_mem_get_stats(md, &ms);
     drain_thread_stop();
     pn_driver *d = retire_driver(&ds);
     stop_ctx s;
@@ -332,7 +359,7 @@ static VALUE m_stop(VALUE self)
     /* Without the GVL: the final flush may take stop_timeout, and other
      * Ruby threads go on meanwhile. */
     rb_thread_call_without_gvl(stop_nogvl, &s, RUBY_UBF_IO, NULL);
-    last_stats = stats_hash(&s.final, d ? &ds : NULL);
+    last_stats = stats_hash(&s.final, d ? &ds : NULL, md ? &ms : NULL);
     log_drain();
     return last_stats;
 }
@@ -359,6 +386,7 @@ static VALUE m_flush(VALUE self, VALUE timeout)
     pn_driver *d = atomic_load(&g_driver);
     if (d)
         symbolize_drain(d);
+    memory_drain();
     flush_ctx f;
     memset(&f, 0, sizeof f);
     f.a = g_agent;
@@ -392,7 +420,9 @@ static VALUE m_stats(VALUE self)
         pn_driver_stats ds;
         if (d)
             pn_driver_get_stats(d, &ds);
-        h = stats_hash(&as, d ? &ds : NULL);
+        pn_mem_stats ms;
+        pn_mem_get_stats(memory_driver(), &ms);
+        h = stats_hash(&as, d ? &ds : NULL, memory_driver() ? &ms : NULL);
     }
     /* Request-time label fixes: process-wide, profiler running or not. */
     uint64_t coerced, dropped;
@@ -487,6 +517,15 @@ static VALUE m_before_exec(VALUE self)
     return was;
 }
 
+/* ractor_guard.rb, before Ractor.new on Ruby < 3.3. */
+static VALUE m_memory_off_for_ractor(VALUE self)
+{
+    (void)self;
+    memory_off_for_ractor();
+    log_drain();
+    return Qnil;
+}
+
 static VALUE m_restart(VALUE self)
 {
     if (g_agent || NIL_P(last_start))
@@ -506,6 +545,7 @@ static void fork_child(void)
 {
     log_fork_child();
     threads_after_fork_child();
+    memory_after_fork_child();
 }
 
 __attribute__((visibility("default"))) void Init_pyroscope_native(void)
@@ -533,8 +573,10 @@ __attribute__((visibility("default"))) void Init_pyroscope_native(void)
     rb_define_module_function(g_mNative, "_after_fork_child", m_after_fork_child, 0);
     rb_define_module_function(g_mNative, "_before_exec", m_before_exec, 0);
     rb_define_module_function(g_mNative, "_restart", m_restart, 0);
+    rb_define_module_function(g_mNative, "_memory_off_for_ractor", m_memory_off_for_ractor, 0);
 
     threads_init(g_mNative);
+    memory_init();
     drain_thread_init();
     labels_init(g_mNative);
     source_path_init(g_mNative);

@@ -75,6 +75,43 @@ void symbolize_reset(void);
 void symbolize_mark(void);              /* GC mark: the cache's frames */
 uint64_t symbolize_jobs(void);
 uint64_t symbolize_torn(void);          /* dropped: a frame was not a frame */
+int symbolize_frame_ok(VALUE f);        /* an iseq or method entry (GVL) */
+
+/* The memory profile's capture in a slot of the memory driver: the header,
+ * then the frames as rb_profile_frames wrote them (VALUEs, then lines at
+ * lines_at), which the job rewrites in place as (name id, line) pairs. */
+typedef struct {
+    int32_t depth;
+    int32_t truncated;          /* deeper than max_depth */
+    int32_t lines_at;           /* raw: the lines at frames + lines_at */
+    int32_t unused;
+} mem_capture_header;
+typedef struct {
+    uint32_t id;                /* frame_names entry; 0: [unknown] */
+    uint32_t line;
+} mem_frame;
+
+/* memory_hooks.c: NEWOBJ/FREEOBJ tracepoints feeding the memory driver. */
+void memory_init(void);
+size_t memory_capture_bytes(int max_depth);
+int memory_start(pn_driver *d, int max_depth, pn_error *e); /* GVL */
+void memory_stop(void);                 /* GVL: hooks off, queue committed */
+void memory_off_for_ractor(void);       /* GVL: Ruby < 3.3, before Ractor.new */
+void memory_drain(void);                /* GVL: name and commit queued samples */
+void memory_mark(void);                 /* GC mark: queued frames, name cache */
+void memory_after_fork_child(void);     /* fork path, child */
+pn_driver *memory_driver(void);         /* GVL: NULL when off */
+uint64_t memory_queue_full(void);       /* sampled while 256 waited: no stack */
+uint64_t memory_torn(void);             /* a frame was not a frame: no stack */
+
+/* frame_names.c: (name, file) entries the memory driver's thread reads. */
+int frame_names_prepare(void);          /* GVL */
+uint32_t frame_names_id(VALUE frame);   /* GVL; 0: table full */
+void frame_names_mark(void);
+void frame_names_reset_cache(void);     /* GVL */
+uint64_t frame_names_full(void);
+size_t frame_names_symbolize(void *ctx, const void *raw, size_t len, pn_symbols *sym,
+                             pn_frame_id *out, size_t max); /* any thread */
 
 /* source_path.c: frame file names as the pyroscope gem reported them. */
 void source_path_refresh(void);         /* GVL: read the working directory */

@@ -40,7 +40,7 @@ uint64_t symbolize_torn(void) { return torn; }
  * imemo objects; the imemo kind sits in the flags above the user-flag
  * shift, 6 = method entry and 7 = iseq in Ruby 3.1-3.4). Anything else is
  * a slot a concurrent GC step freed or moved: never pass it on. */
-static int frame_ok(VALUE f)
+int symbolize_frame_ok(VALUE f)
 {
     if (RB_SPECIAL_CONST_P(f) || RB_BUILTIN_TYPE(f) != T_IMEMO)
         return 0;
@@ -137,7 +137,7 @@ static void on_capture(void *ud, pn_driver *d, const pn_capture_view *v)
     const VALUE *frames = (const VALUE *)((const uint8_t *)v->data + sizeof *h);
     const int *lines = (const int *)(frames + h->lines_at);
     for (int i = 0; i < h->depth; i++) {
-        if (!frame_ok(frames[i])) {
+        if (!symbolize_frame_ok(frames[i])) {
             torn++;
             unpin(h->owner, frames);
             return;

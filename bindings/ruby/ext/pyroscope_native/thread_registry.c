@@ -78,6 +78,7 @@ static void pins_mark(void *unused)
             rb_gc_mark_maybe(frames[j]);
     }
     symbolize_mark();
+    memory_mark();
 }
 
 static const rb_data_type_t pins_type = {.wrap_struct_name = "pyroscope_native_pins",

@@ -22,7 +22,7 @@ module Pyroscope
                          first folder, or next to the first file)
         --top N          functions listed (default 20; 0: none)
         --title TITLE    title of the page
-        --type TYPE      which profiles of a folder: cpu or wall (default cpu, else wall)
+        --type TYPE      which profiles of a folder: cpu, wall or memory (default cpu, else wall)
         --filter K=V     only samples with this label (repeatable: different keys must all
                          match, values of one key are alternatives; K=(none): without it)
         --group-by KEY   print the total per value of this label
