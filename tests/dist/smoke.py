@@ -1,0 +1,110 @@
+"""The aarch64 smoke test: the artifacts of dist/ for aarch64, run on an
+arm64 Debian under qemu-user-static (minimal_chroot.sh DIR arm64: sid
+minbase, no compiler, no -dev package, no libcurl; its own CPython 3.13,
+3.14, 3.15 and Node.js 24).
+
+For each of those CPythons, pip picks and installs its aarch64 wheel from
+dist/ in a venv; for Node, npm installs the tarball and node-gyp-build must
+load the prebuilt linux-arm64 addon. Each app (smoke/busy.py, busy.js)
+profiles 2 s of a labelled busy loop into a folder; the profiles must decode
+and hold samples with the label.
+
+    python smoke.py --chroot DIR --dist DIR --work DIR [--runtimes python3.13 ... node]
+
+Prints one line per runtime; writes work/results.json. The venvs and npm's
+cache stay under work/ (emulated pip and npm are slow), so a rerun only
+reinstalls the artifacts.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import proof
+from proof import Chroot, check_profiles, npm_offline, timed
+
+SMOKE = "/mnt/src/tests/dist/smoke"
+LABEL = {"endpoint": {"/smoke"}}
+
+
+def fresh(folder):
+    subprocess.run(["rm", "-rf", folder], check=True)
+    return folder
+
+
+def smoke_python(ch, dist, work, python):
+    """python: the chroot's interpreter, e.g. python3.13."""
+    tag = "cp" + python[len("python"):].replace(".", "")
+    whl = glob.glob(os.path.join(dist, "pyroscope_native-*-%s-%s-*aarch64*.whl" % (tag, tag)))
+    if not whl:
+        raise SystemExit("smoke %s: no %s aarch64 wheel in %s (make dist)" % (python, tag, dist))
+    venv = "/mnt/work/venv-" + python
+    if not os.path.exists(os.path.join(work, "venv-" + python, "bin", "pip")):
+        ch.check("%s -m venv %s" % (python, venv), python + ": venv")
+    # What a user types, with dist/ as the index: pip picks the wheel.
+    secs = timed(ch, "%s/bin/pip install -q --disable-pip-version-check --force-reinstall "
+                     "--no-index --find-links /mnt/dist pyroscope-native" % venv,
+                 python + ": pip install")
+    folder = fresh(os.path.join(work, "out-" + python))
+    r = ch.check("%s/bin/python %s/busy.py /mnt/work/out-%s" % (venv, SMOKE, python),
+                 python + ": busy.py")
+    so = r.stdout.split()[0]
+    if not so.endswith(".cpython-%s-aarch64-linux-gnu.so" % tag[2:]):
+        raise SystemExit("smoke %s: imported %s, not the aarch64 wheel's module" % (python, so))
+    got = check_profiles(python, None, folder, LABEL, spans_wanted=False)
+    return {"artifact": os.path.basename(whl[0]), "size_kib": os.path.getsize(whl[0]) // 1024,
+            "install_s": round(secs, 1), **got}
+
+
+def smoke_node(ch, dist, work):
+    tgz, = glob.glob(os.path.join(dist, "pyroscope-native-*.tgz"))
+    npm_offline(work, tgz)
+    secs = timed(ch, "rm -rf /mnt/work/node-app && mkdir /mnt/work/node-app && "
+                     "cd /mnt/work/node-app && echo '{\"name\": \"app\", \"version\": \"1.0.0\"}' "
+                     ">package.json && %s install /mnt/dist/%s" % (proof.NPM_OFFLINE,
+                                                                   os.path.basename(tgz)),
+                 "node: npm install")
+    folder = fresh(os.path.join(work, "out-node"))
+    r = ch.check("cd /mnt/work/node-app && node %s/busy.js /mnt/work/out-node" % SMOKE,
+                 "node: busy.js")
+    addon = r.stdout.split()[0]
+    if not addon.endswith("/prebuilds/linux-arm64/node.napi.glibc.node"):
+        raise SystemExit("smoke node: loaded %s, not the prebuilt linux-arm64 addon" % addon)
+    got = check_profiles("node", None, folder, LABEL, spans_wanted=False)
+    return {"artifact": os.path.basename(tgz) + " (prebuilds/linux-arm64)",
+            "size_kib": os.path.getsize(tgz) // 1024, "install_s": round(secs, 1), **got}
+
+
+def chroot_pythons(root):
+    return sorted((os.path.basename(p) for p in glob.glob(os.path.join(root, "usr/bin/python3.*"))
+                   if re.fullmatch(r"python3\.\d+", os.path.basename(p))),
+                  key=lambda p: int(p.split(".")[1]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chroot", required=True)
+    ap.add_argument("--dist", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--runtimes", nargs="*")
+    a = ap.parse_args()
+    root, dist, work = (os.path.abspath(p) for p in (a.chroot, a.dist, a.work))
+    os.makedirs(work, exist_ok=True)
+    ch = Chroot(root, dist, work)
+    results = {}
+    for rt in a.runtimes or chroot_pythons(root) + ["node"]:
+        t = time.monotonic()
+        results[rt] = smoke_node(ch, dist, work) if rt == "node" else \
+            smoke_python(ch, dist, work, rt)
+        results[rt]["smoke_s"] = round(time.monotonic() - t, 1)
+        print("smoke aarch64 %-10s %s" % (rt, json.dumps(results[rt])), flush=True)
+    with open(os.path.join(work, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
