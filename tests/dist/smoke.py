@@ -69,8 +69,9 @@ def smoke_node(ch, dist, work):
                                                                    os.path.basename(tgz)),
                  "node: npm install")
     folder = fresh(os.path.join(work, "out-node"))
-    r = ch.check("cd /mnt/work/node-app && node %s/busy.js /mnt/work/out-node" % SMOKE,
-                 "node: busy.js")
+    # In the app's folder, so require() finds what npm installed.
+    r = ch.check("cd /mnt/work/node-app && cp %s/busy.js . && node busy.js /mnt/work/out-node"
+                 % SMOKE, "node: busy.js")
     addon = r.stdout.split()[0]
     if not addon.endswith("/prebuilds/linux-arm64/node.napi.glibc.node"):
         raise SystemExit("smoke node: loaded %s, not the prebuilt linux-arm64 addon" % addon)

@@ -3,12 +3,12 @@
 'use strict';
 const Pyroscope = require('pyroscope-native');
 
-console.log(require('node-gyp-build').path(require('node:path').join(
-  require.resolve('pyroscope-native'), '../..')));
 Pyroscope.init({ appName: 'smoke', outputDir: process.argv[2], uploadInterval: '1s' });
 Pyroscope.start();
+// The addon file node-gyp-build chose, as loaded.
+console.log(Object.keys(require.cache).find((f) => f.endsWith('.node')));
 Pyroscope.wrapWithLabels({ endpoint: '/smoke' }, () => {
   const end = process.cpuUsage().user + 2e6;
-  while (process.cpuUsage().user < end);
+  for (let x = 0; process.cpuUsage().user < end;) for (let i = 0; i < 1e5; i++) x += i;
 });
 Pyroscope.stop().then(() => console.log('stopped'));

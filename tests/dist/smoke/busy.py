@@ -11,5 +11,5 @@ pyroscope.configure(application_name="smoke", output_dir=sys.argv[1], upload_int
 with pyroscope.tag_wrapper({"endpoint": "/smoke"}):
     end = time.process_time() + 2.0
     while time.process_time() < end:
-        pass
+        sum(range(10000))
 pyroscope.shutdown()
