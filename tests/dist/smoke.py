@@ -25,6 +25,7 @@ import sys
 import time
 
 import proof
+import pprof_reader
 from proof import Chroot, check_profiles, npm_offline, timed
 
 SMOKE = "/mnt/src/tests/dist/smoke"
@@ -34,6 +35,24 @@ LABEL = {"endpoint": {"/smoke"}}
 def fresh(folder):
     subprocess.run(["rm", "-rf", folder], check=True)
     return folder
+
+
+def busy_samples(kind, folder):
+    """The sample count of stacks through the app's busy(): at least 20
+    (2 s of CPU at 100 Hz makes about 200)."""
+    n = 0
+    for f in glob.glob(os.path.join(folder, "**", "*.pb.gz"), recursive=True):
+        p = pprof_reader.decode(open(f, "rb").read())
+        types = [t for t, _ in p["sample_types"]]
+        if "samples" not in types:
+            continue  # e.g. Node's wall profile
+        for s in p["samples"]:
+            # Python's frame is "busy"; Node's "./busy.js:busy:9".
+            if any(re.fullmatch(r"(.*:)?busy(:\d+)?", fn) for fn, *_ in s["stack"]):
+                n += s["values"][types.index("samples")]
+    if n < 20:
+        raise SystemExit("smoke %s: %d samples in busy(), want 20 or more" % (kind, n))
+    return n
 
 
 def smoke_python(ch, dist, work, python):
@@ -52,12 +71,13 @@ def smoke_python(ch, dist, work, python):
     folder = fresh(os.path.join(work, "out-" + python))
     r = ch.check("%s/bin/python %s/busy.py /mnt/work/out-%s" % (venv, SMOKE, python),
                  python + ": busy.py")
-    so = r.stdout.split()[0]
+    so, stats = r.stdout.split("\n")[:2]
     if not so.endswith(".cpython-%s-aarch64-linux-gnu.so" % tag[2:]):
         raise SystemExit("smoke %s: imported %s, not the aarch64 wheel's module" % (python, so))
     got = check_profiles(python, None, folder, LABEL, spans_wanted=False)
     return {"artifact": os.path.basename(whl[0]), "size_kib": os.path.getsize(whl[0]) // 1024,
-            "install_s": round(secs, 1), **got}
+            "install_s": round(secs, 1), **got, "busy_samples": busy_samples(python, folder),
+            "stats": json.loads(stats)}
 
 
 def smoke_node(ch, dist, work):
@@ -77,7 +97,8 @@ def smoke_node(ch, dist, work):
         raise SystemExit("smoke node: loaded %s, not the prebuilt linux-arm64 addon" % addon)
     got = check_profiles("node", None, folder, LABEL, spans_wanted=False)
     return {"artifact": os.path.basename(tgz) + " (prebuilds/linux-arm64)",
-            "size_kib": os.path.getsize(tgz) // 1024, "install_s": round(secs, 1), **got}
+            "size_kib": os.path.getsize(tgz) // 1024, "install_s": round(secs, 1), **got,
+            "busy_samples": busy_samples("node", folder)}
 
 
 def chroot_pythons(root):
