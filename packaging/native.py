@@ -28,6 +28,10 @@ PROTOBUF_C_CFLAGS = ["-std=c11", "-O2", "-fPIC", "-fvisibility=hidden", "-g0", "
 ZLIB_SOURCES = ("adler32 compress crc32 deflate gzclose gzlib gzread gzwrite infback inffast "
                 "inflate inftrees trees uncompr zutil").split()
 LIBS = ["-lpthread", "-ldl", "-lrt", "-lm"]
+# What a module may need at run time (manylinux2014's glibc libraries).
+GLIBC_LIBS = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
+              "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+ELF_MACHINE = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
 
 
 def zig_cc(arch):
@@ -139,3 +143,32 @@ def link_shared(arch, out, objs, archive, extra=()):
             + list(extra) + ["-Wl,--as-needed"] + LIBS + ["-s"]
         subprocess.run(cmd, check=True)
     return out
+
+
+def check_glibc_only(path, arch):
+    """For the artifacts auditwheel does not see (the Node addon): the
+    module is for arch, needs only glibc's libraries and no symbol version
+    newer than GLIBC_2.17. Uses pyelftools (auditwheel's own ELF reader)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection
+    with open(path, "rb") as f:
+        elf = ELFFile(f)
+        problems = []
+        if elf["e_machine"] != ELF_MACHINE[arch]:
+            problems.append("machine %s, not %s" % (elf["e_machine"], ELF_MACHINE[arch]))
+        dyn = elf.get_section_by_name(".dynamic")
+        needed = {t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"}
+        problems += ["needs %s" % n for n in sorted(needed - GLIBC_LIBS)]
+        newest = (0,)
+        for sec in elf.iter_sections():
+            if isinstance(sec, GNUVerNeedSection):
+                for _, auxes in sec.iter_versions():
+                    for aux in auxes:
+                        if aux.name.startswith("GLIBC_") and aux.name[6:][:1].isdigit():
+                            newest = max(newest, tuple(int(x) for x in aux.name[6:].split(".")))
+        if newest > tuple(int(x) for x in GLIBC.split(".")):
+            problems.append("needs GLIBC_%s" % ".".join(map(str, newest)))
+    if problems:
+        raise SystemExit("%s: not a glibc %s module for %s: %s"
+                         % (path, GLIBC, arch, "; ".join(problems)))
+    return "GLIBC_" + ".".join(map(str, newest))

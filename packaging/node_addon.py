@@ -38,6 +38,7 @@ def build(arch, work):
                               os.path.join(work, arch, "node"))
     out = os.path.join(work, arch, "node", "pyroscope_native.node")
     native.link_shared(arch, out, objs, archive)
+    native.check_glibc_only(out, arch)
     dest = os.path.join(node, "prebuilds", "linux-" + NODE_ARCH[arch])
     os.makedirs(dest, exist_ok=True)
     shutil.copy(out, os.path.join(dest, "node.napi.glibc.node"))

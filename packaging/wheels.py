@@ -10,6 +10,10 @@ wheel is that one plus its module, re-tagged and packed by `wheel pack`.
 A CPython whose headers are not on the machine, or which the walker does
 not support (cpython_layout.h's PNW_SUPPORTED), gets no wheel: it is named
 on stderr.
+
+aarch64 wheels are compiled against Debian's arm64 headers (pyconfig.h
+differs per CPU), fetched by python_headers.sh into <build>/headers-arm64:
+Debian has arm64 CPython 3.11, 3.13, 3.14 and 3.15, none of 3.10 or 3.12.
 """
 import argparse
 import glob
@@ -31,8 +35,10 @@ SID = os.environ.get("PN_SID_ROOT", os.path.join(ROOT, "build", "sid"))
 MANYLINUX = "manylinux_2_17_{arch}.manylinux2014_{arch}"
 
 
-def python_includes(version, arch):
+def python_includes(version, arch, work):
     """Include folders for CPython `version` built for arch, or None."""
+    if arch == "aarch64":
+        return debian_includes(os.path.join(work, "headers-arm64"), version, arch, work)
     if arch == "x86_64":
         root = os.popen("pyenv root 2>/dev/null").read().strip() or os.path.expanduser("~/.pyenv")
         found = sorted(glob.glob(os.path.join(root, "versions", version + ".*",
@@ -40,13 +46,29 @@ def python_includes(version, arch):
                        key=lambda p: [int(x) for x in re.findall(r"\d+", p.split("versions")[-1])[:3]])
         if found and os.path.exists(os.path.join(found[-1], "internal")):
             return [found[-1]]
-    base = os.path.join(SID, "usr/include")
-    multi = os.path.join(base, "%s-linux-gnu" % arch, "python" + version)
+    return debian_includes(SID, version, arch, work)
+
+
+def debian_includes(root, version, arch, work):
+    """Debian's layout: pyconfig.h under the multiarch folder, the rest
+    (with internal/, which the walker reads) in the common one, whose own
+    pyconfig.h includes <triplet/pythonX.Y/pyconfig.h>: a folder of its own
+    holds that one path (the whole usr/include would shadow Zig's glibc
+    2.17 headers)."""
+    base = os.path.join(root, "usr/include")
+    triplet = "%s-linux-gnu" % arch
+    multi = os.path.join(base, triplet, "python" + version)
     common = os.path.join(base, "python" + version)
-    if os.path.exists(os.path.join(multi, "pyconfig.h")) and \
-            os.path.exists(os.path.join(common, "internal")):
-        return [multi, common]
-    return None
+    if not (os.path.exists(os.path.join(multi, "pyconfig.h")) and
+            os.path.exists(os.path.join(common, "internal"))):
+        return None
+    shim = os.path.join(work, arch, "pyconfig-" + version)
+    link = os.path.join(shim, triplet, "python" + version)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.abspath(multi), link)
+    return [multi, common, shim]
 
 
 def walker_supports(arch, includes, work):
@@ -137,7 +159,7 @@ def main():
     archive = native.core_archive(a.arch, work, os.path.join(work, "src"))
     tree = pure_wheel(os.path.join(work, a.arch))
     for version in a.pythons:
-        includes = python_includes(version, a.arch)
+        includes = python_includes(version, a.arch, work)
         if not includes:
             print("wheels: no CPython %s headers for %s: no wheel" % (version, a.arch), file=sys.stderr)
             continue

@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Builds (once) the machine the artifacts are proven on: a Debian trixie
-# chroot made with `debootstrap --variant=minbase`, with the runtimes only
-# (Python 3.13 with venv, Node.js 20, Ruby 3.3) and no compiler, no -dev
-# package and no libcurl; the script fails if any of them got in. npm is not
-# Debian's (that one depends on node-gyp, libnode-dev and g++): the proof
-# brings npm's own tarball. trixie, not bookworm: bookworm's Node.js is 18.
-#   minimal_chroot.sh DEST [ARCH]     (ARCH: amd64 (default) or arm64)
+# Builds (once) the machine the artifacts are proven on: a Debian chroot
+# made with `debootstrap --variant=minbase`, with the runtimes only and no
+# compiler, no -dev package and no libcurl; the script fails if any of them
+# got in. npm is not Debian's (that one depends on node-gyp, libnode-dev and
+# g++): the proof brings npm's own tarball.
+#   minimal_chroot.sh DEST [ARCH]
+# ARCH amd64 (default): trixie, Python 3.13 with venv, Node.js 20, Ruby 3.3
+#   (trixie, not bookworm: bookworm's Node.js is 18).
+# ARCH arm64 (the aarch64 smoke test, tests/dist/smoke.py; run under
+#   qemu-user-static, tests/dist/qemu_binfmt.sh): sid, whose arm64 CPython
+#   3.13, 3.14 and 3.15 (with venv) are the three Debian builds the aarch64
+#   wheels have headers from besides bookworm's 3.11, and Node.js 24.
 # The mirror is the machine's own (tests/runtimes/debian_mirror.sh). A stamp
-# records the package list. Needs root (debootstrap, chroot).
+# records the package list. Runs under DEST.lock (flock): trees sharing one
+# chroot build it one at a time. Needs root (debootstrap, chroot).
 set -euo pipefail
 dest=$(realpath -m "$1")
 arch=${2:-amd64}
-suite=trixie
-packages="python3 python3-venv nodejs ruby"
+case $arch in
+  amd64) suite=trixie packages="python3 python3-venv nodejs ruby" ;;
+  arm64) suite=sid packages="python3.13-venv python3.14-venv python3.15-venv nodejs"
+    "$(dirname "$0")"/qemu_binfmt.sh arm64 ;;
+  *) echo "minimal_chroot.sh: unknown arch $arch" >&2; exit 2 ;;
+esac
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock"
+flock 9
 stamp="$dest/.pn-stamp"
 want=$(printf '%s\n' 1 $suite $arch $packages | sha256sum | cut -c1-16)
 [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && exit 0
@@ -22,8 +35,7 @@ command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get inst
 # A finished debootstrap is kept (marker), so only the checks below rerun.
 if [ "$(cat "$dest/.pn-debootstrapped" 2>/dev/null)" != "$want" ]; then
   rm -rf "$dest"
-  mkdir -p "$(dirname "$dest")"
-  echo "minimal_chroot.sh: debootstrap $suite ($arch) into $dest (a few minutes, once)"
+  echo "minimal_chroot.sh: debootstrap $suite ($arch) into $dest (a few minutes, once$([ $arch = amd64 ] || echo '; emulated: ten or more'))"
   debootstrap --variant=minbase --arch="$arch" --include="${packages// /,}" \
     "$suite" "$dest" "$mirror" >"$dest.debootstrap.log" 2>&1 ||
     { tail -20 "$dest.debootstrap.log"; exit 1; }

@@ -144,6 +144,11 @@ NODE_EXAMPLE_DEPS = ["@opentelemetry/api@1.9.1", "@opentelemetry/context-async-h
                      "@opentelemetry/sdk-trace-base@2.12.1"]
 
 
+# npm inside the chroot: npm_offline's client and cache.
+NPM_OFFLINE = ("node /mnt/work/npm/package/bin/npm-cli.js --offline --cache /mnt/work/npm-cache "
+               "--no-audit --no-fund --loglevel=error")
+
+
 def npm_offline(work, tgz):
     npm = os.path.join(work, "npm")
     cache = os.path.join(work, "npm-cache")
@@ -167,8 +172,7 @@ def prove_node(ch, dist, work):
         raise SystemExit("proof node: no npm tarball in %s (make dist)" % dist)
     tgz = tgzs[0]
     npm_offline(work, tgz)
-    npm = ("node /mnt/work/npm/package/bin/npm-cli.js --offline --cache /mnt/work/npm-cache "
-           "--no-audit --no-fund --loglevel=error")
+    npm = NPM_OFFLINE
     ch.check("rm -rf /tmp/pn-node && mkdir /tmp/pn-node && cd /tmp/pn-node && "
              "echo '{\"name\": \"app\", \"version\": \"1.0.0\"}' >package.json && "
              "%s install %s && cp /mnt/src/examples/node/shop.js ." % (npm, " ".join(NODE_EXAMPLE_DEPS)),
