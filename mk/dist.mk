@@ -114,8 +114,11 @@ ARM64_CHROOT ?= $(PROOF)/sid-arm64
 test-dist-arm64: dist dist-arm64-chroot
 	+@$(LANE) dist-smoke-arm64
 
+# The chroot and the venvs pip installs into (ensurepip under emulation takes
+# minutes): both with `make runtimes`, so the lane itself only installs and runs.
 dist-arm64-chroot:
 	tests/dist/minimal_chroot.sh $(ARM64_CHROOT) arm64
+	python3 tests/dist/smoke.py --chroot $(ARM64_CHROOT) --dist $(DIST) --work $(PROOF)/work-arm64 --prepare
 
 dist-smoke-arm64:
 	tests/dist/qemu_binfmt.sh arm64

@@ -10,6 +10,7 @@ profiles 2 s of a labelled busy loop into a folder; the profiles must decode
 and hold samples with the label.
 
     python smoke.py --chroot DIR --dist DIR --work DIR [--runtimes python3.13 ... node]
+    python smoke.py --chroot DIR --dist DIR --work DIR --prepare   # the venvs only
 
 Prints one line per runtime; writes work/results.json. The venvs and npm's
 cache stay under work/ (emulated pip and npm are slow), so a rerun only
@@ -17,6 +18,7 @@ reinstalls the artifacts; and a tree whose aarch64 artifacts and smoke
 files are those of its last pass (work/smoke.stamp) is not run again.
 """
 import argparse
+import concurrent.futures
 import glob
 import hashlib
 import json
@@ -60,15 +62,22 @@ def busy_samples(kind, folder):
     return n
 
 
+def make_venv(ch, work, python):
+    """The venv pip installs into, made once per work folder: under emulation
+    it takes minutes (ensurepip), so `make runtimes` makes it (--prepare)."""
+    venv = "/mnt/work/venv-" + python
+    if not os.path.exists(os.path.join(work, "venv-" + python, "bin", "pip")):
+        ch.check("%s -m venv %s" % (python, venv), python + ": venv", timeout=1800)
+    return venv
+
+
 def smoke_python(ch, dist, work, python):
     """python: the chroot's interpreter, e.g. python3.13."""
     tag = "cp" + python[len("python"):].replace(".", "")
     whl = glob.glob(os.path.join(dist, "pyroscope_native-*-%s-%s-*aarch64*.whl" % (tag, tag)))
     if not whl:
         raise SystemExit("smoke %s: no %s aarch64 wheel in %s (make dist)" % (python, tag, dist))
-    venv = "/mnt/work/venv-" + python
-    if not os.path.exists(os.path.join(work, "venv-" + python, "bin", "pip")):
-        ch.check("%s -m venv %s" % (python, venv), python + ": venv")
+    venv = make_venv(ch, work, python)
     # What a user types, with dist/ as the index: pip picks the wheel.
     secs = timed(ch, "%s/bin/pip install -q --disable-pip-version-check --force-reinstall "
                      "--no-index --find-links /mnt/dist pyroscope-native" % venv,
@@ -130,9 +139,18 @@ def main():
     ap.add_argument("--dist", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--runtimes", nargs="*")
+    ap.add_argument("--prepare", action="store_true",
+                    help="only make the venvs (make runtimes), test nothing")
     a = ap.parse_args()
     root, dist, work = (os.path.abspath(p) for p in (a.chroot, a.dist, a.work))
     os.makedirs(work, exist_ok=True)
+    if a.prepare:
+        os.makedirs(dist, exist_ok=True)
+        ch = Chroot(root, dist, work)
+        # Two at a time (each is one emulated process): half the wall time.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda py: make_venv(ch, work, py), a.runtimes or chroot_pythons(root)))
+        return 0
     stamp, key = os.path.join(work, "smoke.stamp"), stamp_key(dist)
     if a.runtimes is None and os.path.exists(stamp) and open(stamp).read() == key:
         print("smoke aarch64: passed before with these artifacts (%s; %s)"
