@@ -19,6 +19,7 @@
 #   make dist       artifacts a user installs without a compiler, into dist/ (mk/dist.mk)
 #   make test-dist  install them in a chroot with no compiler nor libcurl (lane of `make test`)
 #   make test-dist-arm64  the aarch64 ones on an arm64 chroot under qemu (lane of `make test`)
+#   make test-dist-sid    the x86_64 wheels of CPython 3.14/3.15 on an amd64 sid chroot (lane)
 #   make bench      benchmarks (never part of `make test`): core, Python, Node, Ruby
 #   make proto      regenerate core/gen from proto/
 
@@ -83,7 +84,7 @@ PY_VERSIONS := 3.10 3.11 3.12 3.13
 PY_LANES := $(addprefix test-python-,$(PY_VERSIONS))
 ALL_PY_LANES = $(PY_LANES) $(PY_SID_LANES) $(PY_FT_LANE)
 LANES = test-c test-valgrind $(ALL_PY_LANES) $(NODE_LANES) $(RUBY_LANES) test-dist \
-	test-dist-arm64
+	test-dist-sid test-dist-arm64
 
 # The real servers (mk/servers.mk) start first, since Pyroscope needs a
 # minute or more to be ready, and their lane runs alone after the others:
@@ -98,13 +99,13 @@ test:
 # What the lanes run on that is installed rather than built from this
 # checkout: the sid chroot (CPython 3.14/3.15, CRuby 3.3/3.4), the
 # free-threaded CPython, Node 22/24/26, Go's tools, the packaging toolchain
-# and the minimal chroots of test-dist (amd64) and test-dist-arm64 (arm64,
-# emulated by qemu-user-static). `make test` makes whatever is missing; CI
+# and the minimal chroots of test-dist (amd64), test-dist-sid (amd64 sid) and
+# test-dist-arm64 (arm64, emulated by qemu-user-static). `make test` makes whatever is missing; CI
 # installs them first (.ci/run), as it installs the Debian packages.
 .PHONY: runtimes
 runtimes: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) sid-chroot python-ft go-tools dist-tools dist-sources \
-		dist-chroot dist-arm64-chroot $(foreach v,$(NODE_COMPAT_VERSIONS),$(NODE_COMPAT_DIR)/$(v)/bin/node)
+		dist-chroot dist-sid-chroot dist-arm64-chroot $(foreach v,$(NODE_COMPAT_VERSIONS),$(NODE_COMPAT_DIR)/$(v)/bin/node)
 
 # The CPython of each version: pyenv's newest, else python3.1x on PATH.
 python_for = $(shell p=$$(ls -d $$(pyenv root 2>/dev/null)/versions/$(1).*/bin/python 2>/dev/null | sort -V | tail -1); \

@@ -7,6 +7,8 @@
 #   minimal_chroot.sh DEST [ARCH]
 # ARCH amd64 (default): trixie, Python 3.13 with venv, Node.js 20, Ruby 3.3
 #   (trixie, not bookworm: bookworm's Node.js is 18).
+# ARCH amd64-sid (the x86_64 smoke test of the wheels trixie has no CPython
+#   for, tests/dist/smoke.py --arch x86_64): sid, CPython 3.14 and 3.15.
 # ARCH arm64 (the aarch64 smoke test, tests/dist/smoke.py; run under
 #   qemu-user-static, tests/dist/qemu_binfmt.sh): sid, whose arm64 CPython
 #   3.13, 3.14 and 3.15 (with venv) are the three Debian builds the aarch64
@@ -19,6 +21,7 @@ dest=$(realpath -m "$1")
 arch=${2:-amd64}
 case $arch in
   amd64) suite=trixie packages="python3 python3-venv nodejs ruby" ;;
+  amd64-sid) suite=sid arch=amd64 packages="python3.14-venv python3.15-venv" ;;
   arm64) suite=sid packages="python3.13-venv python3.14-venv python3.15-venv nodejs"
     "$(dirname "$0")"/qemu_binfmt.sh arm64 ;;
   *) echo "minimal_chroot.sh: unknown arch $arch" >&2; exit 2 ;;

@@ -1,20 +1,23 @@
-"""The aarch64 smoke test: the artifacts of dist/ for aarch64, run on an
-arm64 Debian under qemu-user-static (minimal_chroot.sh DIR arm64: sid
-minbase, no compiler, no -dev package, no libcurl; its own CPython 3.13,
-3.14, 3.15 and Node.js 24).
+"""The smoke test of prebuilt artifacts on a machine with no compiler: by
+default the aarch64 ones of dist/, run on an arm64 Debian under
+qemu-user-static (minimal_chroot.sh DIR arm64: sid minbase, no compiler, no
+-dev package, no libcurl; its own CPython 3.13, 3.14, 3.15 and Node.js 24);
+with --arch x86_64, the x86_64 wheels of the CPythons test-dist's trixie
+chroot lacks, on an amd64 sid minbase (minimal_chroot.sh DIR amd64-sid:
+CPython 3.14 and 3.15).
 
-For each of those CPythons, pip picks and installs its aarch64 wheel from
-dist/ in a venv; for Node, npm installs the tarball and node-gyp-build must
-load the prebuilt linux-arm64 addon. Each app (smoke/busy.py, busy.js)
-profiles 2 s of a labelled busy loop into a folder; the profiles must decode
-and hold samples with the label.
+For each of those CPythons, pip picks and installs its wheel from dist/ in
+a venv; for Node, npm installs the tarball and node-gyp-build must load the
+prebuilt addon of that CPU. Each app (smoke/busy.py, busy.js) profiles 2 s
+of a labelled busy loop into a folder; the profiles must decode and hold
+samples with the label.
 
-    python smoke.py --chroot DIR --dist DIR --work DIR [--runtimes python3.13 ... node]
+    python smoke.py --chroot DIR --dist DIR --work DIR [--arch A] [--runtimes python3.13 ... node]
     python smoke.py --chroot DIR --dist DIR --work DIR --prepare   # the venvs only
 
 Prints one line per runtime; writes work/results.json. The venvs and npm's
 cache stay under work/ (emulated pip and npm are slow), so a rerun only
-reinstalls the artifacts; and a tree whose aarch64 artifacts and smoke
+reinstalls the artifacts; and a tree whose artifacts of that CPU and smoke
 files are those of its last pass (work/smoke.stamp) is not run again.
 """
 import argparse
@@ -36,6 +39,9 @@ SMOKE = "/mnt/src/tests/dist/smoke"
 LABEL = {"endpoint": {"/smoke"}}
 # No sampler CPU budget: under emulation the sampler costs ten times what
 # it does on an arm64 CPU, and the budget would thin the samples out.
+# ARCH: the CPU's name in wheels, and Node's in prebuilds/ (set by main).
+ARCH = {"aarch64": "arm64", "x86_64": "x64"}
+arch = "aarch64"
 ENV = {"PYROSCOPE_SAMPLER_CPU_BUDGET": "0"}
 
 
@@ -74,9 +80,9 @@ def make_venv(ch, work, python):
 def smoke_python(ch, dist, work, python):
     """python: the chroot's interpreter, e.g. python3.13."""
     tag = "cp" + python[len("python"):].replace(".", "")
-    whl = glob.glob(os.path.join(dist, "pyroscope_native-*-%s-%s-*aarch64*.whl" % (tag, tag)))
+    whl = glob.glob(os.path.join(dist, "pyroscope_native-*-%s-%s-*%s*.whl" % (tag, tag, arch)))
     if not whl:
-        raise SystemExit("smoke %s: no %s aarch64 wheel in %s (make dist)" % (python, tag, dist))
+        raise SystemExit("smoke %s: no %s %s wheel in %s (make dist)" % (python, tag, arch, dist))
     venv = make_venv(ch, work, python)
     # What a user types, with dist/ as the index: pip picks the wheel.
     secs = timed(ch, "%s/bin/pip install -q --disable-pip-version-check --force-reinstall "
@@ -86,8 +92,8 @@ def smoke_python(ch, dist, work, python):
     r = ch.check("%s/bin/python %s/busy.py /mnt/work/out-%s" % (venv, SMOKE, python),
                  python + ": busy.py", env=ENV)
     so, stats = r.stdout.split("\n")[:2]
-    if not so.endswith(".cpython-%s-aarch64-linux-gnu.so" % tag[2:]):
-        raise SystemExit("smoke %s: imported %s, not the aarch64 wheel's module" % (python, so))
+    if not so.endswith(".cpython-%s-%s-linux-gnu.so" % (tag[2:], arch)):
+        raise SystemExit("smoke %s: imported %s, not the %s wheel's module" % (python, so, arch))
     got = check_profiles(python, None, folder, LABEL, spans_wanted=False)
     return {"artifact": os.path.basename(whl[0]), "size_kib": os.path.getsize(whl[0]) // 1024,
             "install_s": round(secs, 1), **got, "busy_samples": busy_samples(python, folder),
@@ -107,19 +113,20 @@ def smoke_node(ch, dist, work):
     r = ch.check("cd /mnt/work/node-app && cp %s/busy.js . && node busy.js /mnt/work/out-node"
                  % SMOKE, "node: busy.js", env=ENV)
     addon = r.stdout.split()[0]
-    if not addon.endswith("/prebuilds/linux-arm64/node.napi.glibc.node"):
-        raise SystemExit("smoke node: loaded %s, not the prebuilt linux-arm64 addon" % addon)
+    if not addon.endswith("/prebuilds/linux-%s/node.napi.glibc.node" % ARCH[arch]):
+        raise SystemExit("smoke node: loaded %s, not the prebuilt linux-%s addon"
+                         % (addon, ARCH[arch]))
     got = check_profiles("node", None, folder, LABEL, spans_wanted=False)
-    return {"artifact": os.path.basename(tgz) + " (prebuilds/linux-arm64)",
+    return {"artifact": os.path.basename(tgz) + " (prebuilds/linux-%s)" % ARCH[arch],
             "size_kib": os.path.getsize(tgz) // 1024, "install_s": round(secs, 1), **got,
             "busy_samples": busy_samples("node", folder)}
 
 
 def stamp_key(dist):
-    """What a pass covers: the aarch64 wheels, the npm tarball, this test."""
+    """What a pass covers: the wheels of the CPU, the npm tarball, this test."""
     h = hashlib.sha256()
     here = os.path.dirname(os.path.abspath(__file__))
-    for f in sorted(glob.glob(os.path.join(dist, "pyroscope_native-*aarch64*.whl"))
+    for f in sorted(glob.glob(os.path.join(dist, "pyroscope_native-*%s*.whl" % arch))
                     + glob.glob(os.path.join(dist, "pyroscope-native-*.tgz"))) + \
             [os.path.join(here, "smoke.py"), os.path.join(here, "proof.py")] + \
             sorted(glob.glob(os.path.join(here, "smoke", "*"))):
@@ -138,10 +145,13 @@ def main():
     ap.add_argument("--chroot", required=True)
     ap.add_argument("--dist", required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--arch", choices=sorted(ARCH), default="aarch64")
     ap.add_argument("--runtimes", nargs="*")
     ap.add_argument("--prepare", action="store_true",
                     help="only make the venvs (make runtimes), test nothing")
     a = ap.parse_args()
+    global arch
+    arch = a.arch
     root, dist, work = (os.path.abspath(p) for p in (a.chroot, a.dist, a.work))
     os.makedirs(work, exist_ok=True)
     if a.prepare:
@@ -153,17 +163,18 @@ def main():
         return 0
     stamp, key = os.path.join(work, "smoke.stamp"), stamp_key(dist)
     if a.runtimes is None and os.path.exists(stamp) and open(stamp).read() == key:
-        print("smoke aarch64: passed before with these artifacts (%s; %s)"
-              % (key, os.path.join(work, "results.json")))
+        print("smoke %s: passed before with these artifacts (%s; %s)"
+              % (arch, key, os.path.join(work, "results.json")))
         return 0
     ch = Chroot(root, dist, work)
     results = {}
-    for rt in a.runtimes or chroot_pythons(root) + ["node"]:
+    node = ["node"] if os.path.exists(os.path.join(root, "usr/bin/node")) else []
+    for rt in a.runtimes or chroot_pythons(root) + node:
         t = time.monotonic()
         results[rt] = smoke_node(ch, dist, work) if rt == "node" else \
             smoke_python(ch, dist, work, rt)
         results[rt]["smoke_s"] = round(time.monotonic() - t, 1)
-        print("smoke aarch64 %-10s %s" % (rt, json.dumps(results[rt])), flush=True)
+        print("smoke %s %-10s %s" % (arch, rt, json.dumps(results[rt])), flush=True)
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     if a.runtimes is None:
