@@ -46,6 +46,7 @@ describe('api: the agent\'s owner and the threads that joined it', function () {
       assert.strictEqual(r.mainRole, 'joined');
       assert.ok(r.running, 'the agent stopped with its owner: ' + JSON.stringify(r.thread));
       assert.strictEqual(r.roleAfter, 'owner', JSON.stringify(r.thread));
+      assert.strictEqual(r.heapAfter, true, 'the new owner runs the heap profile its start() asked for');
       const after = samples(profiles(dir, 'cpu')).filter((s) => s.labels.phase === 'after');
       assert.ok(after.length > 0, 'no main-thread sample after the owner worker ended');
     });
