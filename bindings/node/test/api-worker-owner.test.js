@@ -39,6 +39,14 @@ describe('api: the agent\'s owner and the threads that joined it', function () {
     assert.ok(list.some((s) => s.labels.phase === 'worker'), 'no worker sample');
   });
 
+  it('the owner\'s process.exit() does not wait for a joined worker still running', function () {
+    const r = runChild(['exit', dir]);
+    assert.strictEqual(r.workerRole, 'joined');
+    assert.ok(r.exitMs < 10000, `the exit handler took ${r.exitMs} ms`);
+    const list = samples(profiles(dir, 'cpu'));
+    assert.ok(list.some((s) => s.labels.phase === 'main'), 'the last period was not written');
+  });
+
   for (const how of ['stop', 'terminate']) {
     it(`the main thread is still profiled after the worker that started the agent ends (${how})`, function () {
       const r = runChild(['gone', dir, how]);
