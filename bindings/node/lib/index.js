@@ -333,7 +333,9 @@ function stop() {
     threadStats.role = null;
     native().setStaleHandler(null);
     native().leave();
-    return Promise.resolve();
+    // handed the agent while leaving (its owner, a worker, stopped meanwhile): stop it
+    if (!native().agentOwned()) return Promise.resolve();
+    threadStats.role = 'owner';
   }
   state.stopping = (async () => {
     try {
