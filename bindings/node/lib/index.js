@@ -10,9 +10,9 @@
 //
 // Worker threads: each loads this module in its own isolate (its own state here); the
 // native agent is the process's. The first thread whose start() finds none running
-// starts it (and its stop() stops it); any other thread's start() profiles that thread
-// into the same agent, its samples labelled thread_name (see "Worker threads" in
-// README.md). All state here belongs to this module's JS thread.
+// starts it (and its stop() stops it; a worker's hands it to a thread still profiling
+// into it, when there is one); any other thread's start() profiles that thread into the
+// same agent, its samples labelled thread_name (see "Worker threads" in README.md). All state here belongs to this module's JS thread.
 
 const config = require('./config');
 const logger = require('./logger');
@@ -48,7 +48,8 @@ const IN_WORKER = !require('worker_threads').isMainThread;
 // start() and stop() never throw: what cannot work there is logged once and counted.
 const threadStats = {
   name: undefined,        // its thread_name label
-  role: null,             // 'owner': started the agent; 'joined': profiles into another's
+  role: null,             // 'owner': started the agent (or was handed it); 'joined':
+                          // profiles into another's
   initErrors: 0,          // worker init() calls that failed (logged, not thrown)
   heapNotProfiled: 0,     // heap profiler starts skipped: only the owner profiles the heap
   agentGone: 0,           // the agent it joined stopped or was replaced
@@ -68,6 +69,7 @@ const state = {
   agent: false,          // native.start() done and not stopped
   profilers: new Set(),  // kinds started: 'cpu' | 'wall' | 'heap'
   stopping: undefined,   // the promise of a running stop()
+  heapWanted: false,     // start() asked for the heap profile while joined (the owner's)
 };
 
 // The pull endpoints use init()'s rate, heap options and frame naming (defaults before).
@@ -174,6 +176,45 @@ function stopRejoin() {
   rejoinTimer = null;
 }
 
+// The owner of the agent this thread joined (a worker) stopped or ended and handed it
+// to this thread: its stop() and exit stop it now, and it runs the heap profile if its
+// start() asked for one.
+function checkAdopted() {
+  if (threadStats.role !== 'joined' || !nativeModule || !nativeModule.agentOwned()) return;
+  threadStats.role = 'owner';
+  nativeModule.setStaleHandler(null);
+  nativeModule.adopt();
+  if (!state.heapWanted) return;
+  try {
+    startKind('heap', 'startHeapProfiling');
+  } catch (e) {
+    warnOnce('adopt-heap', 'starting the heap profile failed: ' + (e && e.message));
+  }
+}
+
+function onStale(why) {
+  if (why === 'owner') checkAdopted();
+  else onAgentGone();
+}
+
+// another thread's agent: its settings hold (this thread's init() options other than the
+// profilers' are not applied), this thread's samples go into its profiles
+function joinAgent(n) {
+  state.agent = true;
+  threadStats.role = 'joined';
+  n.setStaleHandler(onStale);
+  if (!exitHooked) {
+    exitHooked = true;
+    // the last samples of a thread that ends are recorded while it still can (it may own
+    // the agent by now: handed over, not noticed yet)
+    process.on('exit', () => {
+      if (threadStats.role !== 'joined') return;
+      if (n.agentOwned()) n.stopAtExit();
+      else n.leave();
+    });
+  }
+}
+
 // Starts the agent (pipeline and exporters) on the first profiler start, or, when
 // another thread runs it, profiles this thread into it.
 function ensureAgent(what) {
@@ -182,30 +223,22 @@ function ensureAgent(what) {
     throw new Error(`${what}: stop() is still running; await it before starting again`);
   }
   const n = native();
-  if (state.agent && n.running()) return;
+  if (state.agent && n.running()) return checkAdopted();
   // (not running although started: the addon stopped it at beforeExit; start afresh)
   state.profilers.clear();
   threadStats.name = n.threadLabel();
-  if (n.running() && !n.agentOwned()) {
-    // another thread's agent: its settings hold (this thread's init() options other
-    // than the profilers' are not applied), this thread's samples go into its profiles
-    state.agent = true;
-    threadStats.role = 'joined';
-    n.setStaleHandler(onAgentGone);
-    if (!exitHooked) {
-      exitHooked = true;
-      // the last samples of a thread that ends are recorded while it still can
-      process.on('exit', () => { if (threadStats.role === 'joined') n.leave(); });
-    }
-    return;
-  }
+  if (n.running() && !n.agentOwned()) return joinAgent(n);
   n.setStaleHandler(null);
   n.setLogHandler(onNativeLog);
+  let role;
   try {
-    n.start(state.resolved.settings, state.resolved.env);
+    // finds a running agent and starts one in one step: another thread's start() at the
+    // same moment makes this one join it
+    role = n.start(state.resolved.settings, state.resolved.env);
   } catch (e) {
     throw config.renameError(e, state.resolved.origins);
   }
+  if (role === 'joined' && !n.agentOwned()) return joinAgent(n);
   state.agent = true;
   threadStats.role = 'owner';
 }
@@ -214,10 +247,10 @@ function startKind(kind, what) {
   ensureAgent(what);
   if (state.profilers.has(kind)) return;
   if (kind === 'heap' && threadStats.role === 'joined') {
-    // one heap profiler per process: the thread that started the agent runs it
+    // one heap profiler per process: the agent's owner runs it (told once a process)
     threadStats.heapNotProfiled++;
-    warnOnce('heap', 'the heap profile covers the thread that started the profiler (' +
-      (IN_WORKER ? 'not this worker' : 'a worker') + '); stats().thread.heapNotProfiled');
+    state.heapWanted = true;
+    native().heapNotOwnedWarn();
     return;
   }
   const r = state.resolved;
@@ -290,7 +323,9 @@ function start() {
 function stop() {
   stopRejoin(); // a thread waiting to join the next agent no longer does
   if (state.stopping) return state.stopping;
+  state.heapWanted = false;
   if (!state.agent) return Promise.resolve();
+  checkAdopted();
   if (threadStats.role === 'joined') {
     // the agent is another thread's: only this thread's profiling ends
     state.profilers.clear();
@@ -298,7 +333,9 @@ function stop() {
     threadStats.role = null;
     native().setStaleHandler(null);
     native().leave();
-    return Promise.resolve();
+    // handed the agent while leaving (its owner, a worker, stopped meanwhile): stop it
+    if (!native().agentOwned()) return Promise.resolve();
+    threadStats.role = 'owner';
   }
   state.stopping = (async () => {
     try {
@@ -366,6 +403,7 @@ function setLogger(l) {
 }
 
 function stats() {
+  checkAdopted();
   const s = nativeModule ? nativeModule.stats() : {};
   s.thread = Object.assign({}, threadStats);
   return s;

@@ -22,11 +22,15 @@
 //   with outputDir, stop() and exit write flamegraph.html of the run's profiles.
 //   labels.run(labels, fn, ...args), labels.get(), labels.set(labels),
 //   labels.spanHandle([[k, v], ...]), labels.setSpanSource(fn | null)
-//   agentOwned(): this thread started the running agent (its stop() stops it);
-//   a thread that did not (a worker, or the main thread after a worker
-//   started it) profiles into that agent with startProfiler and ends its own
-//   profiling with leave(); setStaleHandler(fn) is called when that agent
-//   stopped or was replaced under it.
+//   start() -> 'owner' | 'joined' (an agent runs already: nothing started).
+//   agentOwned(): this thread owns the running agent (its stop() stops it);
+//   a thread that did not start it (a worker, or the main thread after a
+//   worker started it) profiles into that agent with startProfiler and ends
+//   its own profiling with leave(); setStaleHandler(fn) calls fn('gone') when
+//   that agent stopped or was replaced under it, fn('owner') when its owner
+//   (a worker) stopped or ended and handed it to this thread (then adopt()).
+//   A worker that owns the agent and stops while others profile into it
+//   hands it over instead of stopping it.
 // It loads in worker threads too (each its own isolate, one process agent).
 const addon = require('./addon');
 const context = require('./context');
@@ -58,27 +62,34 @@ function checkSettings(settings, env) {
 function hookExit() {
   if (exitHooked) return;
   exitHooked = true;
+  // (only while this thread owns the agent: a thread that joined another's ends its own
+  // profiling, index.js)
   process.on('beforeExit', () => {
-    if (addon.running() && !stopping) stop().catch(() => {});
+    if (addon.running() && addon.agentOwned() && !stopping) stop().catch(() => {});
   });
-  process.on('exit', () => {
-    if (!addon.running()) {
-      // a stop() still uploading the last period: let it finish (Node 20's
-      // exit also joins libuv's pool; this does not rely on it)
-      if (stopping) {
-        sender.exiting();
-        addon.waitStops(stopTimeout + 1);
-        report.endRunSync(addon); // the stop's flame graph, unless it began writing it
-      }
-      return;
+  process.on('exit', stopAtExit);
+}
+
+// process 'exit' of the thread that owns the agent (index.js calls it too for a thread
+// handed the agent that had not noticed yet).
+function stopAtExit() {
+  if (!addon.running() || !addon.agentOwned()) {
+    // a stop() still uploading the last period: let it finish (Node 20's
+    // exit also joins libuv's pool; this does not rely on it)
+    if (stopping) {
+      sender.exiting();
+      addon.waitStops(stopTimeout + 1);
+      report.endRunSync(addon); // the stop's flame graph, unless it began writing it
     }
-    try {
-      sampler.stopAll();
-    } catch (_) { /* stopping anyway */ }
-    sender.exiting(); // before the JS thread blocks in stopSync
-    lastExitStats = addon.stopSync();
-    report.endRunSync(addon);
-  });
+    return;
+  }
+  try {
+    sampler.stopAll();
+  } catch (_) { /* stopping anyway */ }
+  if (addon.handOver()) return; // a worker's agent goes on for the threads still in it
+  sender.exiting(); // before the JS thread blocks in stopSync
+  lastExitStats = addon.stopSync();
+  report.endRunSync(addon);
 }
 
 let stopTimeout = 5; // seconds, of the agent started last
@@ -94,11 +105,21 @@ function setUploadClient(name, opts) {
   pickupTimeoutMs = (opts && opts.pickupTimeoutMs) || 0;
 }
 
+// -> 'owner': this thread started the agent; 'joined': one runs already (checked and
+// started in one step, so threads starting at once never both start): nothing started.
 function start(settings, env) {
   addon.setSender(uploadClient === 'node' ? sender.send : null, pickupTimeoutMs);
-  addon.start(settings || {}, env || {});
-  stopTimeout = addon.config().stopTimeout;
+  if (addon.start(settings || {}, env || {}) === 'joined') return 'joined';
   report.beginRun(addon);
+  adopt();
+  return 'owner';
+}
+
+// This thread owns the running agent (started it, or another thread handed it over):
+// its stop() and its exit stop it.
+function adopt() {
+  const c = addon.config();
+  if (c) stopTimeout = c.stopTimeout;
   hookExit();
 }
 
@@ -146,6 +167,8 @@ function stop() {
     addon.log(40, 'stopping the profilers failed: ' + (e && e.stack || e));
   }
   context.disable();
+  // a worker's agent goes on for the threads still profiling into it (one owns it now)
+  if (addon.handOver()) return Promise.resolve(null);
   // With a folder output, the run's flame graph is written once the last period is.
   const p = addon.stop().then(async (stats) => {
     sender.abandon();
@@ -198,6 +221,9 @@ module.exports = {
   running,
   leave,
   agentOwned: () => addon.agentOwned(),
+  adopt,
+  stopAtExit,
+  heapNotOwnedWarn: () => addon.heapNotOwnedWarn(),
   setStaleHandler: (fn) => sampler.setStaleHandler(fn),
   threadLabel: () => sampler.threadLabel(),
   stats,

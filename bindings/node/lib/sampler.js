@@ -29,9 +29,9 @@ function threadLabel() {
   return 'worker-' + workerThreads.threadId;
 }
 
-// Called (once) when the agent this thread's profile feeds stopped, or
-// another started in its place (a thread that joined another's agent):
-// its owner (index.js) stops or re-joins.
+// For a thread that joined another's agent, at a profile restart: fn('gone') (once)
+// when that agent stopped, or another started in its place (index.js stops or
+// re-joins); fn('owner') when the agent's owner handed it to this thread.
 let onStale = null;
 function setStaleHandler(fn) {
   onStale = fn;
@@ -245,9 +245,10 @@ function scheduleRotate() {
     try {
       rotate();
       if (profiling && onStale && !addon.joinCurrent()) {
-        onStale();
+        onStale('gone');
         return;
       }
+      if (profiling && onStale && addon.agentOwned()) onStale('owner');
     } catch (e) {
       addon.log(40, 'restarting the V8 profile failed: ' + (e && e.stack || e));
     }

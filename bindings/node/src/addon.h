@@ -73,8 +73,9 @@ void set_fn(napi_env env, napi_value obj, const char *name, napi_callback cb);
 pn_agent *agent_current(void);
 /* Counts agent starts: a thread's join belongs to one (addon lock). */
 uint64_t agent_epoch(void);
-/* Thread t's environment ends: if it started the running agent, stop it
- * now (the last period goes out through libcurl, within stop_timeout). */
+/* Thread t's environment ends: if it started the running agent, hand it to
+ * a thread still profiling into it (a worker's), else stop it now (the last
+ * period goes out through libcurl, within stop_timeout). */
 void agent_thread_gone(int t);
 /* The batch driver of kind "cpu", "wall" or "heap", made at its first use
  * while the agent runs (NULL, thrown: not started). variant: the wall
@@ -90,6 +91,10 @@ void agent_exports(napi_env env, napi_value exports);
 /* on: the JS thread is about to block (the exit handler) and can no longer
  * send; requests go to libcurl. off: a new start. Main thread. */
 void sender_block(int on);
+/* The sender the exporter of the agent starting now takes (agent.c's start,
+ * on the starting thread): Node's http when the main thread starts it after
+ * setSender(fn); libcurl otherwise (a worker's start). */
+void sender_apply(void);
 void sender_exports(napi_env env, napi_value exports);
 
 /* ---- logging (log.c) */
@@ -165,6 +170,9 @@ void join_counts(napi_env env, napi_value obj);
 void join_reset(int counters);
 /* Thread t's environment ends (on that thread): it feeds no driver. */
 void join_release(int t);
+/* A thread other than `except` whose profile feeds the running agent
+ * (-1: none). Addon lock held. */
+int join_feeder(int except);
 void heap_exports(napi_env env, napi_value exports);
 void heap_reset(void);
 void heap_counts(napi_env env, napi_value obj);

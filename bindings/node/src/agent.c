@@ -2,8 +2,10 @@
  * batch drivers the V8 profiles are recorded through.
  *
  * The thread that started it (the main thread, or a worker when none other
- * did) owns `agent`: only it stops it; workers' joins make and read
- * `drivers` and read `agent`, so both change under the addon lock. Flush
+ * did) owns `agent`: only it stops it; a worker that owns it and stops or
+ * ends while other threads profile into it hands it to one of them
+ * (hand_over). Workers' joins make and read `drivers` and read `agent`, so
+ * both, and `owner`, change under the addon lock. Flush
  * and stop run the blocking
  * core call on a libuv pool thread (napi async work), holding the agent
  * with pn_agent_hold so a concurrent stop cannot free it under a flush. */
@@ -293,30 +295,33 @@ static napi_value m_check_settings(napi_env env, napi_callback_info info)
     return rc == 0 ? js_undefined(env) : NULL;
 }
 
-static napi_value m_start(napi_env env, napi_callback_info info)
+/* start() calls run one at a time: finding no agent and starting one is one
+ * step, so two threads starting at once never both start (the second joins). */
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static napi_value start_locked(napi_env env, napi_value settings, napi_value envobj)
 {
-    napi_value argv[2];
-    js_args(env, info, argv, 2);
-    if (agent)
-        return throw_msg(env, "ERR_PYROSCOPE_STATE", "pyroscope: already started; stop() first");
+    napi_value role;
+    addon_lock();
+    int running = agent != NULL;
+    addon_unlock();
+    if (running) {
+        napi_create_string_utf8(env, "joined", NAPI_AUTO_LENGTH, &role);
+        return role;
+    }
     pn_config c;
-    if (build_config(env, &c, argv[0], argv[1]) != 0) {
+    if (build_config(env, &c, settings, envobj) != 0) {
         pn_config_free(&c);
         return NULL;
     }
     pn_log_set_level(c.log_level);
-    sender_block(0);
+    sender_apply();
     pn_error e = {0};
     pn_agent *a = pn_agent_start(&c, &e);
     pn_config_free(&c);
     if (!a)
         return throw_pn(env, &e);
     addon_lock();
-    if (agent) { /* another thread started one meanwhile */
-        addon_unlock();
-        pn_agent_stop(a);
-        return throw_msg(env, "ERR_PYROSCOPE_STATE", "pyroscope: already started; stop() first");
-    }
     agent = a;
     owner = env_thread(env);
     sample_rate = pn_agent_config(a)->sample_rate;
@@ -324,7 +329,20 @@ static napi_value m_start(napi_env env, napi_callback_info info)
     memset(drivers, 0, sizeof drivers);
     join_reset(1);
     addon_unlock();
-    return js_undefined(env);
+    napi_create_string_utf8(env, "owner", NAPI_AUTO_LENGTH, &role);
+    return role;
+}
+
+/* start(settings, env) -> "owner": this thread started the agent; "joined":
+ * one runs already (another thread's, or this one's): nothing started. */
+static napi_value m_start(napi_env env, napi_callback_info info)
+{
+    napi_value argv[2];
+    js_args(env, info, argv, 2);
+    pthread_mutex_lock(&start_mu);
+    napi_value r = start_locked(env, argv[0], argv[1]);
+    pthread_mutex_unlock(&start_mu);
+    return r;
 }
 
 /* variant: wall: with a cpu value per sample; heap: allocations (Node 26's
@@ -587,10 +605,35 @@ static napi_value m_config(napi_env env, napi_callback_info info)
     return o;
 }
 
+/* Thread `from` owns the agent and ends its profiling (its stop(), its
+ * exit, its environment's end): when another thread still profiles into
+ * the agent, that one owns it from now on and nothing stops (1). The main
+ * thread's never passes on: its stop() and its exit end the process's
+ * profiling. Called on thread `from`; addon lock held. */
+static int hand_over(int from)
+{
+    static int logged;
+    if (!agent || owner != from || on_main_thread())
+        return 0;
+    int to = join_feeder(from);
+    if (to < 0)
+        return 0;
+    owner = to;
+    heap_reset(); /* the heap profile was the old owner's */
+    if (!logged) {
+        logged = 1;
+        pn_log(PN_LOG_WARN, "the worker that started the profiler stopped or ended; the "
+               "profiler goes on for the threads still profiling, started and stopped now by "
+               "thread %s (its heap profile, if asked for, from its next period)",
+               threads_name(to)[0] ? threads_name(to) : "(unnamed)");
+    }
+    return 1;
+}
+
 void agent_thread_gone(int t)
 {
     addon_lock();
-    int mine = agent && owner == t;
+    int mine = agent && owner == t && !hand_over(t);
     pn_agent *a = mine ? detach_agent() : NULL;
     addon_unlock();
     if (!a)
@@ -601,6 +644,20 @@ void agent_thread_gone(int t)
     addon_lock();
     last_stats = st;
     addon_unlock();
+}
+
+/* handOver() -> true when this thread owned the agent and another thread
+ * still profiling into it owns it now: the caller's stop ends only its own
+ * profiling (its profilers stopped first). */
+static napi_value m_hand_over(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    addon_lock();
+    int done = hand_over(env_thread(env));
+    addon_unlock();
+    napi_value b;
+    napi_get_boolean(env, done, &b);
+    return b;
 }
 
 /* agentOwned() -> whether this thread started the running agent (it stops
@@ -697,6 +754,7 @@ void agent_exports(napi_env env, napi_value exports)
     set_fn(env, exports, "stopSync", m_stop_sync);
     set_fn(env, exports, "running", m_running);
     set_fn(env, exports, "agentOwned", m_owned);
+    set_fn(env, exports, "handOver", m_hand_over);
     set_fn(env, exports, "config", m_config);
     set_fn(env, exports, "stats", m_stats);
     set_fn(env, exports, "waitStops", m_wait_stops);

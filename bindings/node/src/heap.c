@@ -4,7 +4,9 @@
  * in one period would count the live memory twice). Allocations (Node 26's
  * v8.startHeapProfile, restarted for each window): every sample of a window
  * (V8's scaled object count and bytes, live or collected since), recorded
- * into the current period at each call. Main thread. */
+ * into the current period at each call. The agent owner's thread (the one
+ * that started it, or was handed it, agent.c). */
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -128,7 +130,26 @@ static napi_value m_stop(napi_env env, napi_callback_info info)
     return js_undefined(env);
 }
 
-void heap_reset(void) { heap_drv = NULL; }
+/* The agent leaves (addon lock, the driver still alive): as heapStop. */
+void heap_reset(void)
+{
+    if (heap_drv)
+        pn_driver_watermark(heap_drv, INT64_MAX);
+    heap_drv = NULL;
+}
+
+/* heapNotOwnedWarn(): a thread that joined another's agent asked for a heap
+ * profile; it is told once a process (any thread) that the heap profile is
+ * the owner's. */
+static napi_value m_not_owned_warn(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    static atomic_int warned;
+    if (!atomic_exchange(&warned, 1))
+        pn_log(PN_LOG_WARN, "the heap profile covers the thread that started the profiler, "
+               "not the threads that joined it (stats().thread.heapNotProfiled counts them)");
+    return js_undefined(env);
+}
 
 void heap_counts(napi_env env, napi_value o)
 {
@@ -145,4 +166,5 @@ void heap_exports(napi_env env, napi_value exports)
     set_fn(env, exports, "heapWanted", m_wanted);
     set_fn(env, exports, "heapRecord", m_record);
     set_fn(env, exports, "heapStop", m_stop);
+    set_fn(env, exports, "heapNotOwnedWarn", m_not_owned_warn);
 }

@@ -90,6 +90,13 @@ static void publish_marks(void)
 
 void join_reset(int counters)
 {
+    /* The drivers leave with the agent (detach_agent: it stops next): no
+     * thread records into them any more, so the final cut must not wait
+     * for the watermarks of threads still joined (a joined worker's would
+     * hold it for the whole stop_timeout). */
+    for (int k = 0; k < ND; k++)
+        if (drv[k])
+            pn_driver_watermark(drv[k], INT64_MAX);
     memset(drv, 0, sizeof drv);
     if (counters) {
         agent_start_ns = pn_clock_ns(CLOCK_MONOTONIC);
@@ -106,6 +113,15 @@ void join_release(int t)
     memset(&jt[t], 0, sizeof jt[t]);
     if (fed)
         publish_marks();
+}
+
+int join_feeder(int except)
+{
+    uint64_t ep = agent_epoch();
+    for (int t = 0, n = threads_high(); t < n; t++)
+        if (t != except && jt[t].epoch == ep && (jt[t].feeds[D_CPU] || jt[t].feeds[D_WALL]))
+            return t;
+    return -1;
 }
 
 void join_counts(napi_env env, napi_value o)

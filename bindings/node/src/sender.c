@@ -47,6 +47,8 @@ static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 /* Written on the main thread (setSender, env cleanup), read by the
  * exporter thread. */
 static _Atomic(napi_threadsafe_function) tsfn;
+/* setSender was given a function (main thread). */
+static int node_wanted;
 /* The JS thread cannot run callbacks (exit handler); guarded by mu. */
 static int blocked;
 /* How long a request may wait for the JS thread to take it (ns; 0: the
@@ -325,7 +327,8 @@ static void cleanup(void *arg)
 }
 
 /* setSender(fn(request, done) | null, pickupMs?): uploads go through fn
- * from the next start() on; null: through libcurl. pickupMs: how long a
+ * from the main thread's next start() on (sender_apply); null: through
+ * libcurl. pickupMs: how long a
  * request waits for the JS thread before libcurl sends it (default: the
  * request's timeout; tests shorten it). */
 static napi_value m_set_sender(napi_env env, napi_callback_info info)
@@ -338,18 +341,13 @@ static napi_value m_set_sender(napi_env env, napi_callback_info info)
     if (js_args(env, info, argv, 2) >= 2 && js_double(env, argv[1], &pickup_ms) != 0)
         pickup_ms = 0;
     pthread_once(&cv_once, init_cv);
-    /* A worker that starts the agent uploads through libcurl: Node's http
-     * here runs on the main thread's loop, which may not profile at all. */
-    if (!on_main_thread()) {
-        pn_http_set_sender(NULL, NULL);
+    /* A worker's call changes nothing: its start() uploads through libcurl
+     * (sender_apply), and the process's sender is the main thread's. */
+    if (!on_main_thread())
         return js_undefined(env);
-    }
     atomic_store(&pickup_ns, pickup_ms > 0 ? (int64_t)(pickup_ms * 1e6) : 0);
-    if (!is_fn) {
-        pn_http_set_sender(NULL, NULL);
-        return js_undefined(env);
-    }
-    if (!atomic_load(&tsfn)) {
+    node_wanted = is_fn;
+    if (is_fn && !atomic_load(&tsfn)) {
         napi_value name;
         napi_create_string_utf8(env, "pyroscope-upload", NAPI_AUTO_LENGTH, &name);
         napi_threadsafe_function f;
@@ -362,9 +360,19 @@ static napi_value m_set_sender(napi_env env, napi_callback_info info)
         atomic_store(&tsfn, f);
         napi_add_env_cleanup_hook(env, cleanup, NULL);
     }
-    sender_block(0);
-    pn_http_set_sender(send_upload, NULL);
     return js_undefined(env);
+}
+
+void sender_apply(void)
+{
+    /* A worker's agent uploads through libcurl: Node's http here runs on
+     * the main thread's loop, which may not profile, or not even load us. */
+    if (on_main_thread() && node_wanted && atomic_load(&tsfn)) {
+        sender_block(0);
+        pn_http_set_sender(send_upload, NULL);
+    } else {
+        pn_http_set_sender(NULL, NULL);
+    }
 }
 
 /* senderStats() -> {sent, declined}: requests node's http ended, and those

@@ -68,13 +68,15 @@ describe('native: settings and life cycle', function () {
     }
   });
 
-  it('starts, refuses a second start, stops, restarts', async function () {
+  it('starts, joins on a second start (nothing started), stops, restarts', async function () {
     const dir = tmpdir('life');
     try {
       assert.throws(() => native.startProfiler('cpu', {}), /start\(\) the agent first/);
-      native.start({ application_name: 'life', output_dir: dir }, {});
+      assert.strictEqual(native.start({ application_name: 'life', output_dir: dir }, {}), 'owner');
       assert.strictEqual(native.running(), true);
-      assert.throws(() => native.start({ application_name: 'life', output_dir: dir }, {}), /already started/);
+      // one runs: the second start() starts nothing and says so (threads starting at once)
+      assert.strictEqual(native.start({ application_name: 'other', output_dir: dir }, {}), 'joined');
+      assert.strictEqual(native.agentOwned(), true);
       assert.throws(() => native.startProfiler('gpu', {}), /kind/);
       native.startProfiler('cpu', {});
       spin(150);
@@ -91,6 +93,7 @@ describe('native: settings and life cycle', function () {
       await native.stop();
       const files = fs.readdirSync(dir);
       assert.ok(files.some((f) => f.startsWith('life-cpu-')), files.join());
+      assert.ok(!files.some((f) => f.startsWith('other-')), files.join());
       assert.ok(files.some((f) => f.startsWith('life2-wall-')), files.join());
       assert.ok(samples(profiles(dir, 'wall')).length > 0);
     } finally {
