@@ -101,7 +101,7 @@ async function report(argv) {
     // The API names its options; say the flags instead.
     if (e && e.code === 'ERR_PYROSCOPE_REPORT') {
       throw new UsageError(e.message.replace(/^writeReport: /, '')
-        .replace(/^(filter|type|diff|title|output|top):/, '--$1:').replace(/^groupBy:/, '--group-by:'));
+        .replace(/^(filter|type|diff|title|output|top):/, '--$1:').replace(/^group_by:/, '--group-by:'));
     }
     throw e;
   }
