@@ -7,8 +7,6 @@
 //     output, text, type, otherTypes}>: the public Pyroscope.writeReport and the CLI's engine.
 //   beginRun(addon) / endRun(addon) / endRunSync(addon): with a folder output, the pages of
 //     the profiles this run wrote, at stop (or exit), logged; they never throw or reject.
-const REPORT_NAME = 'flamegraph.html';
-const DEFAULT_TOP = 20;
 const OPTIONS = ['output', 'title', 'filter', 'groupBy', 'top', 'diff', 'type'];
 
 function reportError(message) {
@@ -75,4 +73,4 @@ function endRunSync(addon) {
   }
 }
 
-module.exports = { REPORT_NAME, DEFAULT_TOP, writeReport, beginRun, endRun, endRunSync, selection };
+module.exports = { writeReport, beginRun, endRun, endRunSync, selection };
