@@ -34,6 +34,9 @@ int pn_report_hide_root_files(pn_report *r, const char *const *files, size_t n,
 /* Add a .pb/.pb.gz profile, or every such file in a folder. Each sample also
  * gets the label source=<path as given>. */
 int pn_report_add_path(pn_report *r, const char *path, pn_error *e);
+/* A file of folder: source=<folder>, and skipped (not refused) without
+ * the report's type, as pn_report_add_path does in a folder. */
+int pn_report_add_folder_file(pn_report *r, const char *path, const char *folder, pn_error *e);
 int pn_report_add_buffer(pn_report *r, const uint8_t *data, size_t len, pn_error *e);
 size_t pn_report_profiles(const pn_report *r);
 /* Report the values of sample type `type` ("cpu", "wall", "alloc_space",
@@ -77,6 +80,12 @@ typedef struct {
     const char *const *hide_files;
     size_t nhide;
     const char *type;           /* pn_report_set_type; NULL: the first */
+    /* Optional, parallel to paths: paths[i] is a file of folder sources[i]
+     * (its source label; a profile without the report's type is skipped, as
+     * in a folder). NULL: each path is its own source. */
+    const char *const *sources;
+    /* Optional: the error (PN_EINVAL) when no profile was read. */
+    const char *none_error;
     const char *html, *title, *view;
     const pn_label *filters;
     size_t nfilters;
@@ -101,6 +110,11 @@ int pn_report_run(const pn_report_request *q, size_t *profiles, char **text, siz
  * text, rc and err; clear frees every kept block and the text (not j). */
 typedef struct {
     pn_report_request r;
+    /* Set by pn_report_job_prepare: the folders' page type shown (or the
+     * sample type asked for; NULL: files only), and their other types. */
+    const char *type;
+    const char *const *other_types;
+    size_t nother_types;
     size_t profiles;
     char *text;
     size_t text_len;
@@ -113,6 +127,58 @@ typedef struct {
 void *pn_report_job_keep(pn_report_job *j, void *block);
 void pn_report_job_run(pn_report_job *j);
 void pn_report_job_clear(pn_report_job *j);
+
+/* ------------------------------------------- a binding's report options */
+
+/* A selection as the bindings take it: items {key, value}, or {NULL,
+ * "k=v[,k2=v2...]"} (split at each ',' and then at the first '='; keys
+ * trimmed). */
+#define PN_REPORT_DEFAULT_TOP 20
+/* What writeReport / write_report / `report` are asked, in the core's
+ * names; each binding maps its own spelling and types to it, and
+ * pn_report_job_prepare does the rest once:
+ * - paths: profile files or folders; a folder gives its profiles of one
+ *   type (pn_folder_pages): type when a page has that type, else the first
+ *   page's (cpu, else wall); a type no page has is a sample type
+ *   (pn_report_set_type) read from every profile. Files are read as given.
+ * - output: the page (NULL: the first folder, or the first file's folder,
+ *   plus the page's name; no_output: none); title (NULL: the paths' base
+ *   names, ", "-joined); view from filter, group_by and diff.
+ * - top: has_top ? top (>= 0) : PN_REPORT_DEFAULT_TOP.
+ * Errors (PN_EINVAL, naming the option as the core names it: "filter:
+ * expected KEY=VALUE, got \"x\"", "type: no wall profiles in DIR (there
+ * are: cpu)", "top: a whole number >= 0"; path errors begin with caller). */
+typedef struct {
+    const char *caller;          /* e.g. "writeReport"; NULL: none */
+    const char *const *paths;
+    size_t npaths;
+    const char *type;
+    const char *output;
+    int no_output;
+    const char *title;
+    const pn_label *filter;
+    size_t nfilter;
+    const char *group_by;
+    int diff;                    /* compare diff_a with diff_b */
+    const pn_label *diff_a, *diff_b;
+    size_t ndiff_a, ndiff_b;
+    int has_top;
+    long long top;
+    const char *const *hide_files;
+    size_t nhide;
+} pn_report_options;
+
+/* Fills j (zeroed) from o: its request, type and other types, everything
+ * copied into j. Lists folders (the calling thread); pn_report_job_run
+ * then reads the profiles on any thread. On failure j is cleared. */
+int pn_report_job_prepare(pn_report_job *j, const pn_report_options *o, pn_error *e);
+
+/* The pairs of a selection (items as above) into *out (malloc'ed, each
+ * key and value too; free with pn_report_pairs_free). what names the
+ * option in errors. */
+int pn_report_pairs_parse(const pn_label *items, size_t n, const char *what, pn_label **out,
+                          size_t *nout, pn_error *e);
+void pn_report_pairs_free(pn_label *pairs, size_t n);
 
 /* ---------------------------------------------------- the output folder */
 
@@ -143,6 +209,7 @@ typedef struct {
 typedef struct {
     pn_folder_page *pages;
     size_t n;
+    char *dir; /* the folder read (a run's; NULL: no run) */
 } pn_folder_pages;
 /* Every profile of dir grouped into pages (max_files: the newest per page;
  * 0: all). */
@@ -157,6 +224,31 @@ void pn_folder_pages_free(pn_folder_pages *p);
 #define PN_RUN_MAX_FILES 360
 int pn_folder_run_begin(const char *dir, pn_error *e);
 int pn_folder_run_end(pn_folder_pages *out, pn_error *e);
+
+/* The run report written (at stop or exit): ends the run
+ * (pn_folder_run_end) and writes each of its pages to <dir>/<page>,
+ * titled "<app> (<type>)", saying how it went: "no profiles were written
+ * to DIR ...", "the TYPE flame graph covers the last N of the M profiles
+ * this run wrote", "N profiles in DIR, flame graph: OUT" (info) and
+ * "cannot write the flame graph: ..." (error). Never fails: a page that
+ * cannot be written leaves the others. Any thread (reads files). */
+typedef struct {
+    const char *app;                 /* NULL or "": "pyroscope-native" */
+    const char *const *hide_files;   /* as pn_report_hide_root_files */
+    size_t nhide;
+    size_t top;                      /* the first page's top table (0: none) */
+    unsigned long long failed;       /* the folder's failed writes, named when no profile was */
+    int quiet;                       /* only into said, not pn_log */
+} pn_run_report;
+typedef struct {
+    int ran;                         /* a run had begun */
+    size_t pages, written, profiles;
+    char *text;                      /* the first page's top table, or NULL */
+    size_t text_len;
+    char *said;                      /* what was logged, one message a line */
+} pn_run_report_result;
+void pn_run_report_write(const pn_run_report *q, pn_run_report_result *out);
+void pn_run_report_result_free(pn_run_report_result *r);
 
 #ifdef __cplusplus
 }

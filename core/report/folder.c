@@ -136,6 +136,7 @@ void pn_folder_pages_free(pn_folder_pages *p)
     }
     if (p) {
         free(p->pages);
+        free(p->dir);
         memset(p, 0, sizeof *p);
     }
 }
@@ -208,6 +209,10 @@ int pn_folder_pages_read(const char *dir, size_t max_files, pn_folder_pages *out
         return -1;
     int rc = group(dir, &all, NULL, max_files, out, e);
     pn_folder_names_free(&all);
+    if (rc == 0 && !(out->dir = strdup(dir))) {
+        pn_folder_pages_free(out);
+        rc = pn_fail(e, PN_ENOMEM, "out of memory");
+    }
     return rc;
 }
 
@@ -252,7 +257,10 @@ int pn_folder_run_end(pn_folder_pages *out, pn_error *e)
         rc = group(dir, &now, &before, PN_RUN_MAX_FILES, out, e);
     pn_folder_names_free(&now);
     pn_folder_names_free(&before);
-    free(dir);
+    if (rc == 0)
+        out->dir = dir; /* says a run had begun */
+    else
+        free(dir);
     return rc;
 }
 

@@ -1251,3 +1251,14 @@ int pn_report_add_path(pn_report *r, const char *path, pn_error *e)
     }
     return add_file(r, path, path, e);
 }
+
+int pn_report_add_folder_file(pn_report *r, const char *path, const char *folder, pn_error *e)
+{
+    if (!r || !path || !*path || !folder)
+        return pn_fail(e, PN_EINVAL, "pn_report_add_folder_file: a report, a path and a "
+                       "folder are required");
+    r->in_folder++;
+    int rc = add_file(r, path, folder, e);
+    r->in_folder--;
+    return rc;
+}

@@ -42,7 +42,10 @@ int pn_report_run(const pn_report_request *q, size_t *profiles, char **text, siz
     if (rc == 0 && q->type)
         rc = pn_report_set_type(r, q->type, e);
     for (size_t i = 0; rc == 0 && i < q->npaths; i++)
-        rc = pn_report_add_path(r, q->paths[i], e);
+        rc = q->sources && q->sources[i] ? pn_report_add_folder_file(r, q->paths[i], q->sources[i], e)
+                                         : pn_report_add_path(r, q->paths[i], e);
+    if (rc == 0 && q->none_error && pn_report_profiles(r) == 0)
+        rc = pn_fail(e, PN_EINVAL, "%s", q->none_error);
     if (rc == 0 && q->html)
         rc = pn_report_write_html_view(r, q->title ? q->title : "pyroscope-native",
                                        q->view ? q->view : "", q->html, e);

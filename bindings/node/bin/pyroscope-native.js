@@ -81,10 +81,8 @@ async function report(argv) {
     }
   }
   if (paths.length === 0) throw new UsageError('report: give at least one profile file or folder');
-  const opts = {
-    top: values.top === undefined ? 20 : whole('--top', values.top),
-    filter: values.filter || [],
-  };
+  const opts = { filter: values.filter || [] }; // --top's default is the core's
+  if (values.top !== undefined) opts.top = whole('--top', values.top);
   if (values.output !== undefined) opts.output = values.output;
   if (values.title !== undefined) opts.title = values.title;
   if (values.type !== undefined) opts.type = values.type;
@@ -101,7 +99,7 @@ async function report(argv) {
     // The API names its options; say the flags instead.
     if (e && e.code === 'ERR_PYROSCOPE_REPORT') {
       throw new UsageError(e.message.replace(/^writeReport: /, '')
-        .replace(/^(filter|type|diff|title|output|top):/, '--$1:').replace(/^groupBy:/, '--group-by:'));
+        .replace(/^(filter|type|diff|title|output|top):/, '--$1:').replace(/^group_by:/, '--group-by:'));
     }
     throw e;
   }

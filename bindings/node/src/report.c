@@ -1,29 +1,26 @@
 /* Reports of saved profiles: the core's report library (pyroscope_report.h)
- * for JS, as the flame graph page and the text tables.
+ * for JS. The core resolves the options (pn_report_job_prepare) and writes
+ * the run's pages (pn_run_report_write); this file maps JS values to them.
  *
- *   report(paths, opts) -> {profiles, text}            (synchronous)
- *   reportAsync(paths, opts) -> Promise<{profiles, text}> (reads off the
- *     main thread, on libuv's pool)
- *   opts: {output: html path | null, title, view (the page's URL-fragment
- *     syntax), top: n (0: no table), filter: [[k, v], ...], groupBy: key |
- *     null, diffA / diffB: [[k, v], ...] | null}
- *   folderPages(dir) -> [{type, page, paths, total}]: the folder's profiles by type
- *   runOutput() -> {dir, app} of the running agent's folder output, or null
- *   runBegin(dir): its listing remembered; runEnd() -> the pages of the files
- *     written since (the core's run report)
+ *   report(paths, opts) -> {profiles, text, output, type, otherTypes}
+ *   reportAsync(paths, opts) -> Promise of the same (reads on libuv's pool)
+ *   opts: {output: path | null (none) | undefined (default), title, type,
+ *     groupBy, top, filter, diffA, diffB}; a selection is a "k=v,..."
+ *     string or an array of such strings and [key, value] pairs.
+ *   runBegin() -> whether the running agent writes to a folder (its
+ *     listing is then remembered: the run report begins)
+ *   runEnd() / runEndAsync() -> undefined / Promise: the run's pages
+ *     written and logged (never throws or rejects)
  *
- * Threads: the request is read from JS and the result built on the main JS
- * thread; pn_report_job_run touches only the job (its own copies of every
- * string), so the async variant runs it on a pool thread. */
-#include <inttypes.h>
-#include <stdio.h>
+ * Threads: options are read and the job prepared on the main JS thread;
+ * pn_report_job_run touches only the job, so the async variant runs it on
+ * a pool thread. run_app belongs to the main thread. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "addon.h"
 #include "pyroscope_report.h"
 
-/* The job owns the request's strings and lists (pn_report_job_keep). */
 typedef struct {
     pn_report_job job;
     /* async only */
@@ -31,34 +28,17 @@ typedef struct {
     napi_async_work work;
 } request;
 
-static void request_free(request *q)
-{
-    if (!q)
-        return;
-    pn_report_job_clear(&q->job);
-    free(q);
-}
-
-static void *keep_or_throw(napi_env env, request *q, void *block)
-{
-    void *kept = pn_report_job_keep(&q->job, block);
-    if (!kept)
-        napi_throw_error(env, NULL, "pyroscope: out of memory");
-    return kept;
-}
-
-/* A JS string copied and kept by the job (NULL, thrown, otherwise). */
-static const char *own_string(napi_env env, request *q, napi_value v, const char *what)
-{
-    char *s = js_string(env, v, what);
-    return s ? keep_or_throw(env, q, s) : NULL;
-}
-
 static int is_nullish(napi_env env, napi_value v)
 {
     napi_valuetype t;
     napi_typeof(env, v, &t);
     return t == napi_undefined || t == napi_null;
+}
+
+static int is_type(napi_env env, napi_value v, napi_valuetype want)
+{
+    napi_valuetype t;
+    return napi_typeof(env, v, &t) == napi_ok && t == want;
 }
 
 static napi_value prop(napi_env env, napi_value obj, const char *name)
@@ -69,149 +49,148 @@ static napi_value prop(napi_env env, napi_value obj, const char *name)
     return v;
 }
 
-/* An optional string option (NULL when absent; -1 thrown when not a string). */
-static int opt_string(napi_env env, request *q, napi_value opts, const char *name,
-                      const char **out)
+static uint32_t length_of(napi_env env, napi_value v)
+{
+    bool is = false;
+    uint32_t n = 0;
+    if (napi_is_array(env, v, &is) == napi_ok && is)
+        napi_get_array_length(env, v, &n);
+    return n;
+}
+
+/* A JS string (numbers too), kept by the scratch job; "" for another type,
+ * which the core names as a bad value of its option. NULL: out of memory. */
+static const char *str_of(napi_env env, pn_report_job *tmp, napi_value v)
+{
+    char *s = NULL;
+    if (is_type(env, v, napi_string) || is_type(env, v, napi_number)) {
+        s = js_string(env, v, "report: a string");
+    } else {
+        s = strdup("");
+    }
+    return pn_report_job_keep(tmp, s);
+}
+
+static const char *opt_str(napi_env env, pn_report_job *tmp, napi_value opts, const char *name)
 {
     napi_value v = prop(env, opts, name);
-    *out = NULL;
-    if (is_nullish(env, v))
-        return 0;
-    char what[120];
-    snprintf(what, sizeof what, "report: %s must be a string", name);
-    *out = own_string(env, q, v, what);
-    return *out ? 0 : -1;
+    return is_nullish(env, v) ? NULL : str_of(env, tmp, v);
 }
 
-/* A JS array's length (-1, thrown, when v is not an array). */
-static int64_t array_length(napi_env env, napi_value v, const char *what)
+/* A selection: a string, or an array of strings and [key, value] pairs. */
+static const pn_label *opt_pairs(napi_env env, pn_report_job *tmp, napi_value opts,
+                                 const char *name, size_t *n)
 {
-    bool is;
-    uint32_t len = 0;
-    if (napi_is_array(env, v, &is) != napi_ok || !is ||
-        napi_get_array_length(env, v, &len) != napi_ok) {
-        throw_msg(env, "ERR_INVALID_ARG_TYPE", "report: %s", what);
-        return -1;
-    }
-    return len;
-}
-
-/* [[key, value], ...] -> labels (NULL, 0 when absent). */
-static int opt_pairs(napi_env env, request *q, napi_value opts, const char *name,
-                     const pn_label **out, size_t *n)
-{
-    napi_value arr = prop(env, opts, name);
-    *out = NULL;
+    napi_value sel = prop(env, opts, name);
     *n = 0;
-    if (is_nullish(env, arr))
-        return 0;
-    char what[160];
-    snprintf(what, sizeof what, "%s must be an array of [key, value] pairs", name);
-    int64_t len = array_length(env, arr, what);
-    if (len < 0)
-        return -1;
-    pn_label *l = keep_or_throw(env, q, calloc((size_t)len + 1, sizeof *l));
-    if (!l)
-        return -1;
-    *out = l;
-    snprintf(what, sizeof what, "report: %s: each label key and value must be a string", name);
-    for (int64_t i = 0; i < len; i++) {
-        napi_value kv, k, v;
-        char pos[120];
-        snprintf(pos, sizeof pos, "%s[%" PRId64 "] must be a [key, value] pair", name, i);
-        if (napi_get_element(env, arr, (uint32_t)i, &kv) != napi_ok ||
-            array_length(env, kv, pos) != 2) {
-            bool pending = false;
-            napi_is_exception_pending(env, &pending);
-            if (!pending)
-                throw_msg(env, "ERR_INVALID_ARG_TYPE", "report: %s", pos);
-            return -1;
+    if (is_nullish(env, sel))
+        return NULL;
+    int one = is_type(env, sel, napi_string);
+    uint32_t len = one ? 1 : length_of(env, sel);
+    pn_label *l = pn_report_job_keep(tmp, calloc(len + 1, sizeof *l));
+    for (uint32_t i = 0; l && i < len; i++) {
+        napi_value item = sel, k, v;
+        if (!one)
+            napi_get_element(env, sel, i, &item);
+        if (length_of(env, item) == 2) {
+            napi_get_element(env, item, 0, &k);
+            napi_get_element(env, item, 1, &v);
+            l[i].key = str_of(env, tmp, k);
+            l[i].value = str_of(env, tmp, v);
+        } else {
+            l[i].value = str_of(env, tmp, item);
         }
-        napi_get_element(env, kv, 0, &k);
-        napi_get_element(env, kv, 1, &v);
-        if (!(l[i].key = own_string(env, q, k, what)) || !(l[i].value = own_string(env, q, v, what)))
-            return -1;
     }
-    *n = (size_t)len;
-    return 0;
+    *n = len;
+    return l;
 }
 
-/* The JS arguments as a request (NULL, thrown, on bad input). */
+/* The JS arguments as a prepared job (NULL, thrown, otherwise). */
 static request *request_read(napi_env env, napi_value paths, napi_value opts)
 {
     request *q = calloc(1, sizeof *q);
+    pn_report_job tmp = {0}; /* owns what the options point to */
+    pn_report_options o = {.caller = "writeReport"};
     if (!q) {
         napi_throw_error(env, NULL, "pyroscope: out of memory");
         return NULL;
     }
-    int64_t n = array_length(env, paths, "paths must be a non-empty array of profile files "
-                                         "or folders");
-    if (n < 0)
-        goto fail;
-    if (n == 0) {
-        throw_msg(env, "ERR_INVALID_ARG_TYPE",
-                  "report: paths must be a non-empty array of profile files or folders");
-        goto fail;
-    }
-    const char **list = keep_or_throw(env, q, calloc((size_t)n, sizeof *list));
-    if (!list)
-        goto fail;
-    q->job.r.paths = list;
-    for (int64_t i = 0; i < n; i++) {
-        napi_value p;
-        napi_get_element(env, paths, (uint32_t)i, &p);
-        if (!(list[i] = own_string(env, q, p, "report: each path must be a string")))
-            goto fail;
-    }
-    q->job.r.npaths = (size_t)n;
-    if (is_nullish(env, opts)) {
+    if (is_nullish(env, opts))
         napi_create_object(env, &opts);
-    } else {
-        napi_valuetype t;
-        napi_typeof(env, opts, &t);
-        if (t != napi_object) {
-            throw_msg(env, "ERR_INVALID_ARG_TYPE", "report: options must be an object");
-            goto fail;
-        }
+    o.npaths = length_of(env, paths);
+    const char **list = pn_report_job_keep(&tmp, calloc(o.npaths + 1, sizeof *list));
+    for (uint32_t i = 0; list && i < o.npaths; i++) {
+        napi_value p;
+        napi_get_element(env, paths, i, &p);
+        list[i] = str_of(env, &tmp, p);
     }
-    napi_value top = prop(env, opts, "top");
+    o.paths = list;
+    napi_value output = prop(env, opts, "output"), top = prop(env, opts, "top"), title;
+    o.no_output = is_type(env, output, napi_null);
+    o.output = is_type(env, output, napi_undefined) ? NULL : str_of(env, &tmp, output);
+    if (!is_nullish(env, prop(env, opts, "title")) &&
+        napi_coerce_to_string(env, prop(env, opts, "title"), &title) == napi_ok)
+        o.title = str_of(env, &tmp, title);
+    o.type = opt_str(env, &tmp, opts, "type");
+    o.group_by = opt_str(env, &tmp, opts, "groupBy");
+    o.filter = opt_pairs(env, &tmp, opts, "filter", &o.nfilter);
+    o.diff_a = opt_pairs(env, &tmp, opts, "diffA", &o.ndiff_a);
+    o.diff_b = opt_pairs(env, &tmp, opts, "diffB", &o.ndiff_b);
+    o.diff = o.diff_a || o.diff_b;
     double d = 0;
-    if (!is_nullish(env, top) &&
-        (js_double(env, top, &d) != 0 || !(d >= 0 && d <= 1e6) || d != (double)(uint32_t)d)) {
-        throw_msg(env, "ERR_INVALID_ARG_VALUE", "report: top must be a whole number >= 0");
-        goto fail;
-    }
-    q->job.r.top = (size_t)d;
-    if (opt_string(env, q, opts, "output", &q->job.r.html) != 0 ||
-        opt_string(env, q, opts, "title", &q->job.r.title) != 0 ||
-        opt_string(env, q, opts, "view", &q->job.r.view) != 0 ||
-        opt_string(env, q, opts, "groupBy", &q->job.r.group_by) != 0 ||
-        opt_pairs(env, q, opts, "filter", &q->job.r.filters, &q->job.r.nfilters) != 0 ||
-        opt_pairs(env, q, opts, "diffA", &q->job.r.diff_a, &q->job.r.ndiff_a) != 0 ||
-        opt_pairs(env, q, opts, "diffB", &q->job.r.diff_b, &q->job.r.ndiff_b) != 0)
-        goto fail;
-    if ((q->job.r.diff_a != NULL) != (q->job.r.diff_b != NULL)) {
-        throw_msg(env, "ERR_INVALID_ARG_VALUE", "report: diffA and diffB go together");
-        goto fail;
-    }
-    q->job.r.diff = q->job.r.diff_a != NULL;
-    return q;
-fail:
-    request_free(q);
+    o.has_top = !is_nullish(env, top);
+    /* a top that is no whole number is refused by the core as a negative one */
+    o.top = o.has_top && js_double(env, top, &d) == 0 && d >= 0 && d <= 1e6 &&
+                    d == (double)(long long)d
+                ? (long long)d : -1;
+    pn_error e = {0};
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    int rc = pending ? -1 : pn_report_job_prepare(&q->job, &o, &e);
+    pn_report_job_clear(&tmp);
+    if (rc == 0)
+        return q;
+    if (!pending)
+        throw_msg(env, e.code == PN_EINVAL ? "ERR_PYROSCOPE_REPORT" : "ERR_PYROSCOPE", "%s",
+                  e.msg);
+    free(q);
     return NULL;
+}
+
+static void request_free(request *q)
+{
+    pn_report_job_clear(&q->job);
+    free(q);
+}
+
+static napi_value str_or_null(napi_env env, const char *s)
+{
+    napi_value v;
+    if (s)
+        napi_create_string_utf8(env, s, NAPI_AUTO_LENGTH, &v);
+    else
+        napi_get_null(env, &v);
+    return v;
 }
 
 static napi_value request_result(napi_env env, const request *q)
 {
-    napi_value o, s;
+    const pn_report_job *j = &q->job;
+    napi_value o, s, others;
     napi_create_object(env, &o);
-    set_num(env, o, "profiles", (double)q->job.profiles);
-    napi_create_string_utf8(env, q->job.text ? q->job.text : "", q->job.text ? q->job.text_len : 0, &s);
+    set_num(env, o, "profiles", (double)j->profiles);
+    napi_create_string_utf8(env, j->text ? j->text : "", j->text ? j->text_len : 0, &s);
     napi_set_named_property(env, o, "text", s);
+    napi_set_named_property(env, o, "output", str_or_null(env, j->r.html));
+    napi_set_named_property(env, o, "type", str_or_null(env, j->type));
+    napi_create_array_with_length(env, j->nother_types, &others);
+    for (size_t i = 0; i < j->nother_types; i++)
+        napi_set_element(env, others, (uint32_t)i, str_or_null(env, j->other_types[i]));
+    napi_set_named_property(env, o, "otherTypes", others);
     return o;
 }
 
-/* An Error like throw_pn's, as a value (to reject with). */
+/* An Error like throw_msg's, as a value (to reject with). */
 static napi_value request_error(napi_env env, const request *q)
 {
     napi_value code, msg, err;
@@ -259,120 +238,142 @@ static void async_complete(napi_env env, napi_status status, void *data)
     request_free(q);
 }
 
+/* execute on the pool, then complete on the main thread; *promise is made
+ * even when the work cannot be queued (-1). */
+static int queue_work(napi_env env, const char *name, napi_async_execute_callback execute,
+                      napi_async_complete_callback complete, void *data, napi_deferred *deferred,
+                      napi_async_work *work, napi_value *promise)
+{
+    napi_value id;
+    napi_create_promise(env, deferred, promise);
+    napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &id);
+    return napi_create_async_work(env, NULL, id, execute, complete, data, work) == napi_ok &&
+                   napi_queue_async_work(env, *work) == napi_ok
+               ? 0 : -1;
+}
+
 static napi_value m_report_async(napi_env env, napi_callback_info info)
 {
-    napi_value argv[2], promise, name;
+    napi_value argv[2];
     js_args(env, info, argv, 2);
     request *q = request_read(env, argv[0], argv[1]);
     if (!q)
         return NULL;
-    napi_create_promise(env, &q->deferred, &promise);
-    napi_create_string_utf8(env, "pyroscope-report", NAPI_AUTO_LENGTH, &name);
-    if (napi_create_async_work(env, NULL, name, async_execute, async_complete, q, &q->work) !=
-            napi_ok ||
-        napi_queue_async_work(env, q->work) != napi_ok) {
+    napi_value promise;
+    if (queue_work(env, "pyroscope-report", async_execute, async_complete, q, &q->deferred,
+                   &q->work, &promise) != 0) {
         request_free(q); /* the deferred is left pending; the throw is what the caller sees */
         return throw_msg(env, "ERR_PYROSCOPE", "report: cannot queue the work");
     }
     return promise;
 }
 
-/* pages -> [{type, page, paths, total}] (freed). */
-static napi_value pages_value(napi_env env, pn_folder_pages *p)
-{
-    napi_value arr, o, v;
-    napi_create_array(env, &arr);
-    for (size_t i = 0; i < p->n; i++) {
-        const pn_folder_page *g = &p->pages[i];
-        napi_create_object(env, &o);
-        napi_create_string_utf8(env, g->type, NAPI_AUTO_LENGTH, &v);
-        napi_set_named_property(env, o, "type", v);
-        napi_create_string_utf8(env, g->page, NAPI_AUTO_LENGTH, &v);
-        napi_set_named_property(env, o, "page", v);
-        napi_create_double(env, (double)g->total, &v);
-        napi_set_named_property(env, o, "total", v);
-        napi_value paths;
-        napi_create_array_with_length(env, g->npaths, &paths);
-        for (size_t j = 0; j < g->npaths; j++) {
-            napi_create_string_utf8(env, g->paths[j], NAPI_AUTO_LENGTH, &v);
-            napi_set_element(env, paths, (uint32_t)j, v);
-        }
-        napi_set_named_property(env, o, "paths", paths);
-        napi_set_element(env, arr, (uint32_t)i, o);
-    }
-    pn_folder_pages_free(p);
-    return arr;
-}
+/* ------------------------------------------------------------ the run */
 
-/* The one argument, a folder (malloc'ed; NULL: thrown). */
-static char *dir_arg(napi_env env, napi_callback_info info, const char *what)
-{
-    napi_value argv[1];
-    js_args(env, info, argv, 1);
-    return js_string(env, argv[0], what);
-}
+static char *run_app; /* main thread: the app of the run begun */
 
-/* folderPages(dir) -> the folder's profiles by type (pn_folder_pages_read). */
-static napi_value m_folder_pages(napi_env env, napi_callback_info info)
-{
-    char *dir = dir_arg(env, info, "folderPages: dir must be a string");
-    if (!dir)
-        return NULL;
-    pn_folder_pages p;
-    pn_error e = {0};
-    int rc = pn_folder_pages_read(dir, 0, &p, &e);
-    free(dir);
-    return rc == 0 ? pages_value(env, &p) : throw_pn(env, &e);
-}
-
-/* runBegin(dir): the run report begins, dir's listing remembered. */
+/* runBegin(): the run report begins when the running agent writes to a
+ * folder (any earlier run is forgotten otherwise). */
 static napi_value m_run_begin(napi_env env, napi_callback_info info)
-{
-    char *dir = dir_arg(env, info, "runBegin: dir must be a string");
-    if (!dir)
-        return NULL;
-    pn_error e = {0};
-    int rc = pn_folder_run_begin(dir, &e);
-    free(dir);
-    return rc == 0 ? js_undefined(env) : throw_pn(env, &e);
-}
-
-/* runOutput() -> {dir, app} of the running agent when it writes to a
- * folder, else null. */
-static napi_value m_run_output(napi_env env, napi_callback_info info)
 {
     (void)info;
     pn_agent *a = agent_current();
     const pn_config *c = a ? pn_agent_config(a) : NULL;
-    napi_value o, s;
+    pn_error e = {0};
+    napi_value out;
+    free(run_app);
+    run_app = NULL;
     if (!c || !c->output_dir || !*c->output_dir) {
-        napi_get_null(env, &o);
-        return o;
+        pn_folder_pages none;
+        if (pn_folder_run_end(&none, &e) == 0)
+            pn_folder_pages_free(&none);
+        napi_get_boolean(env, false, &out);
+        return out;
     }
-    napi_create_object(env, &o);
-    napi_create_string_utf8(env, c->output_dir, NAPI_AUTO_LENGTH, &s);
-    napi_set_named_property(env, o, "dir", s);
-    napi_create_string_utf8(env, c->application_name ? c->application_name : "",
-                            NAPI_AUTO_LENGTH, &s);
-    napi_set_named_property(env, o, "app", s);
-    return o;
+    run_app = strdup(c->application_name ? c->application_name : "");
+    if (pn_folder_run_begin(c->output_dir, &e) != 0)
+        return throw_pn(env, &e);
+    napi_get_boolean(env, true, &out);
+    return out;
 }
 
-/* runEnd() -> the pages of the files written since runBegin ([] when none). */
+typedef struct {
+    pn_run_report q;
+    char *app; /* the run's (run_app, taken) */
+    napi_deferred deferred;
+    napi_async_work work;
+} run_end;
+
+static run_end *run_end_take(napi_env env)
+{
+    run_end *r = calloc(1, sizeof *r);
+    if (!r) {
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+        return NULL;
+    }
+    r->q.app = r->app = run_app;
+    run_app = NULL;
+    return r;
+}
+
+static void run_end_execute(napi_env env, void *data)
+{
+    (void)env;
+    run_end *r = data;
+    pn_run_report_result res;
+    pn_run_report_write(&r->q, &res);
+    pn_run_report_result_free(&res);
+}
+
+static void run_end_free(run_end *r)
+{
+    free(r->app);
+    free(r);
+}
+
 static napi_value m_run_end(napi_env env, napi_callback_info info)
 {
     (void)info;
-    pn_folder_pages p;
-    pn_error e = {0};
-    return pn_folder_run_end(&p, &e) == 0 ? pages_value(env, &p) : throw_pn(env, &e);
+    run_end *r = run_end_take(env);
+    if (!r)
+        return NULL;
+    run_end_execute(env, r);
+    run_end_free(r);
+    return js_undefined(env);
+}
+
+static void run_end_complete(napi_env env, napi_status status, void *data)
+{
+    (void)status;
+    run_end *r = data;
+    napi_resolve_deferred(env, r->deferred, js_undefined(env));
+    napi_delete_async_work(env, r->work);
+    run_end_free(r);
+}
+
+/* runEndAsync(): the run's pages written on the pool (here when the work
+ * cannot be queued); resolves when done. */
+static napi_value m_run_end_async(napi_env env, napi_callback_info info)
+{
+    (void)info;
+    run_end *r = run_end_take(env);
+    napi_value promise;
+    if (!r)
+        return NULL;
+    if (queue_work(env, "pyroscope-run-report", run_end_execute, run_end_complete, r,
+                   &r->deferred, &r->work, &promise) != 0) {
+        run_end_execute(env, r);
+        napi_resolve_deferred(env, r->deferred, js_undefined(env));
+        run_end_free(r);
+    }
+    return promise;
 }
 
 void report_exports(napi_env env, napi_value exports)
 {
     set_fn(env, exports, "report", m_report);
     set_fn(env, exports, "reportAsync", m_report_async);
-    set_fn(env, exports, "folderPages", m_folder_pages);
-    set_fn(env, exports, "runOutput", m_run_output);
     set_fn(env, exports, "runBegin", m_run_begin);
     set_fn(env, exports, "runEnd", m_run_end);
+    set_fn(env, exports, "runEndAsync", m_run_end_async);
 }

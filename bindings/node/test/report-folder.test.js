@@ -155,36 +155,23 @@ describe('report: flame graph of the folder output', function () {
       (e) => e.code && /old\.app-cpu-1-2\.pb\.gz/.test(e.message));
   });
 
-  it('a run\'s pages: one per type, the newest 360 profiles of each, older files left out', async () => {
+  it('a run\'s pages are the core\'s, titled by the app and type, and written once', async () => {
+    // the 360-newest limit and the messages: tests/c/test_report_options.c
     const report = require('../lib/report');
-    const d = tmpdir('pn-report-run-');
-    fs.writeFileSync(path.join(d, 'app-cpu-1000-1001.pb.gz'), 'earlier run');
-    const calls = [];
-    const logs = [];
     const addon = require('../lib/addon');
-    const fake = {
-      runOutput: () => ({ dir: d, app: 'app' }),
-      runBegin: addon.runBegin, // the core's run report
-      runEnd: addon.runEnd,
-      log: (level, message) => logs.push(message),
-      report: (paths, args) => { calls.push({ paths, args }); return { profiles: paths.length, text: '' }; },
-      reportAsync: async (paths, args) => fake.report(paths, args),
-    };
-    report.beginRun(fake);
-    for (let t = 2000; t < 2365; t++) fs.writeFileSync(path.join(d, `app-cpu-${t}-${t + 1}.pb.gz`), '');
-    fs.writeFileSync(path.join(d, 'app-heap-2000-2010.pb.gz'), '');
-    fs.writeFileSync(path.join(d, '.app-cpu-2400-2401.tmp'), ''); // the exporter's temporary file
-    await report.endRun(fake);
-    assert.deepStrictEqual(calls.map((c) => path.basename(c.args.output)), ['flamegraph.html', 'flamegraph-heap.html']);
-    const cpu = calls[0].paths.map((p) => path.basename(p));
-    assert.strictEqual(cpu.length, 360);
-    assert.strictEqual(cpu[0], 'app-cpu-2005-2006.pb.gz');
-    assert.strictEqual(cpu[359], 'app-cpu-2364-2365.pb.gz');
-    assert.deepStrictEqual(calls[1].paths.map((p) => path.basename(p)), ['app-heap-2000-2010.pb.gz']);
-    assert.ok(logs.some((m) => /covers the last 360 of the 365/.test(m)), JSON.stringify(logs));
-    // taken once: a second stop (or the exit after a stop) writes nothing more
-    report.endRunSync(fake);
-    assert.strictEqual(calls.length, 2);
+    const d = tmpdir('pn-report-run-');
+    const cpuFile = fs.readdirSync(dir).find((n) => n.startsWith('report.child-cpu-'));
+    fs.copyFileSync(path.join(dir, cpuFile), path.join(d, 'app-cpu-1000-1001.pb.gz')); // earlier
+    api.init({ appName: 'report.run', outputDir: d, uploadInterval: 1 });
+    api.start();
+    fs.copyFileSync(path.join(dir, cpuFile), path.join(d, 'app-wall-2000-2001.pb.gz')); // this run's
+    await api.stop();
+    const html = fs.readFileSync(path.join(d, 'flamegraph-wall.html'), 'utf8');
+    assert.match(html, /<title>report\.run \(wall\)<\/title>/);
+    fs.unlinkSync(path.join(d, 'flamegraph-wall.html'));
+    report.endRunSync(addon); // taken once: a second end (the exit after a stop) writes nothing
+    await report.endRun(addon);
+    assert.ok(!fs.existsSync(path.join(d, 'flamegraph-wall.html')));
   });
 
   it('the CLI prints the top table and writes the page; a bad filter exits 2 naming --filter', async () => {

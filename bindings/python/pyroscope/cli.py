@@ -28,7 +28,6 @@ import runpy
 import sys
 import threading
 import traceback
-import urllib.parse
 
 import pyroscope
 from pyroscope import _native
@@ -313,32 +312,15 @@ def _say(message):
     print(f"pyroscope: {message}", file=sys.stderr, flush=True)
 
 
-def _report_run(folder, title, top):
-    """Flame graph and top functions of the profiles this run wrote (the
-    core's run report: older files in the folder are left out)."""
-    pages = _native.run_end()
-    if not pages:
-        failed = pyroscope.stats().get("folder_failed", 0)
-        if failed:
-            _say(f"no profiles were written to {folder}: writing failed {failed} "
-                 f"time{'s' if failed != 1 else ''} (the errors are above), so there is "
-                 "no flame graph")
-        else:
-            _say(f"no profiles were written to {folder} (the program ran too briefly, "
-                 "or never on the CPU), so there is no flame graph")
-        return
-    new = pages[0]["paths"]  # the time profile
-    html = os.path.join(folder, REPORT_NAME)
-    try:
-        count, text = _native.report(new, html, title, top,
-                                     [], None, None, None, _launcher_files(), "")
-    except (ValueError, RuntimeError, OSError) as exc:
-        _say(f"cannot write the report: {exc}")
-        return
+def _report_run(_folder, title, top):
+    """Flame graph pages and top functions of the profiles this run wrote
+    (the core's run report: older files in the folder are left out)."""
+    failed = pyroscope.stats().get("folder_failed", 0)
+    text, said = _native.run_report(title, top, _launcher_files(), failed)
     if text:
         sys.stderr.write("\n" + text)
-    _say(f"{count} profile{'s' if count != 1 else ''} in {folder}, "
-         f"flame graph: {html}")
+    for line in said.splitlines():
+        _say(line)
 
 
 _LAUNCHER = [""]  # sys.argv[0] as the CLI started, before the program's argv
@@ -438,57 +420,22 @@ def _run(ns, kind, target, program_args):
 
 # ------------------------------------------------------------------ report
 
-def _selection(text, what):
-    """KEY=VALUE[,KEY=VALUE...] as (key, value) pairs."""
-    pairs = []
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"{what}: expected KEY=VALUE[,KEY=VALUE...], got {text!r}")
-        pairs.append((key.strip(), value))
-    return pairs
-
-
 def _report(ns):
-    paths = ns.paths
-    for path in paths:
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such file or folder")
-    first = paths[0]
-    if ns.output:
-        html = ns.output
-    elif os.path.isdir(first):
-        html = os.path.join(first, REPORT_NAME)
-    else:
-        html = os.path.join(os.path.dirname(first), REPORT_NAME)
-    title = ns.title or ", ".join(os.path.basename(os.path.normpath(os.path.abspath(p)))
-                                  for p in paths)
-    diff_a = diff_b = None
-    if ns.diff is not None:
-        if len(ns.diff) == 2:
-            diff_a = _selection(ns.diff[0], "--diff")
-            diff_b = _selection(ns.diff[1], "--diff")
-        elif not ns.diff and len(paths) == 2:
-            diff_a, diff_b = [("source", paths[0])], [("source", paths[1])]
-        else:
-            raise UsageError("--diff takes two selections (--diff KEY=VALUE KEY=VALUE), "
-                             "or none with exactly two paths")
-    # The page opens on the same view (its URL-fragment syntax).
-    view = {}
-    if ns.filters:
-        view["filter"] = ",".join(f"{k}={v}" for k, v in ns.filters)
-    if ns.group_by:
-        view["group"] = ns.group_by
-    if diff_a is not None:
-        view["diff"] = ""
-        view["a"] = ",".join(f"{k}={v}" for k, v in diff_a)
-        view["b"] = ",".join(f"{k}={v}" for k, v in diff_b)
+    """The core's report of the options (folders by type, the default page
+    and title, selections, the page's view); errors name the flags."""
+    diff = ns.diff
+    if diff is not None and not diff and len(ns.paths) == 2:
+        diff = [[("source", ns.paths[0])], [("source", ns.paths[1])]]
+    elif diff is not None and len(diff) != 2:
+        raise UsageError("--diff takes two selections (--diff KEY=VALUE KEY=VALUE), "
+                         "or none with exactly two paths")
     try:
-        count, text = _native.report(list(paths), html, title, ns.top, list(ns.filters),
-                                     ns.group_by, diff_a, diff_b, _launcher_files(),
-                                     urllib.parse.urlencode(view), ns.type)
+        count, text, html, _type, _others = _native.report(
+            list(ns.paths), ns.output, ns.title, ns.top, list(ns.filters), ns.group_by,
+            diff and diff[0], diff and diff[1], _launcher_files(), ns.type)
     except (ValueError, RuntimeError, OSError) as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(re.sub(r"^(filter|diff|type|top|output|group_by):",
+                                lambda m: "--" + m[1].replace("_", "-") + ":", str(exc))) from None
     sys.stdout.write(text)
     print(f"{count} profile{'s' if count != 1 else ''} read, flame graph: {html}")
     return 0

@@ -571,155 +571,132 @@ static PyObject *m_at_exit_locked(PyObject *self, PyObject *unused)
 
 /* -------------------------------------------------------------- reports */
 
-/* A list of (key, value) str pairs as labels; the strings stay owned by
- * the list. NULL (with an exception) on bad input or no memory. */
-static pn_label *report_pairs(PyObject *list, const char *what, size_t *n)
+/* A selection as the core takes it: None, a str "k=v[,k=v...]", or a
+ * list of such str and (key, value) pairs; the strings stay owned by the
+ * objects (the caller's arguments). NULL with an exception on bad input. */
+static pn_label *report_pairs(PyObject *sel, const char *what, size_t *n)
 {
     *n = 0;
-    if (list == Py_None)
+    if (sel == Py_None)
         return calloc(1, sizeof(pn_label));
-    PyObject *seq = PySequence_Fast(list, what);
+    PyObject *seq = PyUnicode_Check(sel) ? PyTuple_Pack(1, sel) : PySequence_Fast(sel, what);
     if (!seq)
         return NULL;
     Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
     pn_label *out = calloc((size_t)len + 1, sizeof *out);
-    if (!out) {
-        Py_DECREF(seq);
+    int ok = out != NULL;
+    if (!ok)
         PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < len; i++) {
+    for (Py_ssize_t i = 0; ok && i < len; i++) {
         PyObject *kv = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(kv) || PyTuple_GET_SIZE(kv) != 2 ||
-            !(out[i].key = utf8_of(PyTuple_GET_ITEM(kv, 0), what)) ||
-            !(out[i].value = utf8_of(PyTuple_GET_ITEM(kv, 1), what))) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "%s: expected (key, value) pairs", what);
-            free(out);
-            Py_DECREF(seq);
-            return NULL;
+        if (PyUnicode_Check(kv))
+            ok = (out[i].value = utf8_of(kv, what)) != NULL;
+        else if (PyTuple_Check(kv) && PyTuple_GET_SIZE(kv) == 2)
+            ok = (out[i].key = utf8_of(PyTuple_GET_ITEM(kv, 0), what)) &&
+                 (out[i].value = utf8_of(PyTuple_GET_ITEM(kv, 1), what));
+        else {
+            PyErr_Format(PyExc_TypeError, "%s: expected KEY=VALUE or (key, value)", what);
+            ok = 0;
         }
     }
-    /* The strings live in the tuples, which the caller's list keeps. */
+    /* The strings live in the items, which the caller's arguments keep. */
     Py_DECREF(seq);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
     *n = (size_t)len;
     return out;
 }
 
-/* report(paths, html_path or None, title, top, filters, group_by or None,
- *        diff_a or None, diff_b or None, hide_files, view, type=None)
- * -> (profiles, text): the top table, breakdown or diff as asked. */
+/* A list of str as an array (into *out, borrowed; NULL with an exception). */
+static const char **report_strs(PyObject *list, const char *what, size_t *n)
+{
+    PyObject *seq = PySequence_Fast(list, what);
+    Py_ssize_t len = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+    const char **out = seq ? calloc((size_t)len + 1, sizeof *out) : NULL;
+    for (Py_ssize_t i = 0; out && i < len; i++) {
+        if (!(out[i] = utf8_of(PySequence_Fast_GET_ITEM(seq, i), what))) {
+            free(out);
+            out = NULL;
+        }
+    }
+    if (seq && !out && !PyErr_Occurred())
+        PyErr_NoMemory();
+    Py_XDECREF(seq); /* the items live in the caller's list */
+    *n = (size_t)len;
+    return out;
+}
+
+static PyObject *str_or_none(const char *s)
+{
+    if (s)
+        return PyUnicode_DecodeFSDefault(s);
+    Py_RETURN_NONE;
+}
+
+/* report(paths, output or None, title or None, top, filters, group_by or
+ *        None, diff_a or None, diff_b or None, hide_files, type or None)
+ * -> (profiles, text, output, type, other types): the core's one-call
+ * report of the options (pn_report_job_prepare). */
 static PyObject *m_report(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *paths, *html, *filt, *group, *da, *db, *hide;
-    const char *title, *view, *type = NULL;
+    PyObject *paths, *filt, *da, *db, *hide;
+    pn_report_options o = {0};
     Py_ssize_t top;
-    if (!PyArg_ParseTuple(args, "OOsnOOOOOs|z", &paths, &html, &title, &top, &filt, &group,
-                          &da, &db, &hide, &view, &type))
+    if (!PyArg_ParseTuple(args, "OzznOzOOOz", &paths, &o.output, &o.title, &top, &filt,
+                          &o.group_by, &da, &db, &hide, &o.type))
         return NULL;
-    PyObject *seq = PySequence_Fast(paths, "paths must be a list of str");
-    PyObject *hseq = seq ? PySequence_Fast(hide, "hide_files must be a list of str") : NULL;
-    const char *html_path = NULL, *group_key = NULL;
+    o.has_top = 1;
+    o.top = top;
+    o.diff = da != Py_None;
     pn_label *filters = NULL, *la = NULL, *lb = NULL;
-    size_t nf = 0, na = 0, nb = 0;
-    pn_report *r = NULL;
-    char *text = NULL;
-    size_t text_len = 0;
+    const char **list = NULL, **hidden = NULL;
     PyObject *result = NULL;
-    const char *hidden[16];
-    if (!hseq || (html != Py_None && !(html_path = utf8_of(html, "html path"))) ||
-        (group != Py_None && !(group_key = utf8_of(group, "group_by"))) ||
-        !(filters = report_pairs(filt, "filters", &nf)) ||
-        !(la = report_pairs(da, "diff_a", &na)) || !(lb = report_pairs(db, "diff_b", &nb)))
+    pn_report_job j = {0};
+    if (!(list = report_strs(paths, "paths", &o.npaths)) ||
+        !(hidden = report_strs(hide, "hide_files", &o.nhide)) ||
+        !(filters = report_pairs(filt, "filters", &o.nfilter)) ||
+        !(la = report_pairs(da, "diff_a", &o.ndiff_a)) ||
+        !(lb = report_pairs(db, "diff_b", &o.ndiff_b)))
         goto out;
-    Py_ssize_t nh = PySequence_Fast_GET_SIZE(hseq);
-    if (nh > 16) {
-        PyErr_SetString(PyExc_ValueError, "hide_files: at most 16 files");
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < nh; i++)
-        if (!(hidden[i] = utf8_of(PySequence_Fast_GET_ITEM(hseq, i), "hide_files")))
-            goto out;
-    r = pn_report_new();
+    o.paths = list;
+    o.hide_files = hidden;
+    o.filter = filters;
+    o.diff_a = la;
+    o.diff_b = lb;
     pn_error e = {0};
-    int rc = r ? 0 : pn_fail(&e, PN_ENOMEM, "out of memory building a report");
-    if (rc == 0)
-        rc = pn_report_hide_root_files(r, hidden, (size_t)nh, &e);
-    if (rc == 0 && type)
-        rc = pn_report_set_type(r, type, &e);
-    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
-        const char *p = utf8_of(PySequence_Fast_GET_ITEM(seq, i), "path");
-        if (!p)
-            goto out;
-        Py_BEGIN_ALLOW_THREADS
-        rc = pn_report_add_path(r, p, &e);
-        Py_END_ALLOW_THREADS
-    }
-    if (rc == 0 && html_path)
-        rc = pn_report_write_html_view(r, title, view, html_path, &e);
-    if (rc == 0)
-        rc = pn_report_select(r, filters, nf, &e);
-    if (rc == 0 && (top > 0 || group_key || da != Py_None)) {
-        FILE *f = open_memstream(&text, &text_len);
-        if (!f) {
-            rc = pn_fail(&e, PN_ENOMEM, "out of memory building a report");
-        } else {
-            if (group_key)
-                rc = pn_report_write_breakdown(r, f, group_key, &e);
-            if (rc == 0 && da != Py_None) {
-                if (group_key)
-                    fputc('\n', f);
-                rc = pn_report_write_diff(r, f, (size_t)top, la, na, lb, nb, &e);
-            } else if (rc == 0 && top > 0) {
-                if (group_key)
-                    fputc('\n', f);
-                rc = pn_report_write_top(r, f, (size_t)top, &e);
-            }
-            fclose(f);
-        }
-    }
-    if (rc != 0) {
+    if (pn_report_job_prepare(&j, &o, &e) != 0) {
         raise_pn(&e);
         goto out;
     }
-    result = Py_BuildValue("(ns#)", (Py_ssize_t)pn_report_profiles(r), text ? text : "",
-                           (Py_ssize_t)(text ? text_len : 0));
+    Py_BEGIN_ALLOW_THREADS
+    pn_report_job_run(&j);
+    Py_END_ALLOW_THREADS
+    if (j.rc != 0) {
+        raise_pn(&j.err);
+        goto out;
+    }
+    PyObject *others = PyList_New(0);
+    for (size_t i = 0; others && i < j.nother_types; i++) {
+        PyObject *t = PyUnicode_FromString(j.other_types[i]);
+        if (!t || PyList_Append(others, t) != 0)
+            Py_CLEAR(others);
+        Py_XDECREF(t);
+    }
+    if (others)
+        result = Py_BuildValue("(ns#NNN)", (Py_ssize_t)j.profiles, j.text ? j.text : "",
+                               (Py_ssize_t)(j.text ? j.text_len : 0), str_or_none(j.r.html),
+                               str_or_none(j.type), others);
 out:
-    free(text);
+    pn_report_job_clear(&j);
     free(filters);
     free(la);
     free(lb);
-    pn_report_free(r);
-    Py_XDECREF(hseq);
-    Py_XDECREF(seq);
+    free(list);
+    free(hidden);
     return result;
-}
-
-/* The output folder's pages (pn_folder_pages, freed): [{type, page, paths, total}]. */
-static PyObject *pages_value(pn_folder_pages *p)
-{
-    PyObject *out = PyList_New(0);
-    for (size_t i = 0; out && i < p->n; i++) {
-        const pn_folder_page *g = &p->pages[i];
-        PyObject *paths = PyList_New(0);
-        for (size_t j = 0; paths && j < g->npaths; j++) {
-            PyObject *s = PyUnicode_DecodeFSDefault(g->paths[j]);
-            if (!s || PyList_Append(paths, s) != 0)
-                Py_CLEAR(paths);
-            Py_XDECREF(s);
-        }
-        PyObject *row = paths ? Py_BuildValue("{s:s,s:s,s:O,s:n}", "type", g->type, "page",
-                                              g->page, "paths", paths, "total",
-                                              (Py_ssize_t)g->total)
-                              : NULL;
-        Py_XDECREF(paths);
-        if (!row || PyList_Append(out, row) != 0)
-            Py_CLEAR(out);
-        Py_XDECREF(row);
-    }
-    pn_folder_pages_free(p);
-    return out;
 }
 
 /* run_begin(dir): the run report begins (the folder's listing remembered). */
@@ -737,16 +714,31 @@ static PyObject *m_run_begin(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* run_end(): the pages of the files written since run_begin ([] when none). */
-static PyObject *m_run_end(PyObject *self, PyObject *unused)
+/* run_report(app, top, hide_files, failed) -> (text, said): the run's
+ * pages written (pn_run_report_write), quietly: what it says is returned,
+ * for the CLI to print. */
+static PyObject *m_run_report(PyObject *self, PyObject *args)
 {
     (void)self;
-    (void)unused;
-    pn_folder_pages p;
-    pn_error e = {0};
-    if (pn_folder_run_end(&p, &e) != 0)
-        return raise_pn(&e);
-    return pages_value(&p);
+    PyObject *hide;
+    pn_run_report q = {.quiet = 1};
+    Py_ssize_t top;
+    if (!PyArg_ParseTuple(args, "znOK", &q.app, &top, &hide, &q.failed))
+        return NULL;
+    q.top = top > 0 ? (size_t)top : 0;
+    const char **hidden = report_strs(hide, "hide_files", &q.nhide);
+    if (!hidden)
+        return NULL;
+    q.hide_files = hidden;
+    pn_run_report_result r;
+    Py_BEGIN_ALLOW_THREADS
+    pn_run_report_write(&q, &r);
+    Py_END_ALLOW_THREADS
+    free(hidden);
+    PyObject *out = Py_BuildValue("(s#s)", r.text ? r.text : "",
+                                  (Py_ssize_t)(r.text ? r.text_len : 0), r.said ? r.said : "");
+    pn_run_report_result_free(&r);
+    return out;
 }
 
 /* The core's settings table (pn_setting_info), one dict per row. */
@@ -968,11 +960,12 @@ static PyMethodDef methods[] = {
     {"set_log_level", m_set_log_level, METH_O, "lowest level the core reports"},
     {"at_exit", m_at_exit, METH_NOARGS, "stop and detach logging (interpreter exit)"},
     {"report", m_report, METH_VARARGS,
-     "report(paths, html_path, title, top, filters, group_by, diff_a, diff_b, hide_files, "
-     "view) -> (profiles read, report text)"},
+     "report(paths, output, title, top, filters, group_by, diff_a, diff_b, hide_files, "
+     "type) -> (profiles read, report text, output, type, other types)"},
     {"settings", m_settings, METH_NOARGS, "the core's settings table, a list of dicts"},
     {"run_begin", m_run_begin, METH_VARARGS, "run_begin(dir): the run report begins"},
-    {"run_end", m_run_end, METH_NOARGS, "the pages of the files written since run_begin"},
+    {"run_report", m_run_report, METH_VARARGS,
+     "run_report(app, top, hide_files, failed) -> (first page's top table, what was said)"},
     {"resolve", m_resolve, METH_VARARGS,
      "resolve(env, settings, defaults): {name: value} start() would use"},
     {"stats_table", m_stats_table, METH_NOARGS, "the core's counters: [(name, meaning)]"},

@@ -58,7 +58,7 @@ class ReportTest < Minitest::Test
       Dir.mkdir(File.join(dir, "flamegraph.html")) # where the page should go
       out, err = run_child(dir, "p Pyroscope.stop\n")
       assert_equal "true\n", out
-      assert_match(/pyroscope: cannot write the flame graph: .*flamegraph\.html/, err)
+      assert_match(/pyroscope ERROR: cannot write the flame graph: .*flamegraph\.html/, err) # the core's log
     end
   end
 

@@ -410,6 +410,21 @@ def test_report_file_with_output_top_and_title(tmp_path, saved_profiles):
     assert (one.parent / "flamegraph.html").exists()
 
 
+def test_report_type_is_a_folder_type_or_a_sample_type(tmp_path, saved_profiles):
+    # The core's rule, as in Node and Ruby: a folder's profile type picks its
+    # files; another type is a sample type, and none with it is a usage error
+    # naming the types the folder has.
+    folder = tmp_path / "in"
+    shutil.copytree(saved_profiles, folder)
+    r = run_cli("report", str(folder), "--type", "cpu", "--top", "1", cwd=tmp_path)
+    assert_ok(r)
+    assert (folder / "flamegraph.html").exists()
+    r = run_cli("report", str(folder), "--type", "inuse_space", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"--type: no inuse_space profiles in {folder} (there are: cpu)" in r.stderr, r.stderr
+    assert not (folder / "flamegraph-inuse_space.html").exists()
+
+
 @pytest.mark.parametrize("kind", ["missing", "empty folder", "not a profile"])
 def test_report_bad_path_exits_2(tmp_path, kind):
     if kind == "missing":

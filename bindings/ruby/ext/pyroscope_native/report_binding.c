@@ -1,22 +1,24 @@
 /*
  * Reports of saved profiles: the core's report library (pyroscope_report.h)
- * for Ruby, as Pyroscope::Native.report.
+ * for Ruby. The core resolves the options (pn_report_job_prepare) and writes
+ * the run's pages (pn_run_report_write); this file maps Ruby values to them.
  *
- *   report(paths, html, title, top, filter, group_by, diff_a, diff_b, view)
- *     -> [profiles read, text]
- *   paths: Array of String (profile files or folders); html: String or nil
- *   (no page); top: Integer >= 0 (0: no top table); filter, diff_a, diff_b:
- *   Array of [key, value] (diff_a/diff_b nil: no diff); group_by: String or
- *   nil; view: the page's initial view in its URL-fragment syntax.
- *   Raises ArgumentError / TypeError for bad arguments, Pyroscope::Native::
- *   Error when a profile cannot be read or the page cannot be written.
+ *   report(paths, opts) -> [profiles, text, output, type, other_types]
+ *   opts: {output: (absent: the default; nil: none), title:, type:,
+ *   group_by:, top: (absent: the default), filter:, diff_a:, diff_b:}; a
+ *   selection is a "k=v,..." String or an Array of such Strings and
+ *   [key, value] pairs. Raises Pyroscope::ReportError for bad options,
+ *   Pyroscope::Native::Error when a profile cannot be read or the page
+ *   cannot be written.
+ *   run_report(app): the run's pages written (the core logs them); never
+ *   raises.
  *
  * (Not report.c: mkmf builds every source into one folder, beside the
  * core's report/report.c.)
  *
- * Threads: the arguments are copied under the GVL into a request owned by
- * a Ruby object (freed by the GC, so a raise never leaks it); the reading
- * and writing run without the GVL and touch only the request.
+ * Threads: the options are copied under the GVL into jobs owned by a Ruby
+ * object (freed by the GC, so a raise never leaks them); the reading and
+ * writing run without the GVL and touch only the job.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +28,17 @@
 #include "pyroscope_report.h"
 #include <ruby/thread.h>
 
-/* The job owns the request's strings and lists (pn_report_job_keep). */
-typedef pn_report_job request;
+typedef struct {
+    pn_report_job job;
+    pn_report_job tmp; /* owns what the options point to */
+} request;
 
 static void request_free(void *p)
 {
-    pn_report_job_clear(p);
-    free(p);
+    request *q = p;
+    pn_report_job_clear(&q->job);
+    pn_report_job_clear(&q->tmp);
+    free(q);
 }
 
 static const rb_data_type_t request_type = {
@@ -40,124 +46,115 @@ static const rb_data_type_t request_type = {
     .function = {.dfree = request_free},
     .flags = RUBY_TYPED_FREE_IMMEDIATELY};
 
-/* A zeroed block kept by the job (NoMemError when there is none). */
 static void *keep_or_raise(request *q, void *block)
 {
-    void *kept = pn_report_job_keep(q, block);
+    void *kept = pn_report_job_keep(&q->tmp, block);
     if (!kept)
         rb_raise(rb_eNoMemError, "report: out of memory");
     return kept;
 }
 
-/* A copy of a String, kept by the job (TypeError naming what for
- * another type; a NUL inside raises ArgumentError). */
-static const char *own_str(request *q, VALUE v, const char *what)
+/* A String (Symbol, number) copied; "" for another type, which the core
+ * names as a bad value of its option. */
+static const char *str_of(request *q, VALUE v)
 {
-    if (!RB_TYPE_P(v, T_STRING))
-        rb_raise(rb_eTypeError, "report: %s must be a String", what);
-    const char *s = StringValueCStr(v);
-    return keep_or_raise(q, strdup(s));
+    if (RB_TYPE_P(v, T_SYMBOL) || RB_INTEGER_TYPE_P(v) || RB_FLOAT_TYPE_P(v))
+        v = rb_obj_as_string(v);
+    return keep_or_raise(q, strdup(RB_TYPE_P(v, T_STRING) ? StringValueCStr(v) : ""));
 }
 
-static const char *own_opt_str(request *q, VALUE v, const char *what)
+static VALUE opt(VALUE opts, const char *name)
 {
-    return NIL_P(v) ? NULL : own_str(q, v, what);
+    return rb_hash_lookup2(opts, ID2SYM(rb_intern(name)), Qundef);
 }
 
-/* [[key, value], ...] -> labels, owned by the request as soon as made. */
-static void own_pairs(request *q, VALUE arr, const char *what, const pn_label **out, size_t *n)
+static const char *opt_str(request *q, VALUE opts, const char *name)
 {
-    if (!RB_TYPE_P(arr, T_ARRAY))
-        rb_raise(rb_eTypeError, "report: %s must be an Array of [key, value]", what);
-    long len = RARRAY_LEN(arr);
+    VALUE v = opt(opts, name);
+    return v == Qundef || NIL_P(v) ? NULL : str_of(q, v);
+}
+
+/* A selection: a String, or an Array of Strings and [key, value] pairs. */
+static const pn_label *opt_pairs(request *q, VALUE opts, const char *name, size_t *n)
+{
+    VALUE sel = opt(opts, name);
+    *n = 0;
+    if (sel == Qundef || NIL_P(sel))
+        return NULL;
+    sel = RB_TYPE_P(sel, T_ARRAY) ? sel : rb_ary_new_from_args(1, sel);
+    long len = RARRAY_LEN(sel);
     pn_label *l = keep_or_raise(q, calloc((size_t)len + 1, sizeof *l));
-    *out = l;
     for (long i = 0; i < len; i++) {
-        VALUE kv = rb_ary_entry(arr, i);
-        if (!RB_TYPE_P(kv, T_ARRAY) || RARRAY_LEN(kv) != 2)
-            rb_raise(rb_eTypeError, "report: %s[%ld] must be a [key, value] pair", what, i);
-        l[i].key = own_str(q, rb_ary_entry(kv, 0), what);
-        l[i].value = own_str(q, rb_ary_entry(kv, 1), what);
+        VALUE item = rb_ary_entry(sel, i);
+        if (RB_TYPE_P(item, T_ARRAY) && RARRAY_LEN(item) == 2) {
+            l[i].key = str_of(q, rb_obj_as_string(rb_ary_entry(item, 0)));
+            l[i].value = str_of(q, rb_obj_as_string(rb_ary_entry(item, 1)));
+        } else {
+            l[i].value = str_of(q, RB_TYPE_P(item, T_STRING) ? item : rb_inspect(item));
+        }
     }
     *n = (size_t)len;
+    return l;
 }
 
-/* The core's one-call report. No GVL: touches only the request. */
-static void *report_run(void *p)
+static void *job_run(void *p)
 {
-    request *q = p;
-    pn_report_job_run(q);
+    pn_report_job_run(p);
     return NULL;
 }
 
-static VALUE m_report(VALUE self, VALUE paths, VALUE html, VALUE title, VALUE top, VALUE filter,
-                      VALUE group_by, VALUE diff_a, VALUE diff_b, VALUE view)
+static VALUE str_or_nil(const char *s)
+{
+    return s ? rb_str_new_cstr(s) : Qnil;
+}
+
+static void raise_report(const pn_error *e)
+{
+    if (e->code == PN_EINVAL)
+        rb_raise(rb_path2class("Pyroscope::ReportError"), "%s", e->msg);
+    rb_raise(g_eError, "%s", e->msg[0] ? e->msg : "report failed");
+}
+
+static VALUE m_report(VALUE self, VALUE paths, VALUE opts)
 {
     (void)self;
     request *q;
     VALUE holder = TypedData_Make_Struct(rb_cObject, request, &request_type, q);
-    if (!RB_TYPE_P(paths, T_ARRAY) || RARRAY_LEN(paths) == 0)
-        rb_raise(rb_eArgError, "report: paths must be a non-empty Array of profile files or "
-                               "folders");
-    long n = RARRAY_LEN(paths);
-    const char **list = keep_or_raise(q, calloc((size_t)n, sizeof *list));
-    q->r.paths = list;
-    for (long i = 0; i < n; i++)
-        list[i] = own_str(q, rb_ary_entry(paths, i), "each path");
-    q->r.npaths = (size_t)n;
-    long t = NUM2LONG(top);
-    if (t < 0)
-        rb_raise(rb_eArgError, "report: top must be >= 0");
-    q->r.top = (size_t)t;
-    q->r.html = own_opt_str(q, html, "html");
-    q->r.title = own_str(q, title, "title");
-    q->r.view = own_str(q, view, "view");
-    q->r.group_by = own_opt_str(q, group_by, "group_by");
-    own_pairs(q, filter, "filter", &q->r.filters, &q->r.nfilters);
-    if (NIL_P(diff_a) != NIL_P(diff_b))
-        rb_raise(rb_eArgError, "report: diff_a and diff_b go together");
-    if (!NIL_P(diff_a)) {
-        q->r.diff = 1;
-        own_pairs(q, diff_a, "diff_a", &q->r.diff_a, &q->r.ndiff_a);
-        own_pairs(q, diff_b, "diff_b", &q->r.diff_b, &q->r.ndiff_b);
-    }
-    rb_thread_call_without_gvl(report_run, q, RUBY_UBF_IO, NULL);
-    if (q->rc != 0)
-        rb_raise(g_eError, "%s", q->err.msg[0] ? q->err.msg : "report failed");
-    VALUE text = rb_utf8_str_new(q->text ? q->text : "", q->text ? (long)q->text_len : 0);
-    VALUE out = rb_ary_new_from_args(2, SIZET2NUM(q->profiles), text);
+    Check_Type(opts, T_HASH);
+    pn_report_options o = {.caller = "write_report"};
+    o.npaths = RB_TYPE_P(paths, T_ARRAY) ? (size_t)RARRAY_LEN(paths) : 0;
+    const char **list = keep_or_raise(q, calloc(o.npaths + 1, sizeof *list));
+    for (size_t i = 0; i < o.npaths; i++)
+        list[i] = str_of(q, rb_ary_entry(paths, (long)i));
+    o.paths = list;
+    VALUE output = opt(opts, "output"), top = opt(opts, "top");
+    o.no_output = NIL_P(output);
+    o.output = output == Qundef || NIL_P(output) ? NULL : str_of(q, output);
+    o.title = opt_str(q, opts, "title");
+    o.type = opt_str(q, opts, "type");
+    o.group_by = opt_str(q, opts, "group_by");
+    o.filter = opt_pairs(q, opts, "filter", &o.nfilter);
+    o.diff_a = opt_pairs(q, opts, "diff_a", &o.ndiff_a);
+    o.diff_b = opt_pairs(q, opts, "diff_b", &o.ndiff_b);
+    o.diff = o.diff_a || o.diff_b;
+    o.has_top = top != Qundef;
+    /* a top that is no Integer is refused by the core as a negative one */
+    o.top = o.has_top && RB_INTEGER_TYPE_P(top) ? NUM2LL(top) : -1;
+    pn_error e = {0};
+    if (pn_report_job_prepare(&q->job, &o, &e) != 0)
+        raise_report(&e);
+    rb_thread_call_without_gvl(job_run, &q->job, RUBY_UBF_IO, NULL);
+    const pn_report_job *j = &q->job;
+    if (j->rc != 0)
+        raise_report(&j->err);
+    VALUE others = rb_ary_new_capa((long)j->nother_types);
+    for (size_t i = 0; i < j->nother_types; i++)
+        rb_ary_push(others, rb_str_new_cstr(j->other_types[i]));
+    VALUE text = rb_utf8_str_new(j->text ? j->text : "", j->text ? (long)j->text_len : 0);
+    VALUE out = rb_ary_new_from_args(5, SIZET2NUM(j->profiles), text, str_or_nil(j->r.html),
+                                     str_or_nil(j->type), others);
     RB_GC_GUARD(holder);
     return out;
-}
-
-/* pages -> [{"type", "page", "paths", "total"}, ...] (freed). */
-static VALUE pages_value(pn_folder_pages *p)
-{
-    VALUE out = rb_ary_new_capa((long)p->n);
-    for (size_t i = 0; i < p->n; i++) {
-        const pn_folder_page *g = &p->pages[i];
-        VALUE h = rb_hash_new(), paths = rb_ary_new_capa((long)g->npaths);
-        for (size_t j = 0; j < g->npaths; j++)
-            rb_ary_push(paths, rb_str_new_cstr(g->paths[j]));
-        rb_hash_aset(h, rb_str_new_cstr("type"), rb_str_new_cstr(g->type));
-        rb_hash_aset(h, rb_str_new_cstr("page"), rb_str_new_cstr(g->page));
-        rb_hash_aset(h, rb_str_new_cstr("paths"), paths);
-        rb_hash_aset(h, rb_str_new_cstr("total"), SIZET2NUM(g->total));
-        rb_ary_push(out, h);
-    }
-    pn_folder_pages_free(p);
-    return out;
-}
-
-/* folder_pages(dir): the folder's profiles by type (the core's pages). */
-static VALUE m_folder_pages(VALUE self, VALUE dir)
-{
-    (void)self;
-    pn_folder_pages p;
-    pn_error e = {0};
-    if (pn_folder_pages_read(StringValueCStr(dir), 0, &p, &e) != 0)
-        raise_pn_error(&e);
-    return pages_value(&p);
 }
 
 /* run_begin(dir): the run report begins (dir's listing remembered). */
@@ -170,21 +167,29 @@ static VALUE m_run_begin(VALUE self, VALUE dir)
     return Qnil;
 }
 
-/* run_end: the pages of the files written since run_begin ([] when none). */
-static VALUE m_run_end(VALUE self)
+static void *run_report(void *p)
+{
+    pn_run_report_result r;
+    pn_run_report_write(p, &r);
+    pn_run_report_result_free(&r);
+    return NULL;
+}
+
+/* run_report(app): the pages of the files written since run_begin, written
+ * and logged by the core. */
+static VALUE m_run_report(VALUE self, VALUE app)
 {
     (void)self;
-    pn_folder_pages p;
-    pn_error e = {0};
-    if (pn_folder_run_end(&p, &e) != 0)
-        raise_pn_error(&e);
-    return pages_value(&p);
+    char *copy = strdup(StringValueCStr(app));
+    pn_run_report q = {.app = copy};
+    rb_thread_call_without_gvl(run_report, &q, RUBY_UBF_IO, NULL);
+    free(copy);
+    return Qnil;
 }
 
 void report_init(VALUE mNative)
 {
-    rb_define_module_function(mNative, "report", m_report, 9);
-    rb_define_module_function(mNative, "folder_pages", m_folder_pages, 1);
+    rb_define_module_function(mNative, "report", m_report, 2);
     rb_define_module_function(mNative, "run_begin", m_run_begin, 1);
-    rb_define_module_function(mNative, "run_end", m_run_end, 0);
+    rb_define_module_function(mNative, "run_report", m_run_report, 1);
 }
