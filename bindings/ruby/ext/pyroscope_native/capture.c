@@ -180,9 +180,21 @@ HANDLER_PATH static void on_signal(int sig, siginfo_t *si, void *uc)
     pn_driver *d = atomic_load(&g_driver);
     if (!d || !atomic_load(&vm_alive) || !ruby_native_thread_p())
         goto out;
+#ifndef HAVE_RB_POSTPONED_JOB_TRIGGER
+    /* The memory window timer's request (memory_timer.c): the job goes on
+     * this thread, which runs Ruby. */
+    if (si && si->si_code == SI_QUEUE && si->si_value.sival_int == MEMORY_ARM_SIGVAL) {
+        memory_arm_from_handler();
+        goto out;
+    }
+#endif
     rthread *r = threads_current();
     if (!r)
         goto out;
+#ifndef HAVE_RB_POSTPONED_JOB_TRIGGER
+    /* Where the memory window timer's next request goes. */
+    memory_timer_note_thread(atomic_load_explicit(&r->tid, memory_order_relaxed));
+#endif
     if (atomic_load(&in_job_mode)) {
         /* Claim the request now (the sampler stops waiting for it); the
          * job fills it at the next safepoint. */
@@ -282,6 +294,7 @@ int capture_check_handler(void *unused)
 }
 
 uint64_t capture_handler_replaced(void) { return atomic_load(&replaced_count); }
+int capture_handler_replaced_now(void) { return atomic_load(&replaced_now); }
 
 int capture_install(pn_error *e)
 {
