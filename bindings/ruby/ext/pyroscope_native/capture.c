@@ -180,21 +180,15 @@ HANDLER_PATH static void on_signal(int sig, siginfo_t *si, void *uc)
     pn_driver *d = atomic_load(&g_driver);
     if (!d || !atomic_load(&vm_alive) || !ruby_native_thread_p())
         goto out;
-#ifndef HAVE_RB_POSTPONED_JOB_TRIGGER
-    /* The memory window timer's request (memory_timer.c): the job goes on
-     * this thread, which runs Ruby. */
-    if (si && si->si_code == SI_QUEUE && si->si_value.sival_int == MEMORY_ARM_SIGVAL) {
+    /* The memory window timer's request (memory_timer.c), before the CPU
+     * timers' (also SI_TIMER, with no value). */
+    if (si && si->si_code == SI_TIMER && si->si_value.sival_ptr == MEMORY_TIMER_MARK) {
         memory_arm_from_handler();
         goto out;
     }
-#endif
     rthread *r = threads_current();
     if (!r)
         goto out;
-#ifndef HAVE_RB_POSTPONED_JOB_TRIGGER
-    /* Where the memory window timer's next request goes. */
-    memory_timer_note_thread(atomic_load_explicit(&r->tid, memory_order_relaxed));
-#endif
     if (atomic_load(&in_job_mode)) {
         /* Claim the request now (the sampler stops waiting for it); the
          * job fills it at the next safepoint. */
@@ -245,6 +239,8 @@ void capture_job(void *unused)
         else
             pn_capture_abandon(c);
     }
+    if (memory_timer_overdue())
+        memory_arm_overdue();
     if (g_thread_names)
         threads_refresh_name();
     int64_t t0 = tl_jobs++ % MEASURE_EVERY == 0 ? cpu_ns() : -1;

@@ -8,7 +8,8 @@
  * So the hook is added only when a sample is due, and taken off by the
  * job that finishes that sample:
  *
- *   timer (memory_timer.c) -> arm job (GVL): add the hook, armed
+ *   timer (memory_timer.c: a POSIX timer's SIGPROF) -> arm job (GVL):
+ *      add the hook, armed
  *   -> the next allocation of the main Ractor: the hook captures it
  *   -> finish job (GVL, the thread's next safepoint): hook off, frames
  *      named, the sample committed, the next window scheduled.
@@ -37,8 +38,7 @@
  * Threads: the hook is added in the main Ractor (event hooks are per
  * Ractor: other Ractors' allocations are never sampled, though they count
  * in the weight) and runs with its GVL, as do the jobs, start/stop and the
- * GC's mark: everything here is owned by "the GVL", except what the timer
- * thread reads (memory_timer.c). */
+ * GC's mark: everything here is owned by "the GVL". */
 #include "native.h"
 
 #include <math.h>
@@ -249,7 +249,6 @@ static void finish(int reschedule)
     if (in_job || !d)
         return;
     in_job = 1;
-    memory_timer_note_thread(pn_gettid());
     if (!armed)
         hook_off();
     if (pend.set)
@@ -273,7 +272,6 @@ static void arm_job(void *unused)
     (void)unused;
     if (!mem_driver || in_job || ractor_off)
         return;
-    memory_timer_note_thread(pn_gettid());
     weigh();
     memory_timer_set(INT64_MAX);
     if (pend.set || armed)
@@ -283,13 +281,19 @@ static void arm_job(void *unused)
     hook_on();
 }
 
+/* Our SIGPROF handler, for the timer's signal: 3.3+ any thread may
+ * trigger; before, the job goes on this (Ruby) thread. */
+void memory_arm_from_handler(void)
+{
 #ifdef HAVE_RB_POSTPONED_JOB_TRIGGER
-static void trigger_arm(void) { rb_postponed_job_trigger(arm_handle); }
+    if (arm_handle != POSTPONED_JOB_HANDLE_INVALID)
+        rb_postponed_job_trigger(arm_handle);
 #else
-static void trigger_arm(void) {}
-/* Our SIGPROF handler, for the timer's marked signal (a Ruby thread). */
-void memory_arm_from_handler(void) { rb_postponed_job_register_one(0, arm_job, NULL); }
+    rb_postponed_job_register_one(0, arm_job, NULL);
 #endif
+}
+
+void memory_arm_overdue(void) { arm_job(NULL); }
 
 /* Every pending sample committed and the followed objects swept (GVL):
  * flush, stop. */
@@ -367,11 +371,7 @@ int memory_start(pn_driver *d, int max_depth, uint32_t interval_bytes, uint32_t 
     rate = 0;
     rate_ns = pn_clock_ns(CLOCK_MONOTONIC);
     mem_driver = d;
-    memory_timer_note_thread(pn_gettid());
-    if (memory_timer_start(trigger_arm) != 0) {
-        mem_driver = NULL;
-        return pn_fail(e, PN_ENOMEM, "memory: cannot start the window timer thread");
-    }
+    memory_timer_set(pn_clock_ns(CLOCK_MONOTONIC));
     return 0;
 }
 
@@ -381,11 +381,11 @@ void memory_stop(void)
 {
     if (!mem_driver)
         return;
-    memory_timer_stop();
     armed = 0;
     memory_drain();
     hook_off();
     mem_driver = NULL;
+    memory_timer_stop();
 }
 
 /* Ruby < 3.3, before Ractor.new (lib/pyroscope/ractor_guard.rb): a NEWOBJ
@@ -399,6 +399,7 @@ void memory_off_for_ractor(void)
     armed = 0;
     memory_drain();
     hook_off();
+    memory_timer_stop();
     pn_log(PN_LOG_WARN, "memory profile stopped: a Ractor starts, and on Ruby before 3.3 the "
            "VM's object hooks crash a starting Ractor (Ruby bug #18464); CPU profiling goes on");
 }

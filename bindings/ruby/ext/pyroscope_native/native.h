@@ -106,14 +106,15 @@ void memory_after_fork_child(void);     /* fork path, child */
 pn_driver *memory_driver(void);         /* GVL: NULL when off */
 uint64_t memory_windows(void);          /* windows opened */
 uint64_t memory_torn(void);             /* a frame was not a frame: no stack */
-void memory_arm_from_handler(void);     /* < 3.3: our SIGPROF handler, the timer's signal */
-#define MEMORY_ARM_SIGVAL 0x6d656d77    /* "memw": the timer's SIGPROF (SI_QUEUE) */
+void memory_arm_from_handler(void);     /* our SIGPROF handler: the timer's signal */
+void memory_arm_overdue(void);          /* GVL, the CPU sampler's job */
+/* The window timer's sigev_value: not a pointer the core's timers use (0). */
+#define MEMORY_TIMER_MARK ((void *)(uintptr_t)0x6d656d77)
 
-/* memory_timer.c: the thread that opens the windows. */
-int memory_timer_start(void (*fire)(void)); /* GVL */
-void memory_timer_stop(void);           /* GVL */
+/* memory_timer.c: the POSIX timer that opens the windows. */
 void memory_timer_set(int64_t at_ns);   /* GVL: next window (CLOCK_MONOTONIC) */
-void memory_timer_note_thread(pid_t tid); /* a Ruby thread seen running (any) */
+int memory_timer_overdue(void);         /* any: a request went unanswered */
+void memory_timer_stop(void);           /* GVL */
 void memory_timer_after_fork_child(void);
 
 /* memory_liveness.c: sampled objects followed by id, swept for the dead. */
