@@ -16,6 +16,9 @@
 #   none         no profiler
 #   cpu          pyroscope-native, CPU profile at 100 Hz, memory off (default)
 #   cpu+memory   the same with memory: true at the default 512 KiB interval
+#   cpu+memory/32  at a 16 KiB interval: 32 times the samples, so the
+#                cost of one sampling window shows above the machine's noise
+#                ((ratio - 1) / 32 is the default's share of it)
 require "json"
 require "open3"
 require "rbconfig"
@@ -30,7 +33,8 @@ CHILD = <<~'RUBY'
     require "pyroscope/pyroscope_native"
     Pyroscope::Native.start({"application_name" => "bench.alloc", "output_dir" => Dir.mktmpdir,
                              "upload_interval" => 10, "sample_rate" => 100,
-                             "memory" => variant == "cpu+memory"}, {})
+                             "memory" => variant.start_with?("cpu+memory"),
+                             "memory_interval" => variant.end_with?("/32") ? 16384 : 524288}, {})
   end
   def small_objects(n)
     keep = []
@@ -53,7 +57,7 @@ RUBY
 
 rounds = Integer(ARGV.fetch(0, "11"))
 size = Integer(ARGV.fetch(1, "600"))
-variants = ["none", "cpu", "cpu+memory"]
+variants = ["none", "cpu", "cpu+memory", "cpu+memory/32"]
 workloads = {"small" => "many small objects", "json" => "JSON encode/decode"}
 script = File.join(Dir.mktmpdir("rballoc"), "child.rb")
 File.write(script, CHILD)

@@ -436,6 +436,11 @@ int pn_mem_sampled(pn_driver *d, size_t size);
  * a postponed job): until then the slot stays unrecorded. */
 pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void **buf,
                                 size_t *cap);
+/* The same for a binding that weighs its samples itself (Ruby samples one
+ * allocation per window and gives it the objects allocated since the last
+ * one): ptr is only a key for pn_mem_free, any unique non-NULL value. */
+pn_mem_slot *pn_mem_alloc_begin_weighted(pn_driver *d, const void *ptr, int64_t objects,
+                                         int64_t bytes, void **buf, size_t *cap);
 void pn_mem_alloc_commit(pn_mem_slot *s, size_t used, const pn_labelset *base,
                          const pn_labelset *context);
 void pn_mem_alloc_abandon(pn_mem_slot *s);

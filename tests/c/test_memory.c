@@ -449,5 +449,48 @@ static void test_commit_on_another_thread(void)
     pn_test_rm_dir(dir);
 }
 
+/* A binding that weighs its own samples (Ruby's windows: the objects
+ * allocated since the last window): the profile has exactly the weight
+ * given, the key is any unique value, and a sample freed right after its
+ * commit counts as allocated, not in use. */
+static void test_weighted(void)
+{
+    char dir[64];
+    pn_driver *d = NULL;
+    pn_agent *a = start(dir, "memweighted", NULL, NULL, &d);
+    if (!a)
+        return;
+    static const struct {
+        uintptr_t key;
+        int64_t objects;
+        uint32_t fn;
+    } samples[] = {{0x10, 1234, H_KEEP}, {0x28, 777, F_FREED}};
+    for (size_t i = 0; i < 2; i++) {
+        void *buf;
+        size_t cap;
+        pn_mem_slot *s = pn_mem_alloc_begin_weighted(d, (void *)samples[i].key, samples[i].objects,
+                                                     samples[i].objects * 40, &buf, &cap);
+        CHECK(s != NULL);
+        if (!s)
+            continue;
+        memcpy(buf, &samples[i].fn, sizeof samples[i].fn);
+        pn_mem_alloc_commit(s, sizeof samples[i].fn, NULL, NULL);
+    }
+    pn_mem_free(d, (void *)samples[1].key);
+    pn_error e;
+    CHECK_EQ_INT(pn_agent_flush(a, 60, &e), 0);
+    totals t;
+    sum_dir(dir, &t);
+    CHECK_EQ_INT(t.v[H_KEEP][0], 1234);
+    CHECK_EQ_INT(t.v[H_KEEP][1], 1234 * 40);
+    CHECK_EQ_INT(t.v[H_KEEP][2], 1234);
+    CHECK_EQ_INT(t.v[H_KEEP][3], 1234 * 40);
+    CHECK_EQ_INT(t.v[F_FREED][0], 777);
+    CHECK_EQ_INT(t.v[F_FREED][1], 777 * 40);
+    CHECK_EQ_INT(t.v[F_FREED][2], 0);
+    pn_agent_stop(a);
+    pn_test_rm_dir(dir);
+}
+
 TEST_MAIN(T(test_scale), T(test_unbiased), T(test_table_full), T(test_storm),
-          T(test_commit_on_another_thread))
+          T(test_commit_on_another_thread), T(test_weighted))

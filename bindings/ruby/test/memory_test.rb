@@ -138,6 +138,33 @@ class MemoryTest < Minitest::Test
     refute_empty profiles
   end
 
+  # The hook is on only in short sampling windows: while a loop allocates
+  # with memory profiling on at the default interval, the VM's hook list
+  # (TracePoint.stat: active hooks) is nearly always what it is with memory
+  # profiling off. (Permanent NEWOBJ/FREEOBJ hooks, the earlier design,
+  # showed two more hooks at every look: every allocation took the VM's
+  # slow path.)
+  def test_hook_is_on_only_in_sampling_windows
+    code = <<~RUBY
+      def active = TracePoint.stat.values.sum { |v| v[0] }
+      def looks(n)
+        Array.new(n) { 50.times { [Object.new, "x" * 3] }; active }
+      end
+      with_memory = looks(3000)
+      st = Pyroscope.stats
+      Pyroscope.stop
+      Pyroscope.configure { |c| c.application_name = "hooks.rb"; c.output_dir = Dir.mktmpdir }
+      without = looks(300).min
+      over = with_memory.count { |n| n > without }
+      puts "OVER \#{over} OF \#{with_memory.size} WINDOWS \#{st['memory_windows']} SAMPLED \#{st['memory_sampled']}"
+    RUBY
+    _, out, = profile_child("hooks.rb", "require 'tmpdir'\n" + code, settings: "c.memory = true")
+    over, looks = out[/OVER (\d+) OF (\d+)/, 1].to_i, out[/OF (\d+)/, 1].to_i
+    assert_equal 3000, looks, out
+    assert_operator out[/SAMPLED (\d+)/, 1].to_i, :>, 0, out
+    assert_operator over, :<, looks / 10, out
+  end
+
   # Hostile: allocation storms from many threads with a tiny table (full:
   # counted, weight kept), GC and compaction while samples wait to be named,
   # forks while threads allocate (the child profiles its own allocations),

@@ -232,10 +232,19 @@ pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void
     pn_mem *m = d ? d->mem : NULL;
     if (!m || !ptr)
         return NULL;
-    atomic_fetch_add_explicit(&m->sampled, 1, memory_order_relaxed);
     double p = -expm1(-(double)size / m->interval);
     double w = p > 0 ? 1.0 / p : m->interval;
-    int64_t objects = scaled_objects(w), bytes = (int64_t)(w * (double)size + 0.5);
+    return pn_mem_alloc_begin_weighted(d, ptr, scaled_objects(w),
+                                       (int64_t)(w * (double)size + 0.5), buf, cap);
+}
+
+pn_mem_slot *pn_mem_alloc_begin_weighted(pn_driver *d, const void *ptr, int64_t objects,
+                                         int64_t bytes, void **buf, size_t *cap)
+{
+    pn_mem *m = d ? d->mem : NULL;
+    if (!m || !ptr)
+        return NULL;
+    atomic_fetch_add_explicit(&m->sampled, 1, memory_order_relaxed);
     uint64_t h = hash_ptr((uintptr_t)ptr);
     uint32_t ri;
     if (pop_record(m, &ri)) {

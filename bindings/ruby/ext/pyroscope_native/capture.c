@@ -180,6 +180,12 @@ HANDLER_PATH static void on_signal(int sig, siginfo_t *si, void *uc)
     pn_driver *d = atomic_load(&g_driver);
     if (!d || !atomic_load(&vm_alive) || !ruby_native_thread_p())
         goto out;
+    /* The memory window timer's request (memory_timer.c), before the CPU
+     * timers' (also SI_TIMER, with no value). */
+    if (si && si->si_code == SI_TIMER && si->si_value.sival_ptr == MEMORY_TIMER_MARK) {
+        memory_arm_from_handler();
+        goto out;
+    }
     rthread *r = threads_current();
     if (!r)
         goto out;
@@ -233,6 +239,8 @@ void capture_job(void *unused)
         else
             pn_capture_abandon(c);
     }
+    if (memory_timer_overdue())
+        memory_arm_overdue();
     if (g_thread_names)
         threads_refresh_name();
     int64_t t0 = tl_jobs++ % MEASURE_EVERY == 0 ? cpu_ns() : -1;
@@ -282,6 +290,7 @@ int capture_check_handler(void *unused)
 }
 
 uint64_t capture_handler_replaced(void) { return atomic_load(&replaced_count); }
+int capture_handler_replaced_now(void) { return atomic_load(&replaced_now); }
 
 int capture_install(pn_error *e)
 {

@@ -222,6 +222,7 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
     o.stale = drain_wake;
     o.housekeeping = capture_check_handler;
     int memory = c.memory;
+    uint32_t memory_interval = c.memory_interval, memory_max_live = c.memory_max_live;
     pn_config_free(&c);
     pn_driver *d = pn_agent_add_driver(a, &o, &e);
     pn_driver *md = NULL;
@@ -249,7 +250,7 @@ static VALUE m_start(VALUE self, VALUE settings, VALUE env)
         pn_log(PN_LOG_WARN, "the starting thread is not profiled: %s", e.msg);
     threads_start();
     drain_thread_start(0);
-    if (md && memory_start(md, g_max_depth, &e) != 0)
+    if (md && memory_start(md, g_max_depth, memory_interval, memory_max_live, &e) != 0)
         pn_log(PN_LOG_ERROR, "no memory profile: %s", e.msg);
     last_start = rb_ary_new_from_args(2, rb_obj_dup(settings), rb_obj_dup(env));
     log_drain();
@@ -278,7 +279,8 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds, con
     for (size_t i = 0; ms && (row = pn_stat_memory_row(i)); i++)
         PUT(row->name, pn_stat_memory_value(ms, i));
     if (ms) {
-        PUT("memory_queue_full", memory_queue_full());
+        PUT("memory_windows", memory_windows());
+        PUT("memory_not_followed", liveness_not_followed());
         PUT("memory_torn", memory_torn());
         PUT("memory_names_full", frame_names_full());
     }

@@ -59,6 +59,7 @@ void capture_vm_exited(void);           /* from ruby_vm_at_exit */
 void capture_before_exec(void);         /* GVL: no SIGPROF survives exec */
 int capture_check_handler(void *unused); /* sampler thread: 1 when ours was replaced */
 uint64_t capture_handler_replaced(void);  /* times ours was found replaced */
+int capture_handler_replaced_now(void); /* any thread: ours is replaced now */
 uint64_t capture_torn(void);            /* abandoned: a GC overlapped */
 uint64_t capture_gc(void);              /* samples taken during a GC step */
 uint64_t capture_altstack(void);        /* abandoned: on the alt stack */
@@ -91,18 +92,38 @@ typedef struct {
     uint32_t line;
 } mem_frame;
 
-/* memory_hooks.c: NEWOBJ/FREEOBJ tracepoints feeding the memory driver. */
+/* memory_hooks.c: sampling windows of the NEWOBJ hook feeding the memory
+ * driver. */
 void memory_init(void);
 size_t memory_capture_bytes(int max_depth);
-int memory_start(pn_driver *d, int max_depth, pn_error *e); /* GVL */
-void memory_stop(void);                 /* GVL: hooks off, queue committed */
+int memory_start(pn_driver *d, int max_depth, uint32_t interval, uint32_t max_live,
+                 pn_error *e);                  /* GVL */
+void memory_stop(void);                 /* GVL: no more windows, the last sample committed */
 void memory_off_for_ractor(void);       /* GVL: Ruby < 3.3, before Ractor.new */
-void memory_drain(void);                /* GVL: name and commit queued samples */
-void memory_mark(void);                 /* GC mark: queued frames, name cache */
+void memory_drain(void);                /* GVL: commit the pending sample, sweep the dead */
+void memory_mark(void);                 /* GC mark: the pending sample, name cache */
 void memory_after_fork_child(void);     /* fork path, child */
 pn_driver *memory_driver(void);         /* GVL: NULL when off */
-uint64_t memory_queue_full(void);       /* sampled while 256 waited: no stack */
+uint64_t memory_windows(void);          /* windows opened */
 uint64_t memory_torn(void);             /* a frame was not a frame: no stack */
+void memory_arm_from_handler(void);     /* our SIGPROF handler: the timer's signal */
+void memory_arm_overdue(void);          /* GVL, the CPU sampler's job */
+/* The window timer's sigev_value: not a pointer the core's timers use (0). */
+#define MEMORY_TIMER_MARK ((void *)(uintptr_t)0x6d656d77)
+
+/* memory_timer.c: the POSIX timer that opens the windows. */
+void memory_timer_set(int64_t at_ns);   /* GVL: next window (CLOCK_MONOTONIC) */
+int memory_timer_overdue(void);         /* any: a request went unanswered */
+void memory_timer_stop(void);           /* GVL */
+void memory_timer_after_fork_child(void);
+
+/* memory_liveness.c: sampled objects followed by id, swept for the dead. */
+int liveness_prepare(uint32_t max_live); /* GVL */
+int liveness_follow(VALUE obj, uintptr_t *key); /* GVL: 1 followed, 0 not */
+void liveness_drop_last(void);          /* GVL */
+void liveness_sweep(pn_driver *d, int force); /* GVL */
+void liveness_forget(void);
+uint64_t liveness_not_followed(void);
 
 /* frame_names.c: (name, file) entries the memory driver's thread reads. */
 int frame_names_prepare(void);          /* GVL */
