@@ -625,6 +625,10 @@ typedef struct {
     /* Settings a binding gave (bit i: pn_config_setting(i)), set by
      * pn_config_set/_set_pairs: their variables are then not read. */
     uint64_t given;
+    /* The values of PN_SETTING_EXTERNAL rows (bit i: row i), in their string
+     * form, resolved like the others for the binding that reads them; NULL:
+     * the row's default. Owned (pn_config_free). */
+    char *external[64];
 } pn_config;
 
 /* otlp_protocol: OTEL_EXPORTER_OTLP_PROTOCOL's values. */
@@ -678,8 +682,15 @@ typedef enum {
 enum {
     PN_SETTING_SECRET = 1,  /* never shown (passwords) */
     PN_SETTING_BINDING = 2, /* set by the binding (spy_name...), not a keyword */
-    PN_SETTING_EXTERNAL = 4 /* read by a binding only: the core stores nothing,
-                               but knows the variable (no "unknown" warning) */
+    PN_SETTING_EXTERNAL = 4, /* acted on by a binding only: the core checks and
+                                resolves it (c->external) and does nothing else */
+    /* A variable of it that is malformed or out of range is a warning and is
+     * ignored (the anchors' own variables, which they never refused). */
+    PN_SETTING_LENIENT_ENV = 8,
+    /* ...and a keyword out of range too (the anchors' value of no meaning). */
+    PN_SETTING_LENIENT = 16,
+    /* An alias given as a period: alias_of = alias_ratio / value (Hz of µs). */
+    PN_SETTING_PERIOD = 32
 };
 
 /* The boolean words of every binding and variable ("true" and "false" first). */
@@ -702,6 +713,12 @@ typedef struct {
     const char *python, *node, *ruby;
     unsigned flags;            /* PN_SETTING_* */
     const char *meaning;
+    /* Another spelling of the setting alias_of, in its own unit: that
+     * setting = value / alias_ratio (ms: 1000), or alias_ratio / value with
+     * PN_SETTING_PERIOD. Both given (by keywords, or by variables) with
+     * different values: an error naming both. NULL: not an alias. */
+    const char *alias_of;
+    double alias_ratio;
 } pn_setting_info;
 
 /* Row i, or NULL past the last (iterate from 0). Any thread. */
