@@ -682,8 +682,9 @@ typedef enum {
 enum {
     PN_SETTING_SECRET = 1,  /* never shown (passwords) */
     PN_SETTING_BINDING = 2, /* set by the binding (spy_name...), not a keyword */
-    PN_SETTING_EXTERNAL = 4, /* acted on by a binding only: the core checks and
-                                resolves it (c->external) and does nothing else */
+    PN_SETTING_EXTERNAL = 4, /* no pn_config field: checked and resolved as text
+                                (c->external) for the binding that acts on it
+                                (auth_token: the core, an Authorization header) */
     /* A variable of it that is malformed or out of range is a warning and is
      * ignored (the anchors' own variables, which they never refused). */
     PN_SETTING_LENIENT_ENV = 8,

@@ -1056,12 +1056,28 @@ static void test_env_anchor_variables(void)
     char *env[] = {"PYROSCOPE_APPLICATION_NAME=a", "PYROSCOPE_SERVER_ADDRESS=http://h:1",
                    "PYROSCOPE_BASIC_AUTH_USER=alice", "PYROSCOPE_BASIC_AUTH_PASSWORD=pw",
                    "PYROSCOPE_AUTH_TOKEN=tok", NULL};
+    capture_start();
     CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0);
-    CHECK_STR(c.basic_auth_username, "alice");
+    capture_stop();
+    /* the token is sent, basic auth is not (@pyroscope/nodejs's exporter) */
+    CHECK(c.basic_auth_username == NULL && c.basic_auth_password == NULL);
+    CHECK(captured.n == 0 || has(captured.text, "the token is sent and basic auth is not"));
     CHECK_EQ_INT(pn_config_validate(&c, &e), 0);
     CHECK_EQ_INT((int)c.nheaders, 1);
     CHECK_STR(c.http_headers[0].key, "Authorization");
     CHECK_STR(c.http_headers[0].value, "Bearer tok");
+    pn_config_free(&c);
+    /* by keyword: the same; beside an Authorization header by keyword, an error */
+    pn_config_init(&c);
+    accept(&c, "auth_token", "kw");
+    CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0);
+    CHECK_STR(c.http_headers[0].value, "Bearer kw");
+    pn_config_free(&c);
+    pn_config_init(&c);
+    accept(&c, "auth_token", "kw");
+    accept(&c, "http_headers", "Authorization=Basic x");
+    CHECK_EQ_INT(pn_config_apply_env(&c, env + 5, &e), -1);
+    CHECK(has(e.msg, "auth_token and an Authorization header in http_headers"));
     pn_config_free(&c);
     /* The full name wins; an Authorization header given wins over the token. */
     pn_config_init(&c);

@@ -1008,37 +1008,51 @@ static const char *env_value(char *const *envp, const char *name, size_t n)
     return v && v[strspn(v, " \t")] ? v : NULL;
 }
 
-/* PYROSCOPE_AUTH_TOKEN (the pyroscope gem < 1.0, @pyroscope/nodejs) is sent
- * as "Authorization: Bearer <token>" unless an Authorization header or basic
- * is set. */
-static int apply_auth_token(pn_config *c, char *const *envp, pn_error *e)
+/* auth_token (a keyword or PYROSCOPE_AUTH_TOKEN: the pyroscope gem < 1.0,
+ * @pyroscope/nodejs) is sent as "Authorization: Bearer <token>". An
+ * Authorization header wins over it (both by keywords: an error); basic
+ * auth yields to it, said once, as @pyroscope/nodejs's exporter did (the
+ * token, else basic auth). */
+static int apply_auth_token(pn_config *c, pn_error *e)
 {
-    const char *token = env_value(envp, "PYROSCOPE_AUTH_TOKEN", 20);
-    if (!token)
+    const setting *s = find("auth_token");
+    const char *token = c->external[s - settings];
+    if (!token || !token[0])
         return 0;
     for (size_t i = 0; i < c->nheaders; i++) {
         if (strcasecmp(c->http_headers[i].key, "Authorization") == 0)
-            return 0;
+            return (c->given & bit_of(s)) && (c->given & bit_of(find("http_headers")))
+                       ? pn_fail(e, PN_EINVAL, "auth_token and an Authorization header in "
+                                 "http_headers are both set; give only one")
+                       : 0;
     }
     if (c->nheaders >= PN_MAX_LABELS)
         return 0;
+    if ((c->basic_auth_username && c->basic_auth_username[0]) ||
+        (c->basic_auth_password && c->basic_auth_password[0])) {
+        /* once per process for a keyword's token, once for a variable's */
+        if (first_time(c->given & bit_of(s) ? "auth_token+basic" : "PYROSCOPE_AUTH_TOKEN+basic",
+                       c->given & bit_of(s) ? 16 : 26))
+            pn_log(PN_LOG_WARN, "auth_token and basic auth (basic_auth_username, "
+                   "basic_auth_password) are both set; the token is sent and basic auth is not "
+                   "(as @pyroscope/nodejs did)");
+        dup_str(&c->basic_auth_username, NULL, NULL);
+        dup_str(&c->basic_auth_password, NULL, NULL);
+    }
     size_t len = strlen(token) + sizeof "Bearer ";
     char *bearer = malloc(len);
     pn_label *kv = malloc((c->nheaders + 1) * sizeof *kv);
     int rc = -1;
-    pn_error why;
     if (bearer && kv) {
         snprintf(bearer, len, "Bearer %s", token);
         if (c->nheaders)
             memcpy(kv, c->http_headers, c->nheaders * sizeof *kv);
         kv[c->nheaders] = (pn_label){"Authorization", bearer};
         uint64_t given = c->given;
-        rc = pn_config_set_pairs(c, "http_headers", kv, c->nheaders + 1, &why);
+        rc = pn_config_set_pairs(c, "http_headers", kv, c->nheaders + 1, e);
         c->given = given;
-        if (rc != 0)
-            pn_fail(e, why.code, "environment variable PYROSCOPE_AUTH_TOKEN: %s", why.msg);
     } else {
-        pn_fail(e, PN_ENOMEM, "out of memory reading PYROSCOPE_AUTH_TOKEN");
+        pn_fail(e, PN_ENOMEM, "out of memory reading auth_token");
     }
     free(bearer);
     free(kv);
@@ -1121,7 +1135,7 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
         }
     }
     c->given = given;
-    return apply_auth_token(c, envp, e);
+    return apply_auth_token(c, e);
 }
 
 int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e)
