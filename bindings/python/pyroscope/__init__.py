@@ -254,20 +254,14 @@ def configure(
     any) keeps running.
     """
     keywords = dict(locals())  # first: the arguments only
-    if app_name is not None:
+    if app_name is not None:  # the table's alias of application_name
         warnings.warn("app_name is deprecated, use application_name", DeprecationWarning,
                       stacklevel=2)
-        if application_name is None:
-            application_name = app_name
     if native is not None:
         warnings.warn("native is not supported and is ignored", DeprecationWarning,
                       stacklevel=2)
-    # pyroscope-io's memory keywords are ours under their names (memory,
-    # memory_interval); mem_max_nframe is max_depth's business here.
-    if memory is None and mem_enabled is not None:
-        memory = mem_enabled
-    if memory_interval is None and mem_heap_sample_size is not None:
-        memory_interval = mem_heap_sample_size
+    # pyroscope-io's memory keywords are the table's aliases of memory and
+    # memory_interval; mem_max_nframe is max_depth's business here.
     for name, value in (("mem_max_nframe", mem_max_nframe),
                         ("mem_heap_sample_size", mem_heap_sample_size)):
         if value is not None:
