@@ -83,6 +83,14 @@ describe('api contract: the core\'s settings table (issue 27)', function () {
     assert.strictEqual(got.spy_name, 'nodespy');
   });
 
+  it('variables alone: the other spellings, a token beside basic auth, a full name beside its alias', () => {
+    for (const [env, want] of CASES.env_cases) {
+      const got = resolved({ appName: 'app' }, env);
+      for (const [name, value] of Object.entries(want)) assert.strictEqual(got[name], value, `${JSON.stringify(env)} ${name}`);
+    }
+    for (const env of CASES.env_refused) assert.throws(() => resolved({ appName: 'app' }, env), /are the same setting/);
+  });
+
   it('an OTLP endpoint alone means no default server', () => {
     for (const v of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT']) {
       const got = resolved({ appName: 'app' }, { [v]: 'http://collector:4318' });
