@@ -640,7 +640,10 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e);
 /* Set one setting by its name from its string form (the env-var syntax):
  * booleans true/false/1/0/yes/no/on/off, numbers in decimal, tags and
  * headers as "k=v,k2=v2". Unknown names and bad values fail with a message
- * naming the setting and the rule. */
+ * naming the setting and the rule. An alias row sets its alias_of, in its
+ * own unit; a setting set by two rows with different values fails naming
+ * both. A PN_SETTING_LENIENT row's value out of range is warned about and
+ * ignored. */
 int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e);
 /* Set "tags" or "http_headers" from pairs (bindings pass their dicts here,
  * since a header value may itself contain ',' or '='). Same rules as the
@@ -737,8 +740,9 @@ int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_
  * endpoint, folder) meaning server_address's default, then
  * pn_config_validate. A bad value fails naming its setting and source. */
 int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e);
-/* A setting's value in its string form (pairs "k=v,k2=v2", levels by name)
- * into buf; -1 for an unknown or external name or a buf too small. */
+/* A setting's value in its string form (pairs "k=v,k2=v2", levels by name;
+ * an external row's value or default) into buf; -1 for an unknown name, an
+ * alias row (read its alias_of) or a buf too small. */
 int pn_config_get(const pn_config *c, const char *name, char *buf, size_t size);
 
 /* ----------------------------------------------------------------- stats */

@@ -691,10 +691,10 @@ static const setting *canonical(const setting *s)
 
 /* A lenient row's value of no meaning: one warning, and the setting keeps
  * its default. `from`: "" or "environment variable NAME: ". */
-static void ignored(const char *from, const char *value, const char *why)
+static void ignored(const char *from, const char *why)
 {
     char key[300];
-    int n = snprintf(key, sizeof key, "ignored:%s=%.100s", from, value);
+    int n = snprintf(key, sizeof key, "ignored:%s%s", from, why);
     if (first_time(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1))
         pn_log(PN_LOG_WARN, "%s%s; it is ignored (the default is used)", from, why);
 }
@@ -721,7 +721,7 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
     pn_error why;
     if ((s->i.flags & PN_SETTING_LENIENT) && parse_decimal(value, &d) == 0 &&
         parse_number(name, value, s->i.lo, s->i.hi, s->i.unit, 0, 0, &d, &why) != 0) {
-        ignored("", value, why.msg);
+        ignored("", why.msg);
         return 0;
     }
     const setting *t = canonical(s), *other = NULL;
@@ -1123,7 +1123,7 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
             if (set_value(c, s, eq + 1, &why) != 0) {
                 if (!(s->i.flags & PN_SETTING_LENIENT_ENV) || why.code == PN_ENOMEM)
                     return pn_fail(e, why.code, "%s%s", from, why.msg);
-                ignored(from, eq + 1, why.msg);
+                ignored(from, why.msg);
                 continue;
             }
             if ((from_env & bit_of(t)) && pn_config_get(c, t->i.name, after, sizeof after) == 0 &&
