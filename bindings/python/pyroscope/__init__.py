@@ -111,8 +111,7 @@ def _check_number(name, value, integer=False):
         return str(value)
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError(f"{name} must be a finite number, not {value!r}")
-    # Plain decimal notation: the core's parser does not take exponents.
-    return ("%.9f" % value).rstrip("0").rstrip(".") or "0"
+    return repr(value)  # the core reads decimal and exponent notation
 
 
 def _check_pairs(name, value):
