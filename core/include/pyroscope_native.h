@@ -840,6 +840,11 @@ typedef struct {
 const pn_stat_info *pn_stat_row(size_t i);
 double pn_stat_value(const pn_agent_stats *st, size_t i);
 const pn_stat_info *pn_stat_exporter_row(size_t i);
+/* A driver's (named as they are) and a memory driver's ("memory_*"). */
+const pn_stat_info *pn_stat_driver_row(size_t i);
+double pn_stat_driver_value(const pn_driver_stats *x, size_t i);
+const pn_stat_info *pn_stat_memory_row(size_t i);
+double pn_stat_memory_value(const pn_mem_stats *x, size_t i);
 double pn_stat_exporter_value(const pn_exporter_stats *x, size_t i);
 
 /* ------------------------------------------------------------------ fork */

@@ -94,7 +94,9 @@ def smoke_python(ch, dist, work, python):
     so, stats = r.stdout.split("\n")[:2]
     if not so.endswith(".cpython-%s-%s-linux-gnu.so" % (tag[2:], arch)):
         raise SystemExit("smoke %s: imported %s, not the %s wheel's module" % (python, so, arch))
-    got = check_profiles(python, None, folder, LABEL, spans_wanted=False)
+    got = check_profiles(python, None, folder, dict(LABEL, route={"/ctx"}), spans_wanted=False)
+    if json.loads(stats).get("context_labels_enabled") != 1:
+        raise SystemExit("smoke %s: context labels are off: %s" % (python, stats))
     return {"artifact": os.path.basename(whl[0]), "size_kib": os.path.getsize(whl[0]) // 1024,
             "install_s": round(secs, 1), **got, "busy_samples": busy_samples(python, folder),
             "stats": json.loads(stats)}

@@ -412,13 +412,13 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         {"context_exit_unmatched", c.exit_unmatched},
         {"context_label_drops", c.label_drops},
         {"context_switched", c.switched},
-        {"memory_sampled", ms.sampled},
-        {"memory_table_full", ms.table_full},
-        {"memory_freed", ms.freed},
-        {"memory_live", ms.live},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (put_num(d, rows[i].k, (double)rows[i].v, 0) != 0)
+            goto fail;
+    }
+    for (size_t i = 0; (row = pn_stat_memory_row(i)); i++) {
+        if (put_num(d, row->name, pn_stat_memory_value(&ms, i), 0) != 0)
             goto fail;
     }
     return d;

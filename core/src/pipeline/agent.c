@@ -62,6 +62,47 @@ struct pn_agent {
     _Atomic uint64_t periods, profiles, dropped, encode_errors, late;
 };
 
+/* ------------------------------------------------------------ drivers */
+
+/* A memory driver is a driver (driver.c: its store, types, counters) plus
+ * the sampled-allocation table and its thread (memory.c). The agent joins
+ * the two, so that each knows only the driver and not the other. */
+static pn_driver *driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *e)
+{
+    pn_driver *d = pn_driver_new(o, c, e);
+    if (d && o->kind == PN_DRIVER_MEMORY && !(d->mem = pn_mem_new(d, o, c, e))) {
+        pn_driver_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static int driver_start(pn_driver *d, pn_error *e)
+{
+    return d->mem ? pn_mem_start(d->mem, e) : pn_driver_start(d, e);
+}
+
+static void driver_stop(pn_driver *d)
+{
+    pn_driver_stop(d);
+    pn_mem_stop(d->mem);
+}
+
+static void driver_free(pn_driver *d)
+{
+    if (d)
+        pn_mem_free_all(d->mem);
+    pn_driver_free(d);
+}
+
+/* After the driver's store is reset: the consumer thread restarts. */
+static void driver_fork_child(pn_driver *d)
+{
+    pn_driver_fork_child(d);
+    if (d->mem)
+        pn_mem_fork_child(d->mem);
+}
+
 /* The running agent, for the fork path and the one-agent rule. Set by
  * start, cleared under current_mu when its stop begins: a stopping agent
  * no longer counts, so a new one may start while the old one finishes its
@@ -269,7 +310,7 @@ void pn_agent_fork_child(void)
     atomic_store(&a->late, 0);
     pn_queue_fork_child(a->queue);
     for (int i = 0; i < a->ndrivers; i++)
-        pn_driver_fork_child(a->drivers[i]);
+        driver_fork_child(a->drivers[i]);
     if (start_flusher(a, NULL) != 0)
         pn_log(PN_LOG_ERROR, "after fork: cannot restart the flusher; profiles of this "
                "process will not be exported");
@@ -282,11 +323,11 @@ static void agent_free(pn_agent *a)
     if (!a)
         return;
     for (int i = 0; i < a->ndrivers; i++)
-        pn_driver_stop(a->drivers[i]);
+        driver_stop(a->drivers[i]);
     if (a->queue)
         pn_queue_stop(a->queue, 0);
     for (int i = 0; i < a->ndrivers; i++)
-        pn_driver_free(a->drivers[i]);
+        driver_free(a->drivers[i]);
     pn_config_free(&a->cfg);
     free(a->extra);
     pthread_mutex_destroy(&a->mu);
@@ -415,7 +456,7 @@ pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e
 {
     if (!a)
         return pn_fail(e, PN_EINVAL, "add_driver: no agent"), NULL;
-    pn_driver *d = pn_driver_new(o, &a->cfg, e);
+    pn_driver *d = driver_new(o, &a->cfg, e);
     if (!d)
         return NULL;
     pthread_mutex_lock(&a->mu);
@@ -424,13 +465,13 @@ pn_driver *pn_agent_add_driver(pn_agent *a, const pn_driver_opts *o, pn_error *e
         a->drivers[a->ndrivers++] = d;
     pthread_mutex_unlock(&a->mu);
     if (full || stopping) {
-        pn_driver_free(d);
+        driver_free(d);
         return pn_fail(e, full ? PN_ELIMIT : PN_ESTATE, full ? "at most %d drivers per agent"
                        : "the agent is stopping", MAX_DRIVERS), NULL;
     }
     /* Started once it is in the array, so the fork path always sees the
      * threads that exist. A failed start leaves an idle driver (no thread). */
-    if (pn_driver_start(d, e) != 0)
+    if (driver_start(d, e) != 0)
         return NULL;
     return d;
 }
@@ -517,7 +558,7 @@ void pn_agent_stop_stats(pn_agent *a, pn_agent_stats *final)
     int64_t deadline = pn_clock_ns(CLOCK_MONOTONIC) + (int64_t)(a->cfg.stop_timeout * 1e9);
     pn_agent_stop_begin(a);
     for (int i = 0; i < a->ndrivers; i++)
-        pn_driver_stop(a->drivers[i]);
+        driver_stop(a->drivers[i]);
     pthread_mutex_lock(&a->mu);
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);

@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "pipeline/driver.h"
-#include "pipeline/memory.h"
 #include "sampling/sampler.h"
 #include "pyroscope_native.h"
 
@@ -761,7 +760,6 @@ void pn_driver_free(pn_driver *d)
         atomic_compare_exchange_strong(&live_serials[i], &mine, 0);
     }
     timers_stop(d);
-    pn_mem_free_all(d->mem);
     pn_sampler_free(d->sampler);
     pn_store_free(d->store);
     pn_grace_reader_free(d->capture_reader);
@@ -806,8 +804,6 @@ pn_driver *pn_driver_new(const pn_driver_opts *o, const pn_config *c, pn_error *
     if (o->kind == PN_DRIVER_WALKER &&
         !(d->sampler = pn_sampler_new(d->store, &so, o->walker, o->ctx, e)))
         goto fail;
-    if (o->kind == PN_DRIVER_MEMORY && !(d->mem = pn_mem_new(d, o, c, e)))
-        goto fail;
     if (o->kind == PN_DRIVER_RENDEZVOUS &&
         (init_rendezvous(d, o, interval, c, e) != 0 ||
          !(d->sampler = pn_sampler_new(d->store, &so, rendezvous_tick, d, e))))
@@ -820,15 +816,12 @@ fail:
 
 int pn_driver_start(pn_driver *d, pn_error *e)
 {
-    if (d->mem)
-        return pn_mem_start(d->mem, e);
     return d->sampler ? pn_sampler_start(d->sampler, e) : 0;
 }
 
 void pn_driver_stop(pn_driver *d)
 {
     pn_sampler_stop(d->sampler);
-    pn_mem_stop(d->mem);
     timers_stop(d);
     /* Nothing of ours signals its threads any more: release their slots'
      * hold on label sets. */
@@ -889,6 +882,5 @@ void pn_driver_fork_child(pn_driver *d)
         pn_sampler_fork_child(d->sampler); /* fresh store, new thread */
     } else {
         pn_store_reset(d->store, pn_clock_ns(CLOCK_REALTIME));
-        pn_mem_fork_child(d->mem);
     }
 }

@@ -98,6 +98,19 @@ double pn_stat_value(const pn_agent_stats *st, size_t i)
     return 0;
 }
 
+/* Counters of one struct, all uint64_t: row i's name, meaning and offset. */
+#define ROWS_OF(type, name, rows_)                                                          \
+    const pn_stat_info *pn_stat_##name##_row(size_t i)                                     \
+    {                                                                                       \
+        return i < sizeof rows_ / sizeof rows_[0] ? &rows_[i].i : NULL;                     \
+    }                                                                                       \
+    double pn_stat_##name##_value(const type *x, size_t i)                                 \
+    {                                                                                       \
+        if (!pn_stat_##name##_row(i))                                                       \
+            return 0;                                                                       \
+        return (double)*(const uint64_t *)((const char *)x + rows_[i].off);                 \
+    }
+
 /* Each exporter's own counts, "<exporter>_<name>" (http_sent, otlp_failed...). */
 static const struct {
     pn_stat_info i;
@@ -109,14 +122,34 @@ static const struct {
     {{"bytes_sent", "bytes it sent", 0}, offsetof(pn_exporter_stats, bytes_sent)},
 };
 
-const pn_stat_info *pn_stat_exporter_row(size_t i)
-{
-    return i < sizeof exporter_rows / sizeof exporter_rows[0] ? &exporter_rows[i].i : NULL;
-}
+/* A driver's counters (rendezvous: the capture handshake) and a memory
+ * driver's, for the bindings whose drivers they are. */
+static const struct {
+    pn_stat_info i;
+    size_t off;
+} driver_rows[] = {
+    {{"recorded", "samples the driver recorded", 0}, offsetof(pn_driver_stats, recorded)},
+    {{"requested", "captures requested of threads", 0}, offsetof(pn_driver_stats, requested)},
+    {{"captured", "captures the threads committed", 0}, offsetof(pn_driver_stats, captured)},
+    {{"timeouts", "captures not answered in time", 0}, offsetof(pn_driver_stats, timeouts)},
+    {{"discarded", "captures abandoned or too late", 0}, offsetof(pn_driver_stats, discarded)},
+    {{"busy", "captures asked of a thread whose last one was not consumed yet", 0},
+     offsetof(pn_driver_stats, busy)},
+    {{"busy_added", "CPU added to a capture not consumed yet", 0},
+     offsetof(pn_driver_stats, busy_added)},
+    {{"exited", "threads gone when signalled", 0}, offsetof(pn_driver_stats, exited)},
+    {{"below_min_cpu", "ticks whose CPU was carried to a later one", 0},
+     offsetof(pn_driver_stats, below_min_cpu)},
+}, memory_rows[] = {
+    {{"memory_sampled", "allocations sampled", 0}, offsetof(pn_mem_stats, sampled)},
+    {{"memory_table_full", "sampled allocations with no live-table slot ([overflow])", 0},
+     offsetof(pn_mem_stats, table_full)},
+    {{"memory_freed", "sampled allocations seen freed", 0}, offsetof(pn_mem_stats, freed)},
+    {{"memory_live", "sampled allocations alive now", 0}, offsetof(pn_mem_stats, live)},
+    {{"memory_symbols_full", "frames shown as [unknown]: the symbol table is full", 0},
+     offsetof(pn_mem_stats, symbols_full)},
+};
 
-double pn_stat_exporter_value(const pn_exporter_stats *x, size_t i)
-{
-    if (!pn_stat_exporter_row(i))
-        return 0;
-    return (double)*(const uint64_t *)((const char *)x + exporter_rows[i].off);
-}
+ROWS_OF(pn_exporter_stats, exporter, exporter_rows)
+ROWS_OF(pn_driver_stats, driver, driver_rows)
+ROWS_OF(pn_mem_stats, memory, memory_rows)

@@ -273,23 +273,11 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds, con
             rb_hash_aset(h, key, ULL2NUM((unsigned long long)pn_stat_exporter_value(x, j)));
         }
     }
-    if (ds) {
-        PUT("recorded", ds->recorded);
-        PUT("requested", ds->requested);
-        PUT("captured", ds->captured);
-        PUT("timeouts", ds->timeouts);
-        PUT("discarded", ds->discarded);
-        PUT("busy", ds->busy);
-        PUT("busy_added", ds->busy_added);
-        PUT("exited", ds->exited);
-        PUT("below_min_cpu", ds->below_min_cpu);
-    }
+    for (size_t i = 0; ds && (row = pn_stat_driver_row(i)); i++)
+        PUT(row->name, pn_stat_driver_value(ds, i));
+    for (size_t i = 0; ms && (row = pn_stat_memory_row(i)); i++)
+        PUT(row->name, pn_stat_memory_value(ms, i));
     if (ms) {
-        PUT("memory_sampled", ms->sampled);
-        PUT("memory_table_full", ms->table_full);
-        PUT("memory_freed", ms->freed);
-        PUT("memory_live", ms->live);
-        PUT("memory_symbols_full", ms->symbols_full);
         PUT("memory_queue_full", memory_queue_full());
         PUT("memory_torn", memory_torn());
         PUT("memory_names_full", frame_names_full());
