@@ -630,6 +630,10 @@ typedef struct {
     /* Settings a binding gave (bit i: pn_config_setting(i)), set by
      * pn_config_set/_set_pairs: their variables are then not read. */
     uint64_t given;
+    /* The values of PN_SETTING_EXTERNAL rows (bit i: row i), in their string
+     * form, resolved like the others for the binding that reads them; NULL:
+     * the row's default. Owned (pn_config_free). */
+    char *external[64];
 } pn_config;
 
 /* otlp_protocol: OTEL_EXPORTER_OTLP_PROTOCOL's values. */
@@ -641,7 +645,10 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e);
 /* Set one setting by its name from its string form (the env-var syntax):
  * booleans true/false/1/0/yes/no/on/off, numbers in decimal, tags and
  * headers as "k=v,k2=v2". Unknown names and bad values fail with a message
- * naming the setting and the rule. */
+ * naming the setting and the rule. An alias row sets its alias_of, in its
+ * own unit; a setting set by two rows with different values fails naming
+ * both. A PN_SETTING_LENIENT row's value out of range is warned about and
+ * ignored. */
 int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e);
 /* Set "tags" or "http_headers" from pairs (bindings pass their dicts here,
  * since a header value may itself contain ',' or '='). Same rules as the
@@ -683,8 +690,16 @@ typedef enum {
 enum {
     PN_SETTING_SECRET = 1,  /* never shown (passwords) */
     PN_SETTING_BINDING = 2, /* set by the binding (spy_name...), not a keyword */
-    PN_SETTING_EXTERNAL = 4 /* read by a binding only: the core stores nothing,
-                               but knows the variable (no "unknown" warning) */
+    PN_SETTING_EXTERNAL = 4, /* no pn_config field: checked and resolved as text
+                                (c->external) for the binding that acts on it
+                                (auth_token: the core, an Authorization header) */
+    /* A variable of it that is malformed or out of range is a warning and is
+     * ignored (the anchors' own variables, which they never refused). */
+    PN_SETTING_LENIENT_ENV = 8,
+    /* ...and a keyword out of range too (the anchors' value of no meaning). */
+    PN_SETTING_LENIENT = 16,
+    /* An alias given as a period: alias_of = alias_ratio / value (Hz of µs). */
+    PN_SETTING_PERIOD = 32
 };
 
 /* The boolean words of every binding and variable ("true" and "false" first). */
@@ -707,6 +722,12 @@ typedef struct {
     const char *python, *node, *ruby;
     unsigned flags;            /* PN_SETTING_* */
     const char *meaning;
+    /* Another spelling of the setting alias_of, in its own unit: that
+     * setting = value / alias_ratio (ms: 1000), or alias_ratio / value with
+     * PN_SETTING_PERIOD. Both given (by keywords, or by variables) with
+     * different values: an error naming both. NULL: not an alias. */
+    const char *alias_of;
+    double alias_ratio;
 } pn_setting_info;
 
 /* Row i, or NULL past the last (iterate from 0). Any thread. */
@@ -724,8 +745,9 @@ int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_
  * endpoint, folder) meaning server_address's default, then
  * pn_config_validate. A bad value fails naming its setting and source. */
 int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e);
-/* A setting's value in its string form (pairs "k=v,k2=v2", levels by name)
- * into buf; -1 for an unknown or external name or a buf too small. */
+/* A setting's value in its string form (pairs "k=v,k2=v2", levels by name;
+ * an external row's value or default) into buf; -1 for an unknown name, an
+ * alias row (read its alias_of) or a buf too small. */
 int pn_config_get(const pn_config *c, const char *name, char *buf, size_t size);
 
 /* ----------------------------------------------------------------- stats */

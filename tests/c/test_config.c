@@ -1056,12 +1056,28 @@ static void test_env_anchor_variables(void)
     char *env[] = {"PYROSCOPE_APPLICATION_NAME=a", "PYROSCOPE_SERVER_ADDRESS=http://h:1",
                    "PYROSCOPE_BASIC_AUTH_USER=alice", "PYROSCOPE_BASIC_AUTH_PASSWORD=pw",
                    "PYROSCOPE_AUTH_TOKEN=tok", NULL};
+    capture_start();
     CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0);
-    CHECK_STR(c.basic_auth_username, "alice");
+    capture_stop();
+    /* the token is sent, basic auth is not (@pyroscope/nodejs's exporter) */
+    CHECK(c.basic_auth_username == NULL && c.basic_auth_password == NULL);
+    CHECK(captured.n == 0 || has(captured.text, "the token is sent and basic auth is not"));
     CHECK_EQ_INT(pn_config_validate(&c, &e), 0);
     CHECK_EQ_INT((int)c.nheaders, 1);
     CHECK_STR(c.http_headers[0].key, "Authorization");
     CHECK_STR(c.http_headers[0].value, "Bearer tok");
+    pn_config_free(&c);
+    /* by keyword: the same; beside an Authorization header by keyword, an error */
+    pn_config_init(&c);
+    accept(&c, "auth_token", "kw");
+    CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0);
+    CHECK_STR(c.http_headers[0].value, "Bearer kw");
+    pn_config_free(&c);
+    pn_config_init(&c);
+    accept(&c, "auth_token", "kw");
+    accept(&c, "http_headers", "Authorization=Basic x");
+    CHECK_EQ_INT(pn_config_apply_env(&c, env + 5, &e), -1);
+    CHECK(has(e.msg, "auth_token and an Authorization header in http_headers"));
     pn_config_free(&c);
     /* The full name wins; an Authorization header given wins over the token. */
     pn_config_init(&c);
@@ -1091,6 +1107,12 @@ static void test_table(void)
         CHECK_STR(s->env, env);
         CHECK(pn_config_setting_find(s->name) == s);
         CHECK(s->kind_name && s->meaning);
+        if (s->alias_of) { /* another spelling: of a setting that is none */
+            const pn_setting_info *t = pn_config_setting_find(s->alias_of);
+            CHECK(t && !t->alias_of && !(t->flags & PN_SETTING_EXTERNAL));
+            CHECK(s->alias_ratio > 0 && !s->default_value && (s->python || s->node || s->ruby));
+            continue;
+        }
         if (s->flags & PN_SETTING_EXTERNAL) {
             CHECK(s->python || s->node || s->ruby);
             continue;
@@ -1297,7 +1319,153 @@ static void test_anchor_inputs(void)
     pn_config_free(&c);
 }
 
-TEST_MAIN(T(test_anchor_inputs), T(test_table), T(test_precedence), T(test_resolve_destination),
+/* ------------------------------------- other spellings (issue 27: aliases) */
+
+/* The anchors' other spellings are rows of their own (alias_of, in their
+ * own unit): set by keyword or variable, converted, precedence as the
+ * setting's; the setting given twice with different values is an error
+ * naming both; a lenient row's meaningless value is a warning. */
+static void test_aliases(void)
+{
+    pn_config c;
+    pn_error e;
+    char buf[64];
+    /* units: ms -> s, a period in us -> Hz, bytes */
+    pn_config_init(&c);
+    accept(&c, "flush_interval_ms", "2500");
+    accept(&c, "wall_sampling_interval_micros", "5000");
+    accept(&c, "heap_sampling_interval_bytes", "1024");
+    CHECK(c.upload_interval == 2.5);
+    CHECK(c.sample_rate == 200);
+    CHECK_EQ_INT((int)c.memory_interval, 1024);
+    char *vars[] = {"PYROSCOPE_UPLOAD_INTERVAL=9", "PYROSCOPE_SAMPLE_RATE=9", NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, vars, &e), 0); /* given: not read */
+    CHECK(c.upload_interval == 2.5 && c.sample_rate == 200);
+    CHECK_EQ_INT(pn_config_get(&c, "flush_interval_ms", buf, sizeof buf), -1);
+    /* the same value by both spellings: one setting, accepted */
+    accept(&c, "sample_rate", "200");
+    accept(&c, "memory_interval", "1024");
+    /* different values: refused, naming both */
+    reject(&c, "upload_interval", "1", NEEDLES("flush_interval_ms and upload_interval are the "
+                                               "same setting, given as 2.5 and 1 s"));
+    pn_config_free(&c);
+    pn_config_init(&c);
+    accept(&c, "sample_rate", "99");
+    reject(&c, "wall_sampling_interval_micros", "10000",
+           NEEDLES("sample_rate and wall_sampling_interval_micros are the same setting, given as "
+                   "99 and 100 Hz"));
+    pn_config_free(&c);
+
+    /* the period is clamped (the anchor took any), with one warning */
+    pn_config_init(&c);
+    capture_start();
+    accept(&c, "wall_sampling_interval_micros", "37");
+    capture_stop();
+    CHECK(c.sample_rate == 10000);
+    CHECK(has(captured.text, "wall_sampling_interval_micros: 37 us is out of range"));
+    /* a keyword of a lenient row out of range: ignored, with a warning; a
+     * value that is no whole number stays an error */
+    capture_start();
+    accept(&c, "flush_interval_ms", "-7");
+    capture_stop();
+    CHECK(c.upload_interval == 10);
+    CHECK(has(captured.text, "flush_interval_ms: -7 is out of range") &&
+          has(captured.text, "it is ignored (the default is used)"));
+    reject(&c, "flush_interval_ms", "1.5", NEEDLES("flush_interval_ms", "not a whole number"));
+    reject(&c, "heap_sampling_interval_bytes", "-1", NEEDLES("heap_sampling_interval_bytes",
+                                                             "out of range"));
+    pn_config_free(&c);
+
+    /* variables: the setting's own beside another spelling's, the keyword
+     * beats both, either spelling's keyword beats the other's variable */
+    char *same[] = {"PYROSCOPE_UPLOAD_INTERVAL=2", "PYROSCOPE_FLUSH_INTERVAL_MS=2000", NULL};
+    char *differ[] = {"PYROSCOPE_FLUSH_INTERVAL_MS=1000", "PYROSCOPE_UPLOAD_INTERVAL=3", NULL};
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_apply_env(&c, same, &e), 0);
+    CHECK(c.upload_interval == 2);
+    pn_config_free(&c);
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_apply_env(&c, differ, &e), -1);
+    CHECK(has(e.msg, "environment variables PYROSCOPE_UPLOAD_INTERVAL and "
+                     "PYROSCOPE_FLUSH_INTERVAL_MS are the same setting, given as 3 and 1 s"));
+    pn_config_free(&c);
+    pn_config_init(&c);
+    accept(&c, "flush_interval_ms", "4000");
+    CHECK_EQ_INT(pn_config_apply_env(&c, differ, &e), 0);
+    CHECK(c.upload_interval == 4);
+    pn_config_free(&c);
+    pn_config_init(&c);
+    accept(&c, "upload_interval", "5");
+    CHECK_EQ_INT(pn_config_apply_env(&c, differ, &e), 0);
+    CHECK(c.upload_interval == 5);
+    pn_config_free(&c);
+
+    /* a lenient variable, malformed or out of range: a warning, the default */
+    char *soon[] = {"PYROSCOPE_FLUSH_INTERVAL_MS=soon", "PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES=0",
+                    "PYROSCOPE_WALL_COLLECT_CPU_TIME=maybe", "PYROSCOPE_HEAP_STACK_DEPTH=1.5",
+                    "PYROSCOPE_STRIP_FILENAMES=none", NULL};
+    pn_config_init(&c);
+    capture_start();
+    CHECK_EQ_INT(pn_config_apply_env(&c, soon, &e), 0);
+    capture_stop();
+    CHECK(c.upload_interval == 10 && c.memory_interval == 512 * 1024);
+    CHECK_EQ_INT(captured.n, 5);
+    CHECK(has(captured.text, "environment variable PYROSCOPE_FLUSH_INTERVAL_MS: "
+                             "flush_interval_ms: \"soon\" is not a whole number"));
+    CHECK(has(captured.text, "PYROSCOPE_STRIP_FILENAMES: strip_filenames: \"none\" is not one "
+                             "of all,dependencies; it is ignored"));
+    CHECK_EQ_INT(pn_config_get(&c, "heap_stack_depth", buf, sizeof buf), 0);
+    CHECK_STR(buf, "64");
+    pn_config_free(&c);
+    /* a strict one (not the anchor's) still fails */
+    char *strict[] = {"PYROSCOPE_HEAP_ALLOCATIONS=maybe", NULL};
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_apply_env(&c, strict, &e), -1);
+    CHECK(has(e.msg, "environment variable PYROSCOPE_HEAP_ALLOCATIONS: heap_allocations:"));
+    pn_config_free(&c);
+}
+
+/* A binding's own settings are resolved here too (c->external): keyword >
+ * variable > default, checked by kind, and copied with the config. */
+static void test_external_resolved(void)
+{
+    pn_config c, d;
+    pn_error e;
+    char buf[64];
+    char *env[] = {"PYROSCOPE_WALL_SAMPLING_DURATION_MS=30000", "PYROSCOPE_SHORTEN_PATHS=on",
+                   "PYROSCOPE_STRIP_FILENAMES=ALL", "PYROSCOPE_HEAP_STACK_DEPTH=8", NULL};
+    pn_config_init(&c);
+    accept(&c, "heap_stack_depth", "16");
+    reject(&c, "wall_collect_cpu_time", "maybe", NEEDLES("wall_collect_cpu_time", "not a boolean"));
+    reject(&c, "heap_stack_depth", "0", NEEDLES("heap_stack_depth", "out of range"));
+    CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0);
+    CHECK_EQ_INT(pn_config_copy(&d, &c, &e), 0);
+    pn_config_free(&c);
+    const char *want[][2] = {{"wall_sampling_duration_ms", "30000"}, {"shorten_paths", "true"},
+                             {"strip_filenames", "all"}, {"heap_stack_depth", "16"},
+                             {"wall_collect_cpu_time", "false"}, {"gil_only", "true"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        CHECK_EQ_INT(pn_config_get(&d, want[i][0], buf, sizeof buf), 0);
+        CHECK_STR(buf, want[i][1]);
+    }
+    pn_config_free(&d);
+}
+
+/* The full variable wins over its alias whatever their order in envp (a
+ * prefix of it was taken for the full name: PYROSCOPE_BASIC_AUTH_USER). */
+static void test_env_alias_order(void)
+{
+    pn_config c;
+    pn_error e;
+    char *env[] = {"PYROSCOPE_BASIC_AUTH_USERNAME=bob", "PYROSCOPE_BASIC_AUTH_USER=alice", NULL};
+    pn_config_init(&c);
+    CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0);
+    CHECK_STR(c.basic_auth_username, "bob");
+    pn_config_free(&c);
+}
+
+TEST_MAIN(T(test_aliases), T(test_external_resolved), T(test_env_alias_order),
+          T(test_anchor_inputs), T(test_table), T(test_precedence), T(test_resolve_destination),
           T(test_env_anchor_variables), T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
           T(test_sample_rate), T(test_sampler_cpu_budget), T(test_durations), T(test_whole_numbers),
           T(test_numbers_ignore_locale), T(test_tags), T(test_headers), T(test_pairs), T(test_strings),

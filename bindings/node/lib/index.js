@@ -123,16 +123,11 @@ function initHere(options) {
     throw config.configError('init(): the profiler is running; call stop() (and await it) ' +
       'before init() with new options');
   }
-  const resolved = config.resolveConfig(options, process.env, n.settingTable());
   // the core's warnings about settings go to setLogger's logger (the main thread's: a
   // worker's native messages go to the main thread's handler, or stderr)
   n.setLogHandler(onNativeLog);
+  const resolved = config.resolveConfig(options, process.env, n);
   for (const text of resolved.warnings) logger.warn(text);
-  try {
-    n.checkSettings(resolved.settings, resolved.env);
-  } catch (e) {
-    throw config.renameError(e, resolved.origins);
-  }
   state.resolved = resolved;
   state.mapFrame = frameMapper(resolved.frames);
 }

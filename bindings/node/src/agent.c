@@ -194,6 +194,8 @@ static int build_config(napi_env env, pn_config *c, napi_value settings, napi_va
      * worker's (README: Worker threads) */
     if (pn_config_set_default(c, "spy_name", "nodespy", &e) != 0 ||
         pn_config_set_default(c, "report_thread_name", "true", &e) != 0 ||
+        /* the heap profile runs unless memory is false (@pyroscope/nodejs's start()) */
+        pn_config_set_default(c, "memory", "true", &e) != 0 ||
         pn_config_set_default(c, "runtime_name", "nodejs", &e) != 0 ||
         (version[0] && pn_config_set_default(c, "runtime_version", version, &e) != 0)) {
         throw_pn(env, &e);
@@ -259,6 +261,7 @@ static napi_value m_setting_table(napi_env env, napi_callback_info info)
             {"unit", s->unit}, {"spellings", s->spellings}, {"env", s->env},
             {"envAliases", s->env_aliases}, {"otelEnv", s->otel_env}, {"python", s->python},
             {"node", s->node}, {"ruby", s->ruby}, {"meaning", s->meaning},
+            {"aliasOf", s->alias_of},
         };
         for (size_t j = 0; j < sizeof strs / sizeof strs[0]; j++) {
             if (strs[j][1])

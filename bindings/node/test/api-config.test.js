@@ -7,10 +7,8 @@ const { resolveConfig } = require('../lib/config');
 
 const { loadNative } = require('./api-helpers');
 const native = loadNative();
-// The core's settings table, as the addon reports it (config.js maps options by it).
-const TABLE = native ? native.settingTable() : [];
-
-const resolve = (opts, env = {}) => resolveConfig(opts, env, TABLE);
+// config.js maps options by the core's table and resolves them with the core.
+const resolve = (opts, env = {}) => resolveConfig(opts, env, native);
 const pairs = (list) => Object.fromEntries(list);
 
 describe('api config: options and variables', function () {
@@ -41,6 +39,7 @@ describe('api config: options and variables', function () {
     assert.deepStrictEqual(pairs(s.tags), { region: 'eu', shard: '3' });
     assert.strictEqual(s.sample_rate, 250);
     assert.strictEqual(s.upload_interval, '15s');
+    assert.strictEqual(r.core.upload_interval, '15');
     assert.strictEqual(s.oncpu, false);
     assert.strictEqual(r.kind, 'wall');
     assert.deepStrictEqual(pairs(s.http_headers), { 'X-A': 'b' });
@@ -51,7 +50,8 @@ describe('api config: options and variables', function () {
     assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 524288, stackDepth: 64, allocations: false });
     assert.strictEqual(r.wall.collectCpuTime, false);
     assert.strictEqual(r.kind, 'cpu');
-    assert.strictEqual(r.settings.sample_rate, undefined); // the core's 100 Hz
+    assert.strictEqual(r.settings.sample_rate, undefined);
+    assert.strictEqual(r.core.sample_rate, '100'); // the core's default
   });
 
   it('start() profiles on-CPU time, wall time with oncpu: false or the anchor\'s wall.collectCpuTime', () => {
@@ -64,12 +64,12 @@ describe('api config: options and variables', function () {
   });
 
   it('authToken becomes a Bearer Authorization header, merged with PYROSCOPE_HTTP_HEADERS', () => {
-    assert.deepStrictEqual(pairs(resolve({ appName: 'a', authToken: 'tok' }).settings.http_headers),
-      { Authorization: 'Bearer tok' });
+    assert.strictEqual(resolve({ appName: 'a', authToken: 'tok' }).core.http_headers,
+      'Authorization=Bearer tok');
     const r = resolve({ appName: 'a' }, { PYROSCOPE_AUTH_TOKEN: 'e', PYROSCOPE_HTTP_HEADERS: 'X-K=v' });
-    assert.deepStrictEqual(pairs(r.settings.http_headers), { 'X-K': 'v', Authorization: 'Bearer e' });
+    assert.strictEqual(r.core.http_headers, 'X-K=v,Authorization=Bearer e');
     assert.throws(() => resolve({ appName: 'a', authToken: 't', httpHeaders: { authorization: 'x' } }),
-      /authToken and an Authorization header/);
+      /authToken \(auth_token\) and an Authorization header in httpHeaders \(http_headers\)/);
   });
 
   it('reads the anchor variables, and an option wins over its variable', () => {
@@ -81,8 +81,8 @@ describe('api config: options and variables', function () {
       PYROSCOPE_APPLICATION_NAME: 'from.env', PYROSCOPE_LOG_LEVEL: 'info',
     };
     const r = resolve({}, env);
-    assert.strictEqual(r.settings.upload_interval, '5000ms');
-    assert.strictEqual(r.settings.sample_rate, 200);
+    assert.strictEqual(r.core.upload_interval, '5');
+    assert.strictEqual(r.core.sample_rate, '200');
     assert.strictEqual(r.wall.samplingDurationMs, 30000);
     assert.strictEqual(r.wall.collectCpuTime, true);
     assert.deepStrictEqual(r.heap, { samplingIntervalBytes: 1024, stackDepth: 8, allocations: false });
@@ -92,8 +92,8 @@ describe('api config: options and variables', function () {
       appName: 'opt', flushIntervalMs: 2000, wall: { samplingIntervalMicros: 20000, collectCpuTime: false },
       heap: { stackDepth: 16 }, stripFilenames: 'all', shortenPaths: false,
     }, env);
-    assert.strictEqual(o.settings.upload_interval, '2000ms');
-    assert.strictEqual(o.settings.sample_rate, 50);
+    assert.strictEqual(o.core.upload_interval, '2');
+    assert.strictEqual(o.core.sample_rate, '50');
     assert.strictEqual(o.wall.collectCpuTime, false);
     assert.strictEqual(o.heap.stackDepth, 16);
     assert.strictEqual(o.frames.stripFilenames, 'all');
@@ -101,34 +101,35 @@ describe('api config: options and variables', function () {
     assert.strictEqual(o.settings.application_name, 'opt');
   });
 
-  it('flushIntervalMs and uploadInterval are one setting: both at once is refused', () => {
-    assert.throws(() => resolve({ appName: 'a', flushIntervalMs: 1000, uploadInterval: 1 }),
-      /uploadInterval and flushIntervalMs are the same setting/);
-    assert.throws(() => resolve({ appName: 'a' }, { PYROSCOPE_FLUSH_INTERVAL_MS: '1000', PYROSCOPE_UPLOAD_INTERVAL: '1' }),
+  it('flushIntervalMs and uploadInterval are one setting: both, with different values, are refused', () => {
+    assert.throws(() => resolve({ appName: 'a', flushIntervalMs: 1000, uploadInterval: 2 }),
+      /flushIntervalMs \(flush_interval_ms\) and uploadInterval \(upload_interval\) are the same setting, given as 1 and 2 s/);
+    assert.strictEqual(resolve({ appName: 'a', flushIntervalMs: 1000, uploadInterval: 1 }).core.upload_interval, '1');
+    assert.throws(() => resolve({ appName: 'a' }, { PYROSCOPE_FLUSH_INTERVAL_MS: '1000', PYROSCOPE_UPLOAD_INTERVAL: '2' }),
       /PYROSCOPE_UPLOAD_INTERVAL and PYROSCOPE_FLUSH_INTERVAL_MS/);
     // an option beats the other spelling's variable
-    assert.strictEqual(resolve({ appName: 'a', uploadInterval: 3 }, { PYROSCOPE_FLUSH_INTERVAL_MS: '1000' }).settings.upload_interval, 3);
-    assert.strictEqual(resolve({ appName: 'a', flushIntervalMs: 3000 }, { PYROSCOPE_UPLOAD_INTERVAL: '1' }).settings.upload_interval, '3000ms');
+    assert.strictEqual(resolve({ appName: 'a', uploadInterval: 3 }, { PYROSCOPE_FLUSH_INTERVAL_MS: '1000' }).core.upload_interval, '3');
+    assert.strictEqual(resolve({ appName: 'a', flushIntervalMs: 3000 }, { PYROSCOPE_UPLOAD_INTERVAL: '1' }).core.upload_interval, '3');
   });
 
   it('memory / memoryInterval are the heap profile\'s settings (issue 26): one interval, two names', () => {
     const d = resolve({ appName: 'a' });
-    assert.strictEqual(d.memory, undefined); // start() runs the heap profile, as the anchor's did
+    assert.strictEqual(d.memory, true); // start() runs the heap profile, as the anchor's did
     assert.strictEqual(resolve({ appName: 'a', memory: false }).memory, false);
     assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_MEMORY: 'off' }).memory, false);
     assert.strictEqual(resolve({ appName: 'a', memory: true }, { PYROSCOPE_MEMORY: 'off' }).memory, true);
     const m = resolve({ appName: 'a', memoryInterval: 4096 });
     assert.strictEqual(m.heap.samplingIntervalBytes, 4096);
-    assert.strictEqual(m.settings.memory_interval, 4096);
+    assert.strictEqual(m.core.memory_interval, '4096');
     assert.strictEqual(resolve({ appName: 'a' }, { PYROSCOPE_MEMORY_INTERVAL: '8192' }).heap.samplingIntervalBytes, 8192);
     // the anchor's spelling sets the same setting; an option beats either variable
     const h = resolve({ appName: 'a', heap: { samplingIntervalBytes: 2048 } }, { PYROSCOPE_MEMORY_INTERVAL: '8192' });
     assert.strictEqual(h.heap.samplingIntervalBytes, 2048);
-    assert.strictEqual(h.settings.memory_interval, 2048);
+    assert.strictEqual(h.core.memory_interval, '2048');
     assert.strictEqual(resolve({ appName: 'a', memoryInterval: 2048, heap: { samplingIntervalBytes: 2048 } })
       .heap.samplingIntervalBytes, 2048);
     assert.throws(() => resolve({ appName: 'a', memoryInterval: 4096, heap: { samplingIntervalBytes: 2048 } }),
-      /memoryInterval \(4096\) and heap.samplingIntervalBytes \(2048\) are the same setting/);
+      /memoryInterval \(memory_interval\) and heap.samplingIntervalBytes \(heap_sampling_interval_bytes\) are the same setting, given as 4096 and 2048 bytes/);
     assert.throws(() => resolve({ appName: 'a' }, { PYROSCOPE_MEMORY_INTERVAL: '4096',
       PYROSCOPE_HEAP_SAMPLING_INTERVAL_BYTES: '2048' }), /are the same setting/);
     // V8 keeps no table of live samples of ours: memory_max_live does nothing here
@@ -137,11 +138,11 @@ describe('api config: options and variables', function () {
   });
 
   it('sampleRate and wall.samplingIntervalMicros must agree when both are given', () => {
-    assert.strictEqual(resolve({ appName: 'a', sampleRate: 100, wall: { samplingIntervalMicros: 10000 } }).settings.sample_rate, 100);
+    assert.strictEqual(resolve({ appName: 'a', sampleRate: 100, wall: { samplingIntervalMicros: 10000 } }).core.sample_rate, '100');
     assert.throws(() => resolve({ appName: 'a', sampleRate: 99, wall: { samplingIntervalMicros: 10000 } }),
-      /sampleRate \(99 Hz\) and wall.samplingIntervalMicros .* disagree/);
+      /sampleRate \(sample_rate\) and wall.samplingIntervalMicros \(wall_sampling_interval_micros\) are the same setting, given as 99 and 100 Hz/);
     // out of range: the nearest bound, with a warning (api-anchor-inputs.test.js)
-    assert.strictEqual(resolve({ appName: 'a', wall: { samplingIntervalMicros: 50 } }).settings.sample_rate, 10000);
+    assert.strictEqual(resolve({ appName: 'a', wall: { samplingIntervalMicros: 60 } }).core.sample_rate, '10000');
   });
 
   const bad = [
@@ -156,8 +157,8 @@ describe('api config: options and variables', function () {
     [{ appName: 'a', flushIntervalMs: 1.5 }, /flushIntervalMs must be a whole number/],
     [{ appName: 'a', wall: 3 }, /wall must be an object/],
     [{ appName: 'a', wall: { collectCpuTime: 1 } }, /wall.collectCpuTime must be a boolean/],
-    [{ appName: 'a', heap: { samplingIntervalBytes: -1 } }, /heap.samplingIntervalBytes must be a positive/],
-    [{ appName: 'a', stripFilenames: 'some' }, /stripFilenames must be 'all' or 'dependencies'/],
+    [{ appName: 'a', heap: { samplingIntervalBytes: -1 } }, /heap.samplingIntervalBytes \(heap_sampling_interval_bytes\): -1 is out of range/],
+    [{ appName: 'a', stripFilenames: 'some' }, /stripFilenames \(strip_filenames\): "some" is not one of all,dependencies/],
     [{ appName: 'a', shortenPaths: 'true' }, /shortenPaths must be a boolean/],
     [{ appName: 'a', sourceMapper: {} }, /sourceMapper must be a SourceMapper/],
     [{ appName: 'a', maxDepth: 2.5 }, /maxDepth must be a whole number/],
@@ -171,7 +172,7 @@ describe('api config: options and variables', function () {
   // The anchor's own variables, malformed, start (api-anchor-inputs.test.js); two
   // variables for one setting do not.
   const badEnv = [
-    [{ PYROSCOPE_FLUSH_INTERVAL_MS: '1000', PYROSCOPE_UPLOAD_INTERVAL: '1' }, /are the same setting/],
+    [{ PYROSCOPE_FLUSH_INTERVAL_MS: '1000', PYROSCOPE_UPLOAD_INTERVAL: '2' }, /are the same setting/],
   ];
   for (const [env, re] of badEnv) {
     it(`refuses ${JSON.stringify(env)}`, () => {
@@ -214,11 +215,9 @@ describe('api config: through init() and the core', function () {
   it('PYROSCOPE_BASIC_AUTH_USER (Grafana\'s name) is the user; PASSWORD alone no longer fails (issue 28)', () => {
     process.env.PYROSCOPE_BASIC_AUTH_USER = 'alice';
     process.env.PYROSCOPE_BASIC_AUTH_PASSWORD = 'pw';
-    const r = resolveConfig({ appName: 'a' }, process.env, TABLE);
-    assert.strictEqual(native.resolveSettings(r.settings, r.env).basic_auth_username, 'alice');
+    assert.strictEqual(resolve({ appName: 'a' }, process.env).core.basic_auth_username, 'alice');
     api.init({ appName: 'a' }); // the core reads it: no "password without user" error
-    const o = resolveConfig({ appName: 'a', basicAuthUser: 'bob' }, process.env, TABLE);
-    assert.strictEqual(native.resolveSettings(o.settings, o.env).basic_auth_username, 'bob');
+    assert.strictEqual(resolve({ appName: 'a', basicAuthUser: 'bob' }, process.env).core.basic_auth_username, 'bob');
   });
 
   it('init() without a name starts (unknown_service, issue 28 §2: api-anchor-inputs.test.js)', () => {

@@ -5,23 +5,17 @@
 // setting, and the drift items settled the same way in all three suites.
 const assert = require('assert');
 const path = require('path');
-const { resolveConfig, renameError } = require('../lib/config');
+const { resolveConfig } = require('../lib/config');
 const { loadNative } = require('./api-helpers');
 const CASES = require(path.join(__dirname, '..', '..', '..', 'tests', 'contract', 'settings_cases.json'));
 
 const native = loadNative();
 const TABLE = native ? native.settingTable() : [];
-const ROWS = TABLE.filter((r) => r.node && !r.external);
+// (other spellings, aliasOf, are walked in api-config.test.js)
+const ROWS = TABLE.filter((r) => r.node && !r.external && !r.aliasOf);
 
 // The settings start() would run with, {core name: string form}; errors renamed as init() does.
-function resolved(options, env = {}) {
-  const r = resolveConfig(options, env, TABLE);
-  try {
-    return native.resolveSettings(r.settings, r.env);
-  } catch (e) {
-    throw renameError(e, r.origins);
-  }
-}
+const resolved = (options, env = {}) => resolveConfig(options, env, native).core;
 const caseOf = (row) => CASES.by_name[row.name] || CASES.by_kind[row.kind];
 const optionOf = (row) => row.node.split('|')[0];
 function optionValue(row, text) {
@@ -58,8 +52,9 @@ describe('api contract: the core\'s settings table (issue 27)', function () {
       const bad = { [row.env]: CASES.bad_variable[row.kind] };
       assert.strictEqual(resolved({ ...base(row), [optionOf(row)]: optionValue(row, text) }, bad)[row.name], want,
         `${row.name}: a bad variable beside its option is not read`);
-      // report_thread_name: Node's own default is true (main and worker threads)
-      if (row.default && row.name !== 'server_address' && row.name !== 'report_thread_name') {
+      // report_thread_name: Node's own default is true (main and worker threads); memory
+      // too (start() runs the heap profile, as @pyroscope/nodejs's did)
+      if (row.default && !['server_address', 'report_thread_name', 'memory'].includes(row.name)) {
         assert.strictEqual(resolved(base(row))[row.name], row.default, `${row.name} default`);
       }
       for (const otel of (row.otelEnv || '').split(',').filter(Boolean)) {
@@ -88,6 +83,14 @@ describe('api contract: the core\'s settings table (issue 27)', function () {
     assert.strictEqual(got.spy_name, 'nodespy');
   });
 
+  it('variables alone: the other spellings, a token beside basic auth, a full name beside its alias', () => {
+    for (const [env, want] of CASES.env_cases) {
+      const got = resolved({ appName: 'app' }, env);
+      for (const [name, value] of Object.entries(want)) assert.strictEqual(got[name], value, `${JSON.stringify(env)} ${name}`);
+    }
+    for (const env of CASES.env_refused) assert.throws(() => resolved({ appName: 'app' }, env), /are the same setting/);
+  });
+
   it('an OTLP endpoint alone means no default server', () => {
     for (const v of ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT']) {
       const got = resolved({ appName: 'app' }, { [v]: 'http://collector:4318' });
@@ -112,7 +115,7 @@ describe('api contract: the core\'s settings table (issue 27)', function () {
 
   it('settings of other runtimes (faultGuard, samplerCpuBudget) warn and are ignored', () => {
     // reportThreadName is Node's too since workers are profiled (on by default)
-    const r = resolveConfig({ appName: 'app', faultGuard: false, samplerCpuBudget: 5, reportThreadName: true }, {}, TABLE);
+    const r = resolveConfig({ appName: 'app', faultGuard: false, samplerCpuBudget: 5, reportThreadName: true }, {}, native);
     assert.deepStrictEqual(r.warnings.map((w) => w.split(' ')[1]).sort(), ['faultGuard', 'samplerCpuBudget']);
     assert.strictEqual(r.settings.report_thread_name, true);
     assert.ok(!('fault_guard' in r.settings));

@@ -141,7 +141,7 @@ describe('api heap profile: the memory setting and in-use accuracy', function ()
     if (typeof require('v8').startHeapProfile === 'function') this.skip();
     const { resolveConfig } = require('../lib/config');
     const native = require('../lib/native');
-    const r = resolveConfig({ appName: 'a', heap: { allocations: true } }, {}, native.settingTable());
+    const r = resolveConfig({ appName: 'a', heap: { allocations: true } }, {}, native);
     assert.strictEqual(r.heap.allocations, false);
     assert.ok(r.warnings.some((w) => /heap.allocations: allocation profiles need Node 26/.test(w)), r.warnings.join('; '));
   });

@@ -111,8 +111,7 @@ def _check_number(name, value, integer=False):
         return str(value)
     if value != value or value in (float("inf"), float("-inf")):
         raise ValueError(f"{name} must be a finite number, not {value!r}")
-    # Plain decimal notation: the core's parser does not take exponents.
-    return ("%.9f" % value).rstrip("0").rstrip(".") or "0"
+    return repr(value)  # the core reads decimal and exponent notation
 
 
 def _check_pairs(name, value):
@@ -148,20 +147,12 @@ def _to_core(name, kind, value):
     return _check_str(name, value)
 
 
-def _line_mode(line_no):
-    if line_no is None:
-        raw = os.environ.get("PYROSCOPE_LINE_NO", "").strip()
-        if not raw:
-            return LineNo.LastInstruction.value
-        for m in LineNo:
-            if raw.lower() in (m.name.lower(), str(m.value)):
-                return m.value
-        raise ValueError(f"PYROSCOPE_LINE_NO: {raw!r} is not one of "
-                         "LastInstruction, First, NoLine (or 0, 1, 2)")
+def _line_name(line_no):
+    """line_no for the core (a LineNo, or 0, 1, 2): its spelling there."""
     if isinstance(line_no, LineNo):
-        return line_no.value
+        return line_no.name
     if isinstance(line_no, int) and not isinstance(line_no, bool) and line_no in (0, 1, 2):
-        return line_no
+        return str(line_no)
     raise TypeError(f"line_no must be a pyroscope.LineNo, not {line_no!r}")
 
 
@@ -187,33 +178,22 @@ def _core_env(given):
     return out
 
 
-def _env_set(name):
-    return bool(os.environ.get("PYROSCOPE_" + name.upper(), "").strip())
-
-
-def _uploads(settings):
-    """Whether the settings may upload (a server, an OTLP endpoint, or no
-    destination at all: the default server): only then is libcurl looked
-    for (writing to a folder only never loads it)."""
-    def given(k):
-        return k in settings or _env_set(k)
-    return given("server_address") or given("otlp_endpoint") or not given("output_dir") \
-        or any(os.environ.get(v, "").strip() for v in (
-            "OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"))
-
-
 def _core_args(keywords):
     """configure's keywords -> (settings, defaults) for the core: settings by
     the core's name in its string form (pairs: dicts); defaults are this
     binding's own values, which a variable beats."""
+    if keywords.get("line_no") is not None:
+        keywords = {**keywords, "line_no": _line_name(keywords["line_no"])}
     settings = {}
     for kw, row in _KEYWORDS.items():
         value = keywords.get(kw)
-        if value is not None and not row["external"] and row["name"] not in settings:
+        if value is not None and row["name"] not in settings:
             settings[row["name"]] = _to_core(kw, row["kind"], value)
     defaults = {"runtime_name": sys.implementation.name,
                 "runtime_version": platform.python_version(),
-                "spy_name": "pyspy"}  # the server's name for Python profiles
+                "spy_name": "pyspy",  # the server's name for Python profiles
+                # A free-threaded CPython has no GIL: every thread, there.
+                "gil_only": "false" if _native.free_threaded else "true"}
     return settings, defaults
 
 
@@ -273,20 +253,14 @@ def configure(
     any) keeps running.
     """
     keywords = dict(locals())  # first: the arguments only
-    if app_name is not None:
+    if app_name is not None:  # the table's alias of application_name
         warnings.warn("app_name is deprecated, use application_name", DeprecationWarning,
                       stacklevel=2)
-        if application_name is None:
-            application_name = app_name
     if native is not None:
         warnings.warn("native is not supported and is ignored", DeprecationWarning,
                       stacklevel=2)
-    # pyroscope-io's memory keywords are ours under their names (memory,
-    # memory_interval); mem_max_nframe is max_depth's business here.
-    if memory is None and mem_enabled is not None:
-        memory = mem_enabled
-    if memory_interval is None and mem_heap_sample_size is not None:
-        memory_interval = mem_heap_sample_size
+    # pyroscope-io's memory keywords are the table's aliases of memory and
+    # memory_interval; mem_max_nframe is max_depth's business here.
     for name, value in (("mem_max_nframe", mem_max_nframe),
                         ("mem_heap_sample_size", mem_heap_sample_size)):
         if value is not None:
@@ -306,27 +280,22 @@ def configure(
         return False
 
     settings, defaults = _core_args(keywords)
-    # A free-threaded CPython has no GIL: the default there is every thread,
-    # and gil_only=True is treated as False (the native side says so once).
-    gil = _check_bool("gil_only", gil_only) if gil_only is not None else \
-        _env_bool("PYROSCOPE_GIL_ONLY", not _native.free_threaded)
-    logs = _check_bool("enable_logging", enable_logging) if enable_logging is not None else \
-        _env_bool("PYROSCOPE_ENABLE_LOGGING", False)
-    mode = _line_mode(line_no)
-
-    if logs:  # pyroscope-io's meaning: the "pyroscope" logger's level
-        defaults["log_level"] = str(LOGGER.getEffectiveLevel())
-
-    report_names = settings.get("report_thread_name") == "true" or (
-        "report_thread_name" not in settings and _env_bool("PYROSCOPE_REPORT_THREAD_NAME", False))
+    env = _core_env(settings)
     with _lock:
         _native.set_log_sink(_log_sink)
-        if report_names:
+        core = _native.resolve(env, settings, defaults)  # this binding's settings too
+        if core["enable_logging"] == "true":  # pyroscope-io's: the "pyroscope" logger's level
+            defaults["log_level"] = str(LOGGER.getEffectiveLevel())
+        line = core["line_no"] or "0"
+        mode = int(line) if line.isdigit() else LineNo[line].value
+        if core["report_thread_name"] == "true":
             _threads.install()
         _fault_handlers.install()
-        if _uploads(settings):
+        if core["server_address"] or core["otlp_endpoint"]:
             _sender.ensure()   # only without libcurl: uploads through http.client
-        _native.start(_core_env(settings), settings, defaults, gil_only=gil, line_mode=mode)
+        # gil_only=True without a GIL is treated as False (the native side says so once)
+        _native.start(env, settings, defaults, gil_only=core["gil_only"] == "true",
+                      line_mode=mode)
     return True
 
 

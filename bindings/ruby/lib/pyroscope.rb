@@ -56,8 +56,7 @@ module Pyroscope
       yield config if block_given?
       settings, env = Settings.native_args(config)
       resolved = Native.resolve(settings, env) # what start runs with (the core's contract)
-      rails = Settings.env_bool(ENV, "autoinstrument_rails")
-      config.autoinstrument_rails = rails unless rails.nil? || config.given.key?(:autoinstrument_rails)
+      config.autoinstrument_rails = resolved["autoinstrument_rails"] == "true"
       Settings.warnings(config).each { |w| warn("pyroscope: #{w}", uplevel: 1) }
       CONTROL.synchronize do
         Native.stop if Native.running?

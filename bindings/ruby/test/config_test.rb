@@ -185,8 +185,8 @@ class ConfigTest < Minitest::Test
 
   def test_removed_settings_warn
     _, err = capture_io do
-      settings, = native_args { |c| c.auth_token = "tok" }
-      assert_equal({ "Authorization" => "Bearer tok" }, settings["http_headers"])
+      settings, env = native_args { |c| c.auth_token = "tok" }
+      assert_equal "Authorization=Bearer tok", Pyroscope::Native.resolve(settings, env)["http_headers"]
       Pyroscope::Settings.warnings(Pyroscope::Config.new.tap { |c| c.detect_subprocesses = true })
                          .each { |w| warn w }
     end

@@ -97,6 +97,19 @@ class ContractTest < Minitest::Test
     assert_equal "warning", Pyroscope::Config.new.log_level, "was the gem's error"
   end
 
+  # The anchors' other spellings, an auth token beside basic auth, a full
+  # variable name beside its alias (settings_cases.json env_cases).
+  def test_variables_alone
+    CASES["env_cases"].each do |env, want|
+      got = resolved(env, application_name: "app")
+      want.each { |name, value| assert_equal value, got[name], "#{env} #{name}" }
+    end
+    CASES["env_refused"].each do |env|
+      err = assert_raises(Pyroscope::ConfigError) { resolved(env, application_name: "app") }
+      assert_match(/are the same setting/, err.message)
+    end
+  end
+
   def test_an_otlp_endpoint_alone_means_no_default_server
     %w[OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT].each do |var|
       got = resolved({ var => "http://collector:4318" }, application_name: "app")

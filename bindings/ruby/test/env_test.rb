@@ -61,14 +61,16 @@ class EnvTest < Minitest::Test
                  "blank means unset"
   end
 
-  def test_boolean_variable_read_here
-    assert_equal false, Pyroscope::Settings.env_bool({ "PYROSCOPE_AUTOINSTRUMENT_RAILS" => "Off" },
-                                                     "autoinstrument_rails")
-    assert_nil Pyroscope::Settings.env_bool({}, "autoinstrument_rails")
-    err = assert_raises(Pyroscope::ConfigError) do
-      Pyroscope::Settings.env_bool({ "PYROSCOPE_AUTOINSTRUMENT_RAILS" => "maybe" }, "autoinstrument_rails")
-    end
-    assert_match(/PYROSCOPE_AUTOINSTRUMENT_RAILS: "maybe" is not a boolean/, err.message)
+  # This binding's own settings are resolved by the core too.
+  def test_boolean_variable_resolved_by_the_core
+    assert_equal "false", resolve({ "PYROSCOPE_AUTOINSTRUMENT_RAILS" => "Off" })["autoinstrument_rails"]
+    assert_equal "true", resolve({})["autoinstrument_rails"]
+    err = assert_raises(Pyroscope::ConfigError) { resolve({ "PYROSCOPE_AUTOINSTRUMENT_RAILS" => "maybe" }) }
+    assert_match(/PYROSCOPE_AUTOINSTRUMENT_RAILS: autoinstrument_rails: "maybe" is not a boolean/, err.message)
+  end
+
+  def resolve(env)
+    Pyroscope::Native.resolve(*Pyroscope::Settings.native_args(Pyroscope::Config.new, env))
   end
 
   # The core reads the variables: a bad one is named in the error.

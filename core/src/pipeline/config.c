@@ -56,6 +56,8 @@ void pn_config_free(pn_config *c)
     free(c->resource_attributes);
     free(c->runtime_name);
     free(c->runtime_version);
+    for (size_t i = 0; i < sizeof c->external / sizeof c->external[0]; i++)
+        free(c->external[i]);
     memset(c, 0, sizeof *c);
 }
 
@@ -99,7 +101,14 @@ int pn_config_copy(pn_config *dst, const pn_config *src, pn_error *e)
     tmp.otlp_endpoint = tmp.resource_attributes = tmp.runtime_name = tmp.runtime_version = NULL;
     tmp.otlp_headers = NULL;
     tmp.notlp_headers = 0;
+    memset(tmp.external, 0, sizeof tmp.external);
     *dst = tmp;
+    for (size_t i = 0; i < sizeof dst->external / sizeof dst->external[0]; i++) {
+        if (dup_str(&dst->external[i], src->external[i], e) != 0) {
+            pn_config_free(dst);
+            return -1;
+        }
+    }
     if (dup_str(&dst->application_name, src->application_name, e) ||
         dup_str(&dst->server_address, src->server_address, e) ||
         dup_str(&dst->basic_auth_username, src->basic_auth_username, e) ||
@@ -377,7 +386,7 @@ static int parse_pairs(const char *setting, const char *v, pair_check check, int
 
 typedef enum {
     K_STR, K_BOOL, K_RATE, K_SECONDS, K_TAGS, K_HEADERS, K_LEVEL, K_U32,
-    K_OTLP_HEADERS, K_PERCENT, K_PROTOCOL, K_EXTERNAL
+    K_OTLP_HEADERS, K_PERCENT, K_PROTOCOL, K_EXTERNAL, K_ALIAS
 } kind;
 
 typedef struct {
@@ -508,8 +517,8 @@ static const setting settings[] = {
       .hi = 1u << 22, .unit = "", KW("memory_max_live", NULL, "memory_max_live"),
       .meaning = "sampled live objects tracked"}, K_U32, OFF(memory_max_live)},
 
-    /* Variables a binding reads itself (the anchors'): known here so none
-     * is "unknown"; the core stores nothing for them. */
+    /* Settings a binding acts on itself (the anchors'): checked and
+     * resolved here (c->external), so each binding only reads the result. */
     {{NAMED("auth_token", "AUTH_TOKEN"), STRING, .flags = PN_SETTING_EXTERNAL | PN_SETTING_SECRET,
       KW(NULL, "authToken", "auth_token"),
       .meaning = "sent as Authorization: Bearer (the anchors' token)"}, K_EXTERNAL, 0, 0},
@@ -521,35 +530,45 @@ static const setting settings[] = {
     {{NAMED("line_no", "LINE_NO"), CHOICE, .flags = PN_SETTING_EXTERNAL,
       .spellings = "LastInstruction,First,NoLine,0,1,2", KW("line_no", NULL, NULL),
       .meaning = "which line a frame reports"}, K_EXTERNAL, 0, 0},
-    {{NAMED("flush_interval_ms", "FLUSH_INTERVAL_MS"), INTEGER, .flags = PN_SETTING_EXTERNAL,
-      .unit = "ms", KW(NULL, "flushIntervalMs", NULL),
-      .meaning = "upload_interval in ms (@pyroscope/nodejs)"}, K_EXTERNAL, 0, 0},
+    /* The anchors' other spellings (@pyroscope/nodejs 0.6.4 utils/get-env.js
+     * and its options), each in its own unit; their variables were read with
+     * Number() and never refused (PN_SETTING_LENIENT_ENV). */
+    {{NAMED("flush_interval_ms", "FLUSH_INTERVAL_MS"), INTEGER, .lo = 1, .hi = 1e12, .unit = "ms",
+      .flags = PN_SETTING_LENIENT_ENV | PN_SETTING_LENIENT, .alias_of = "upload_interval",
+      .alias_ratio = 1000, KW(NULL, "flushIntervalMs", NULL),
+      .meaning = "upload_interval in ms (@pyroscope/nodejs)"}, K_ALIAS, OFF(upload_interval)},
     {{NAMED("wall_sampling_interval_micros", "WALL_SAMPLING_INTERVAL_MICROS"), INTEGER,
-      .flags = PN_SETTING_EXTERNAL, .lo = 100, .hi = 10000000, .unit = "us",
-      KW(NULL, "wall.samplingIntervalMicros", NULL),
-      .meaning = "1e6 / sample_rate (@pyroscope/nodejs)"}, K_EXTERNAL, 0, 0},
+      .lo = 100, .hi = 10000000, .unit = "us",
+      .flags = PN_SETTING_LENIENT_ENV | PN_SETTING_PERIOD, .alias_of = "sample_rate",
+      .alias_ratio = 1e6, KW(NULL, "wall.samplingIntervalMicros", NULL),
+      .meaning = "sample_rate as a period in microseconds (@pyroscope/nodejs)"},
+     K_ALIAS, OFF_CLAMPED(sample_rate)},
+    {{NAMED("heap_sampling_interval_bytes", "HEAP_SAMPLING_INTERVAL_BYTES"), INTEGER, .lo = 1,
+      .hi = 1u << 28, .unit = "bytes", .flags = PN_SETTING_LENIENT_ENV,
+      .alias_of = "memory_interval", .alias_ratio = 1, KW(NULL, "heap.samplingIntervalBytes", NULL),
+      .meaning = "memory_interval (@pyroscope/nodejs)"}, K_ALIAS, OFF(memory_interval)},
+    /* setTimeout's limit: 2^31 - 1 ms */
     {{NAMED("wall_sampling_duration_ms", "WALL_SAMPLING_DURATION_MS"), INTEGER,
-      .flags = PN_SETTING_EXTERNAL, .default_value = "60000", .unit = "ms",
-      KW(NULL, "wall.samplingDurationMs", NULL),
+      .flags = PN_SETTING_EXTERNAL | PN_SETTING_LENIENT_ENV, .default_value = "60000", .lo = 1,
+      .hi = 2147483647, .unit = "ms", KW(NULL, "wall.samplingDurationMs", NULL),
       .meaning = "pull mode: a profile's length"}, K_EXTERNAL, 0, 0},
-    {{NAMED("wall_collect_cpu_time", "WALL_COLLECT_CPU_TIME"), BOOL, .flags = PN_SETTING_EXTERNAL,
-      .default_value = "false", KW(NULL, "wall.collectCpuTime", NULL),
-      .meaning = "wall profiles with CPU time"}, K_EXTERNAL, 0, 0},
-    {{NAMED("heap_sampling_interval_bytes", "HEAP_SAMPLING_INTERVAL_BYTES"), INTEGER,
-      .flags = PN_SETTING_EXTERNAL, .default_value = "524288", .unit = "bytes",
-      KW(NULL, "heap.samplingIntervalBytes", NULL),
-      .meaning = "bytes between heap samples"}, K_EXTERNAL, 0, 0},
+    {{NAMED("wall_collect_cpu_time", "WALL_COLLECT_CPU_TIME"), BOOL,
+      .flags = PN_SETTING_EXTERNAL | PN_SETTING_LENIENT_ENV, .default_value = "false",
+      KW(NULL, "wall.collectCpuTime", NULL), .meaning = "wall profiles with CPU time"},
+     K_EXTERNAL, 0, 0},
     {{NAMED("heap_allocations", "HEAP_ALLOCATIONS"), BOOL, .flags = PN_SETTING_EXTERNAL,
       .default_value = "false", KW(NULL, "heap.allocations", NULL),
       .meaning = "heap profile of allocations instead of in-use memory (Node 26+)"},
      K_EXTERNAL, 0, 0},
-    {{NAMED("heap_stack_depth", "HEAP_STACK_DEPTH"), INTEGER, .flags = PN_SETTING_EXTERNAL,
-      .default_value = "64", KW(NULL, "heap.stackDepth", NULL),
+    {{NAMED("heap_stack_depth", "HEAP_STACK_DEPTH"), INTEGER,
+      .flags = PN_SETTING_EXTERNAL | PN_SETTING_LENIENT_ENV, .default_value = "64", .lo = 1,
+      .hi = 2147483647, .unit = "", KW(NULL, "heap.stackDepth", NULL),
       .meaning = "frames per heap sample"}, K_EXTERNAL, 0, 0},
-    {{NAMED("strip_filenames", "STRIP_FILENAMES"), CHOICE, .flags = PN_SETTING_EXTERNAL,
-      .spellings = "all,dependencies", KW(NULL, "stripFilenames", NULL),
+    {{NAMED("strip_filenames", "STRIP_FILENAMES"), CHOICE,
+      .flags = PN_SETTING_EXTERNAL | PN_SETTING_LENIENT_ENV, .spellings = "all,dependencies", KW(NULL, "stripFilenames", NULL),
       .meaning = "shorten file names"}, K_EXTERNAL, 0, 0},
-    {{NAMED("shorten_paths", "SHORTEN_PATHS"), BOOL, .flags = PN_SETTING_EXTERNAL,
+    {{NAMED("shorten_paths", "SHORTEN_PATHS"), BOOL,
+      .flags = PN_SETTING_EXTERNAL | PN_SETTING_LENIENT_ENV,
       .default_value = "false", KW(NULL, "shortenPaths", NULL),
       .meaning = "relative file names"}, K_EXTERNAL, 0, 0},
     {{NAMED("autoinstrument_rails", "AUTOINSTRUMENT_RAILS"), BOOL, .flags = PN_SETTING_EXTERNAL,
@@ -574,7 +593,7 @@ static void fill_setting_names(void)
 {
     size_t n = 0;
     for (size_t i = 0; i < NSETTINGS; i++) {
-        if (!(settings[i].i.flags & PN_SETTING_EXTERNAL))
+        if (!(settings[i].i.flags & PN_SETTING_EXTERNAL) && !settings[i].i.alias_of)
             setting_names[n++] = settings[i].i.name;
     }
 }
@@ -664,6 +683,31 @@ static int check_string(const char *name, const char *v, pn_error *e)
 
 static int set_value(pn_config *c, const setting *s, const char *value, pn_error *e);
 
+/* The setting a row is a spelling of: its alias_of, or itself. */
+static const setting *canonical(const setting *s)
+{
+    return s->i.alias_of ? find(s->i.alias_of) : s;
+}
+
+/* A lenient row's value of no meaning: one warning, and the setting keeps
+ * its default. `from`: "" or "environment variable NAME: ". */
+static void ignored(const char *from, const char *why)
+{
+    char key[300];
+    int n = snprintf(key, sizeof key, "ignored:%s%s", from, why);
+    if (first_time(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1))
+        pn_log(PN_LOG_WARN, "%s%s; it is ignored (the default is used)", from, why);
+}
+
+/* One setting given twice with different values (by two spellings). */
+static int twice(pn_error *e, const char *first, const char *second, const setting *t,
+                 const char *before, const char *after)
+{
+    const char *unit = t->i.unit && t->i.unit[0] ? t->i.unit : "";
+    return pn_fail(e, PN_EINVAL, "%s and %s are the same setting, given as %s and %s%s%s; give "
+                   "only one", first, second, before, after, unit[0] ? " " : "", unit);
+}
+
 int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e)
 {
     if (!name)
@@ -671,13 +715,28 @@ int pn_config_set(pn_config *c, const char *name, const char *value, pn_error *e
     const setting *s = find(name);
     if (!s)
         return pn_fail(e, PN_EINVAL, "unknown setting \"%.100s\"", name);
-    if (s->k == K_EXTERNAL)
-        return pn_fail(e, PN_EINVAL, "%s is read by the binding, not the core", name);
     if (!value)
         return pn_fail(e, PN_EINVAL, "%s: a value is required", name);
+    double d;
+    pn_error why;
+    if ((s->i.flags & PN_SETTING_LENIENT) && parse_decimal(value, &d) == 0 &&
+        parse_number(name, value, s->i.lo, s->i.hi, s->i.unit, 0, 0, &d, &why) != 0) {
+        ignored("", why.msg);
+        return 0;
+    }
+    const setting *t = canonical(s), *other = NULL;
+    for (size_t i = 0; i < NSETTINGS && !other; i++) {
+        if (&settings[i] != s && canonical(&settings[i]) == t && (c->given & bit_of(&settings[i])))
+            other = &settings[i];
+    }
+    char before[64] = "", after[64] = "";
+    if (other)
+        pn_config_get(c, t->i.name, before, sizeof before);
     if (set_value(c, s, value, e) != 0)
         return -1;
-    c->given |= bit_of(s);
+    c->given |= bit_of(s) | bit_of(t);
+    if (other && pn_config_get(c, t->i.name, after, sizeof after) == 0 && strcmp(before, after))
+        return twice(e, other->i.name, s->i.name, t, before, after);
     return 0;
 }
 
@@ -719,6 +778,49 @@ static char *add_scheme(const char *name, const char *v, pn_error *e)
     if (first_time(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1))
         pn_log(PN_LOG_WARN, "%s has no scheme (http:// or https://); using %s", name, shown);
     return fixed;
+}
+
+/* A binding's own setting, by its public kind, in its string form. */
+static int set_external(pn_config *c, const setting *s, const char *value, pn_error *e)
+{
+    char buf[40], *text = buf;
+    const char *name = s->i.name;
+    int b;
+    double d;
+    switch (s->i.kind) {
+    case PN_KIND_BOOL:
+        if (pn_config_parse_bool(name, value, &b, e) != 0)
+            return -1;
+        snprintf(buf, sizeof buf, "%s", b ? "true" : "false");
+        break;
+    case PN_KIND_INTEGER:
+        if (parse_number(name, value, s->i.lo, s->i.hi, s->i.unit, 1, s->clamp, &d, e) != 0)
+            return -1;
+        snprintf(buf, sizeof buf, "%.15g", d);
+        break;
+    case PN_KIND_CHOICE: { /* any case: the table's spelling */
+        size_t n = strlen(value);
+        text = NULL;
+        for (const char *w = s->i.spellings; w && *w && !text;) {
+            size_t len = strcspn(w, ",");
+            if (len == n && len < sizeof buf && strncasecmp(w, value, n) == 0) {
+                memcpy(buf, w, len);
+                buf[len] = '\0';
+                text = buf;
+            }
+            w += len + (w[len] == ',');
+        }
+        if (!text)
+            return pn_fail(e, PN_EINVAL, "%s: \"%.40s\" is not one of %s", name, value,
+                           s->i.spellings);
+        break;
+    }
+    default:
+        if (check_string(name, value, e) != 0)
+            return -1;
+        text = (char *)value;
+    }
+    return dup_str(&c->external[s - settings], text, e);
 }
 
 static int set_value(pn_config *c, const setting *s, const char *value, pn_error *e)
@@ -772,7 +874,16 @@ static int set_value(pn_config *c, const setting *s, const char *value, pn_error
                        "http/json", name, value);
     }
     case K_EXTERNAL:
-        break;
+        return set_external(c, s, value, e);
+    case K_ALIAS: {
+        double d;
+        if (parse_number(name, value, s->i.lo, s->i.hi, s->i.unit, 1, s->clamp, &d, e) != 0)
+            return -1;
+        char buf[40];
+        snprintf(buf, sizeof buf, "%.17g", s->i.flags & PN_SETTING_PERIOD ? s->i.alias_ratio / d
+                                                                         : d / s->i.alias_ratio);
+        return set_value(c, find(s->i.alias_of), buf, e);
+    }
     case K_LEVEL: {
         int level;
         double d;
@@ -819,7 +930,7 @@ int pn_config_set_pairs(pn_config *c, const char *name, const pn_label *kv, size
 int pn_config_get(const pn_config *c, const char *name, char *buf, size_t size)
 {
     const setting *s = find(name);
-    if (!s || s->k == K_EXTERNAL || size == 0)
+    if (!s || s->k == K_ALIAS || size == 0)
         return -1;
     const char *field = (const char *)c + s->off;
     const pn_label *kv = NULL;
@@ -866,7 +977,13 @@ int pn_config_get(const pn_config *c, const char *name, char *buf, size_t size)
     case K_OTLP_HEADERS:
         kv = c->otlp_headers, n = c->notlp_headers;
         break;
-    case K_EXTERNAL:
+    case K_EXTERNAL: {
+        const char *v = c->external[s - settings];
+        v = v ? v : s->i.default_value;
+        len = snprintf(buf, size, "%s", v ? v : "");
+        break;
+    }
+    case K_ALIAS:
         return -1;
     }
     for (size_t i = 0; i < n && len >= 0 && (size_t)len < size; i++)
@@ -891,37 +1008,51 @@ static const char *env_value(char *const *envp, const char *name, size_t n)
     return v && v[strspn(v, " \t")] ? v : NULL;
 }
 
-/* PYROSCOPE_AUTH_TOKEN (the pyroscope gem < 1.0, @pyroscope/nodejs) is sent
- * as "Authorization: Bearer <token>" unless an Authorization header or basic
- * is set. */
-static int apply_auth_token(pn_config *c, char *const *envp, pn_error *e)
+/* auth_token (a keyword or PYROSCOPE_AUTH_TOKEN: the pyroscope gem < 1.0,
+ * @pyroscope/nodejs) is sent as "Authorization: Bearer <token>". An
+ * Authorization header wins over it (both by keywords: an error); basic
+ * auth yields to it, said once, as @pyroscope/nodejs's exporter did (the
+ * token, else basic auth). */
+static int apply_auth_token(pn_config *c, pn_error *e)
 {
-    const char *token = env_value(envp, "PYROSCOPE_AUTH_TOKEN", 20);
-    if (!token)
+    const setting *s = find("auth_token");
+    const char *token = c->external[s - settings];
+    if (!token || !token[0])
         return 0;
     for (size_t i = 0; i < c->nheaders; i++) {
         if (strcasecmp(c->http_headers[i].key, "Authorization") == 0)
-            return 0;
+            return (c->given & bit_of(s)) && (c->given & bit_of(find("http_headers")))
+                       ? pn_fail(e, PN_EINVAL, "auth_token and an Authorization header in "
+                                 "http_headers are both set; give only one")
+                       : 0;
     }
     if (c->nheaders >= PN_MAX_LABELS)
         return 0;
+    if ((c->basic_auth_username && c->basic_auth_username[0]) ||
+        (c->basic_auth_password && c->basic_auth_password[0])) {
+        /* once per process for a keyword's token, once for a variable's */
+        if (first_time(c->given & bit_of(s) ? "auth_token+basic" : "PYROSCOPE_AUTH_TOKEN+basic",
+                       c->given & bit_of(s) ? 16 : 26))
+            pn_log(PN_LOG_WARN, "auth_token and basic auth (basic_auth_username, "
+                   "basic_auth_password) are both set; the token is sent and basic auth is not "
+                   "(as @pyroscope/nodejs did)");
+        dup_str(&c->basic_auth_username, NULL, NULL);
+        dup_str(&c->basic_auth_password, NULL, NULL);
+    }
     size_t len = strlen(token) + sizeof "Bearer ";
     char *bearer = malloc(len);
     pn_label *kv = malloc((c->nheaders + 1) * sizeof *kv);
     int rc = -1;
-    pn_error why;
     if (bearer && kv) {
         snprintf(bearer, len, "Bearer %s", token);
         if (c->nheaders)
             memcpy(kv, c->http_headers, c->nheaders * sizeof *kv);
         kv[c->nheaders] = (pn_label){"Authorization", bearer};
         uint64_t given = c->given;
-        rc = pn_config_set_pairs(c, "http_headers", kv, c->nheaders + 1, &why);
+        rc = pn_config_set_pairs(c, "http_headers", kv, c->nheaders + 1, e);
         c->given = given;
-        if (rc != 0)
-            pn_fail(e, why.code, "environment variable PYROSCOPE_AUTH_TOKEN: %s", why.msg);
     } else {
-        pn_fail(e, PN_ENOMEM, "out of memory reading PYROSCOPE_AUTH_TOKEN");
+        pn_fail(e, PN_ENOMEM, "out of memory reading auth_token");
     }
     free(bearer);
     free(kv);
@@ -957,33 +1088,54 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
     if (!envp)
         envp = environ;
     /* Keyword > PYROSCOPE_* > its aliases > OTEL_* > default: OTEL_* first,
-     * then each variable of a setting no keyword gave. */
-    uint64_t given = c->given;
+     * then each variable of a setting no keyword gave; the variables of
+     * other spellings (alias_of rows) last, checked against the setting's. */
+    uint64_t given = c->given, from_env = 0;
     if (pn_config_apply_otel_env(c, envp, e) != 0)
         return -1;
     static const char prefix[] = "PYROSCOPE_";
-    for (char *const *p = envp; *p; p++) {
-        const char *kv = *p;
-        const char *eq = strchr(kv, '=');
-        if (strncmp(kv, prefix, sizeof prefix - 1) != 0 || !eq)
-            continue;
-        size_t n = (size_t)(eq - kv);
-        const setting *s = row_of_var(kv, n);
-        if (!s) {
-            warn_unknown_once(kv, n);
-            continue;
+    for (int spellings = 0; spellings < 2; spellings++) {
+        for (char *const *p = envp; *p; p++) {
+            const char *kv = *p;
+            const char *eq = strchr(kv, '=');
+            if (strncmp(kv, prefix, sizeof prefix - 1) != 0 || !eq)
+                continue;
+            size_t n = (size_t)(eq - kv);
+            const setting *s = row_of_var(kv, n);
+            if (!s) {
+                if (!spellings)
+                    warn_unknown_once(kv, n);
+                continue;
+            }
+            const setting *t = canonical(s);
+            if ((s != t) != spellings || (given & (bit_of(s) | bit_of(t))) ||
+                eq[1 + strspn(eq + 1, " \t")] == '\0')
+                continue; /* blank: unset */
+            /* An alias is read only when the setting's own variable is unset. */
+            if ((strlen(s->i.env) != n || strncasecmp(s->i.env, kv, n) != 0) &&
+                env_value(envp, s->i.env, strlen(s->i.env)))
+                continue;
+            char before[64] = "", after[64] = "", from[160];
+            snprintf(from, sizeof from, "environment variable %.*s: ", (int)n, kv);
+            if (from_env & bit_of(t))
+                pn_config_get(c, t->i.name, before, sizeof before);
+            pn_error why; /* e may be NULL */
+            if (set_value(c, s, eq + 1, &why) != 0) {
+                if (!(s->i.flags & PN_SETTING_LENIENT_ENV) || why.code == PN_ENOMEM)
+                    return pn_fail(e, why.code, "%s%s", from, why.msg);
+                ignored(from, why.msg);
+                continue;
+            }
+            if ((from_env & bit_of(t)) && pn_config_get(c, t->i.name, after, sizeof after) == 0 &&
+                strcmp(before, after) != 0) {
+                snprintf(from, sizeof from, "environment variables %s", t->i.env);
+                return twice(e, from, s->i.env, t, before, after);
+            }
+            from_env |= bit_of(t);
         }
-        if (s->k == K_EXTERNAL || (given & bit_of(s)) || eq[1 + strspn(eq + 1, " \t")] == '\0')
-            continue; /* blank: unset */
-        /* An alias is read only when the setting's own variable is unset. */
-        if (strncasecmp(s->i.env, kv, n) != 0 && env_value(envp, s->i.env, strlen(s->i.env)))
-            continue;
-        pn_error why; /* e may be NULL */
-        if (set_value(c, s, eq + 1, &why) != 0)
-            return pn_fail(e, why.code, "environment variable %.*s: %s", (int)n, kv, why.msg);
     }
     c->given = given;
-    return apply_auth_token(c, envp, e);
+    return apply_auth_token(c, e);
 }
 
 int pn_config_resolve(pn_config *c, char *const *envp, pn_error *e)
@@ -1097,6 +1249,7 @@ int pn_config_validate(const pn_config *c, pn_error *e)
         case K_BOOL:
         case K_LEVEL:
         case K_EXTERNAL:
+        case K_ALIAS:
             break;
         }
     }

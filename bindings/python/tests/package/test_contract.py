@@ -111,6 +111,24 @@ def test_an_otlp_endpoint_alone_means_no_default_server(monkeypatch):
         monkeypatch.delenv(var)
 
 
+@pytest.mark.parametrize("env,want", CASES["env_cases"])
+def test_variables_alone(monkeypatch, env, want):
+    """The anchors' other spellings, an auth token beside basic auth, a full
+    variable name beside its alias (settings_cases.json env_cases)."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    got = pyroscope._resolve(application_name="app")
+    assert {k: got[k] for k in want} == want
+
+
+@pytest.mark.parametrize("env", CASES["env_refused"])
+def test_one_setting_by_two_variables_that_differ_is_refused(monkeypatch, env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ValueError, match="are the same setting"):
+        pyroscope._resolve(application_name="app")
+
+
 def test_spy_name_variable_is_honoured(monkeypatch):
     monkeypatch.setenv("PYROSCOPE_SPY_NAME", "custom")
     assert pyroscope._resolve(application_name="app")["spy_name"] == "custom"

@@ -27,7 +27,6 @@ module Pyroscope
     }.freeze
     # Removed from the pyroscope gem in 1.0; accepted with a warning.
     LEGACY = %i[detect_subprocesses].freeze
-    BOOL_WORDS = TABLE.find { |r| r["kind"] == "bool" }["spellings"].split(",").freeze
 
     module_function
 
@@ -53,17 +52,16 @@ module Pyroscope
     # (by core name, checked and converted) and the environment's
     # PYROSCOPE_* and OTEL_* variables, which the core applies under its
     # precedence rule (a setting given here wins; its variable is not even
-    # parsed). Raises ConfigError naming a bad setting.
+    # parsed), and resolves this binding's own settings (auth_token,
+    # autoinstrument_rails, ...) too. Raises ConfigError naming a bad setting.
     def native_args(config, env = ENV)
       given = config.given
       settings = {}
       given.each do |key, value|
-        value = convert(key, value) # every setting is checked, ours too
-        row = ROW[key]
-        settings[row["name"]] = value if row && !row["external"] && key != :app_name
+        value = convert(key, value) # every setting is checked
+        settings[ROW[key]["name"]] = value if ROW[key] && key != :app_name
       end
       settings["application_name"] = convert(:app_name, given[:app_name]) if given.key?(:app_name)
-      apply_auth_token(settings, given)
       [settings, env.to_h.select { |k, _| k.start_with?("PYROSCOPE_", "OTEL_") }]
     end
 
@@ -152,24 +150,6 @@ module Pyroscope
                            "not #{value.class}"
       end
       value.to_s.downcase # the core's words, the gem's "trace" among them
-    end
-
-    # auth_token (pyroscope gem < 1.0) was sent as a bearer token.
-    def apply_auth_token(settings, given)
-      token = given[:auth_token]
-      return if token.nil? || token.to_s.empty?
-
-      headers = settings["http_headers"] || {}
-      return if headers.keys.any? { |k| k.casecmp?("authorization") }
-
-      settings["http_headers"] = headers.merge("Authorization" => "Bearer #{token}")
-    end
-
-    # A boolean from PYROSCOPE_<NAME> (the core's words), or nil when unset.
-    def env_bool(env, name)
-      var = "PYROSCOPE_#{name.upcase}"
-      raw = env.fetch(var, "").strip
-      raw.empty? ? nil : Native.parse_bool(var, raw)
     end
 
     # Warnings for settings given that do nothing here.
