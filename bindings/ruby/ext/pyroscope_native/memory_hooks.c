@@ -60,7 +60,7 @@ static int in_job;              /* our jobs' own allocations are not sampled */
 static VALUE sym_total;         /* :total_allocated_objects */
 static size_t armed_total;      /* total_allocated_objects at the last arm */
 static int64_t owed;            /* objects since the last sample, not weighed yet */
-static uint64_t windows, torn;
+static uint64_t windows, torn, job_errors;
 /* The allocation rate between finished windows (objects per ns). */
 static double rate;
 static size_t rate_total;
@@ -92,6 +92,7 @@ static rb_postponed_job_handle_t arm_handle = POSTPONED_JOB_HANDLE_INVALID;
 
 uint64_t memory_windows(void) { return windows; }
 uint64_t memory_torn(void) { return torn; }
+uint64_t memory_job_errors(void) { return job_errors; }
 pn_driver *memory_driver(void) { return mem_driver; }
 
 size_t memory_capture_bytes(int max_depth)
@@ -241,22 +242,59 @@ static void commit_pending(pn_driver *d)
     pn_driver_hold(d, 0);
 }
 
-/* The window closes: hook off, the sample committed, the next window
- * scheduled (GVL). Also from flush and stop. */
-static void finish(int reschedule)
+static VALUE finish_body(VALUE reschedule)
 {
     pn_driver *d = mem_driver;
-    if (in_job || !d)
-        return;
-    in_job = 1;
     if (!armed)
         hook_off();
     if (pend.set)
         commit_pending(d);
     liveness_sweep(d, 0);
-    if (reschedule && !armed && !ractor_off)
+    if (RTEST(reschedule) && !armed && !ractor_off)
         schedule();
+    return Qnil;
+}
+
+static VALUE sweep_all(VALUE unused)
+{
+    (void)unused;
+    liveness_sweep(mem_driver, 1);
+    return Qnil;
+}
+
+/* Our jobs run inside whatever Ruby code the VM interrupted: naming frames
+ * and object_id allocate and may raise (NoMemoryError, an interrupt). The
+ * exception is the application's to never see: it is dropped here, with
+ * the pending sample, counted (memory_job_errors) and logged once, and the
+ * next window is scheduled as usual. */
+static void run_job(VALUE (*body)(VALUE), VALUE arg)
+{
+    int state = 0;
+    in_job = 1;
+    rb_protect(body, arg, &state);
     in_job = 0;
+    if (!state)
+        return;
+    rb_set_errinfo(Qnil);
+    if (pend.set) {
+        pend.set = 0;
+        pend.obj = Qnil;
+        pn_driver_hold(mem_driver, 0);
+    }
+    if (job_errors++ == 0)
+        pn_log(PN_LOG_WARN, "memory profile: an exception inside the profiler's job was "
+               "dropped (stats memory_job_errors); sampling goes on");
+    if (!armed && !ractor_off)
+        schedule();
+}
+
+/* The window closes: hook off, the sample committed, the next window
+ * scheduled (GVL). Also from flush and stop. */
+static void finish(int reschedule)
+{
+    if (in_job || !mem_driver)
+        return;
+    run_job(finish_body, reschedule ? Qtrue : Qfalse);
 }
 
 static void finish_job(void *unused)
@@ -303,9 +341,7 @@ void memory_drain(void)
     if (in_job || !d)
         return;
     finish(armed ? 0 : 1);
-    in_job = 1;
-    liveness_sweep(d, 1);
-    in_job = 0;
+    run_job(sweep_all, Qnil);
 }
 
 void memory_mark(void)

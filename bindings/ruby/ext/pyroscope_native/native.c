@@ -282,6 +282,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds, con
         PUT("memory_windows", memory_windows());
         PUT("memory_not_followed", liveness_not_followed());
         PUT("memory_torn", memory_torn());
+        PUT("memory_job_errors", memory_job_errors());
         PUT("memory_names_full", frame_names_full());
     }
     PUT("torn", capture_torn());

@@ -105,6 +105,7 @@ void memory_mark(void);                 /* GC mark: the pending sample, name cac
 void memory_after_fork_child(void);     /* fork path, child */
 pn_driver *memory_driver(void);         /* GVL: NULL when off */
 uint64_t memory_windows(void);          /* windows opened */
+uint64_t memory_job_errors(void);      /* exceptions dropped inside our jobs */
 uint64_t memory_torn(void);             /* a frame was not a frame: no stack */
 void memory_arm_from_handler(void);     /* our SIGPROF handler: the timer's signal */
 void memory_arm_overdue(void);          /* GVL, the CPU sampler's job */
