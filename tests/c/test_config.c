@@ -306,11 +306,12 @@ static void test_sample_rate(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         reject(&c, "sample_rate", bad[i], NEEDLES("sample_rate", "0.1", "10000"));
     CHECK(c.sample_rate == 99); /* every rejection left the value alone */
-    /* a number out of range: the nearest bound (the anchors took any) */
+    /* a number out of range: the nearest bound (the anchors took any); zero
+     * or less is no rate at all: the default */
     static const struct {
         const char *s;
         double v;
-    } clamped[] = {{"0", 0.1}, {"-5", 0.1}, {"0.09", 0.1}, {"10001", 10000}, {"1e9", 10000}};
+    } clamped[] = {{"0", 100}, {"-5", 100}, {"0.09", 0.1}, {"10001", 10000}, {"1e9", 10000}};
     for (size_t i = 0; i < sizeof clamped / sizeof clamped[0]; i++) {
         accept(&c, "sample_rate", clamped[i].s);
         CHECK(c.sample_rate == clamped[i].v);
@@ -343,7 +344,7 @@ static void test_durations(void)
     static const struct {
         const char *s;
         double v;
-    } clamped[] = {{"0", 0.05}, {"-1", 0.05}, {"49ms", 0.05}, {"10ms", 0.05}, {"61m", 3600},
+    } clamped[] = {{"0", 10}, {"-1", 10}, {"49ms", 0.05}, {"10ms", 0.05}, {"61m", 3600},
                    {"1e9", 3600}};
     for (size_t i = 0; i < sizeof clamped / sizeof clamped[0]; i++) {
         accept(&c, "upload_interval", clamped[i].s);
@@ -369,13 +370,14 @@ static void test_whole_numbers(void)
 {
     pn_config c;
     pn_config_init(&c);
-    /* taken as given, or out of range: the nearest bound */
+    /* taken as given, or out of range: the nearest bound; zero or less: the
+     * default */
     static const struct {
         const char *name, *s;
         uint32_t v;
     } good[] = {
         {"max_depth", "1000", 1000}, {"max_depth", "2", 2}, {"max_depth", "1e2", 100},
-        {"max_depth", "1001", 1000}, {"max_depth", "1", 2}, {"max_depth", "-3", 2},
+        {"max_depth", "1001", 1000}, {"max_depth", "1", 2}, {"max_depth", "-3", 128},
         {"max_stacks", "16", 16}, {"max_stacks", "15", 16}, {"max_stacks", "10000001", 10000000},
         {"max_stacks", "5000000000", 10000000}, /* > UINT32_MAX */
         {"max_stacks", "10000000", 10000000}, {"max_depth", "100", 100},
@@ -1257,7 +1259,10 @@ static const struct {
      * Python/Ruby: sample_rate any integer): the nearest bound, one warning. */
     {"upload_interval", "10ms", "0.05", "out of range"},
     {"upload_interval", "2h", NULL, NULL}, /* no duration at all */
-    {"sample_rate", "0", "0.1", "out of range"},
+    {"sample_rate", "0", "100", "not positive"}, /* 0.1 Hz would look like a rate */
+    {"sample_rate", "0.01", "0.1", "out of range"},
+    {"upload_interval", "0", "10", "not positive"},
+    {"max_stacks", "-1", "16384", "not positive"},
     {"sample_rate", "1000000", "10000", "out of range"},
     {"sample_rate", "fast", NULL, NULL},
     {"max_depth", "5000", "1000", "out of range"},
@@ -1372,8 +1377,18 @@ static void test_aliases(void)
     CHECK(has(captured.text, "flush_interval_ms: -7 is out of range") &&
           has(captured.text, "it is ignored (the default is used)"));
     reject(&c, "flush_interval_ms", "1.5", NEEDLES("flush_interval_ms", "not a whole number"));
-    reject(&c, "heap_sampling_interval_bytes", "-1", NEEDLES("heap_sampling_interval_bytes",
-                                                             "out of range"));
+    /* Node's heap.samplingIntervalBytes: any number (the anchor passed it
+     * to V8): out of range, the nearest bound; zero or less, the default */
+    capture_start();
+    accept(&c, "heap_sampling_interval_bytes", "-1");
+    CHECK(c.memory_interval == 512 * 1024);
+    pn_config_free(&c);
+    pn_config_init(&c);
+    accept(&c, "heap_sampling_interval_bytes", "536870912");
+    CHECK(c.memory_interval == 268435456);
+    capture_stop();
+    CHECK(has(captured.text, "heap_sampling_interval_bytes: -1 is not positive; using the default"));
+    CHECK(has(captured.text, "out of range"));
     pn_config_free(&c);
 
     /* variables: the setting's own beside another spelling's, the keyword

@@ -83,7 +83,10 @@ const STARTS = [
   ['PYROSCOPE_FLUSH_INTERVAL_MS=10', { appName: 'a' }, { PYROSCOPE_FLUSH_INTERVAL_MS: '10' },
     { upload_interval: '0.05' }, null],
   ['flushIntervalMs 2 hours', { appName: 'a', flushIntervalMs: 7200000 }, {}, { upload_interval: '3600' }, null],
-  ['sampleRate 0', { appName: 'a', sampleRate: 0 }, {}, { sample_rate: '0.1' }, null],
+  ['sampleRate 0', { appName: 'a', sampleRate: 0 }, {}, { sample_rate: '100' },
+    /sample_rate: 0 is not positive; using the default, 100 Hz$/],
+  ['heap.samplingIntervalBytes 2**29', { appName: 'a', heap: { samplingIntervalBytes: 2 ** 29 } }, {},
+    { memory_interval: '268435456' }, /heap_sampling_interval_bytes: 536870912 bytes is out of range/],
   ['PYROSCOPE_SHORTEN_PATHS=yes please', { appName: 'a' }, { PYROSCOPE_SHORTEN_PATHS: 'yes please' }, {},
     /PYROSCOPE_SHORTEN_PATHS.*ignored/],
 ];

@@ -157,7 +157,6 @@ describe('api config: options and variables', function () {
     [{ appName: 'a', flushIntervalMs: 1.5 }, /flushIntervalMs must be a whole number/],
     [{ appName: 'a', wall: 3 }, /wall must be an object/],
     [{ appName: 'a', wall: { collectCpuTime: 1 } }, /wall.collectCpuTime must be a boolean/],
-    [{ appName: 'a', heap: { samplingIntervalBytes: -1 } }, /heap.samplingIntervalBytes \(heap_sampling_interval_bytes\): -1 is out of range/],
     [{ appName: 'a', stripFilenames: 'some' }, /stripFilenames \(strip_filenames\): "some" is not one of all,dependencies/],
     [{ appName: 'a', shortenPaths: 'true' }, /shortenPaths must be a boolean/],
     [{ appName: 'a', sourceMapper: {} }, /sourceMapper must be a SourceMapper/],

@@ -26,7 +26,7 @@ class AnchorInputsTest < Minitest::Test
     ["max_depth = \"64\"", { max_depth: "64" }, { "max_depth" => "64" }, nil],
     # Numbers the gem took unchecked, out of our range: the nearest bound (the
     # core warns once, naming the setting).
-    ["sample_rate = 0", { sample_rate: 0 }, { "sample_rate" => "0.1" }, nil],
+    ["sample_rate = 0", { sample_rate: 0 }, { "sample_rate" => "100" }, nil], # no rate: the default
     ["sample_rate = 1_000_000", { sample_rate: 1_000_000 }, { "sample_rate" => "10000" }, nil],
     ["upload_interval = 0.01", { upload_interval: 0.01 }, { "upload_interval" => "0.05" }, nil],
     # server_address: any String.

@@ -546,7 +546,7 @@ static const setting settings[] = {
     {{NAMED("heap_sampling_interval_bytes", "HEAP_SAMPLING_INTERVAL_BYTES"), INTEGER, .lo = 1,
       .hi = 1u << 28, .unit = "bytes", .flags = PN_SETTING_LENIENT_ENV,
       .alias_of = "memory_interval", .alias_ratio = 1, KW(NULL, "heap.samplingIntervalBytes", NULL),
-      .meaning = "memory_interval (@pyroscope/nodejs)"}, K_ALIAS, OFF(memory_interval)},
+      .meaning = "memory_interval (@pyroscope/nodejs)"}, K_ALIAS, OFF_CLAMPED(memory_interval)},
     /* setTimeout's limit: 2^31 - 1 ms */
     {{NAMED("wall_sampling_duration_ms", "WALL_SAMPLING_DURATION_MS"), INTEGER,
       .flags = PN_SETTING_EXTERNAL | PN_SETTING_LENIENT_ENV, .default_value = "60000", .lo = 1,
@@ -825,6 +825,23 @@ static int set_external(pn_config *c, const setting *s, const char *value, pn_er
 
 static int set_value(pn_config *c, const setting *s, const char *value, pn_error *e)
 {
+    /* Zero or less, where only a positive number means anything (a rate, a
+     * period, a size): the anchors took it and then sampled or uploaded
+     * without end or not at all. It is the default, said once; the nearest
+     * bound (0.1 Hz, 50 ms) would look like a working setting. */
+    const setting *t = canonical(s);
+    double d0;
+    if (s->clamp && s->i.lo > 0 && t->i.default_value && parse_decimal(value, &d0) == 0 &&
+        d0 <= 0) {
+        char key[128];
+        int n = snprintf(key, sizeof key, "nonpositive:%s=%.17g", s->i.name, d0);
+        if (first_time(key, n > 0 && (size_t)n < sizeof key ? (size_t)n : sizeof key - 1))
+            pn_log(PN_LOG_WARN, "%s: %.15g is not positive; using the default, %s%s%s",
+                   s->i.name, d0, t->i.default_value, t->i.unit && t->i.unit[0] ? " " : "",
+                   t->i.unit ? t->i.unit : "");
+        s = t;
+        value = t->i.default_value;
+    }
     const char *name = s->i.name;
     char *field = (char *)c + s->off;
     switch (s->k) {

@@ -27,7 +27,7 @@ STARTS = [
      {"log_level": "error"}),
     # configure(sample_rate=...): any int went to the agent; out of our range
     # it is the nearest bound (the core warns once, naming the setting).
-    ("sample_rate_zero", {"application_name": "a", "sample_rate": 0}, {"sample_rate": "0.1"}),
+    ("sample_rate_zero", {"application_name": "a", "sample_rate": 0}, {"sample_rate": "100"}),
     ("sample_rate_huge", {"application_name": "a", "sample_rate": 1000000},
      {"sample_rate": "10000"}),
     ("upload_interval_10ms", {"application_name": "a", "upload_interval": 0.01},
