@@ -10,6 +10,16 @@ burners (2:1), process_cpu totals against the CPU the burners measured,
 span and trace selection, frame names the same by pprof and by OTLP; and
 in the Collector's log the samples with their tags.
 
+Memory profiles (one more run per runtime, memory profiling on, pprof ->
+Pyroscope and OTLP -> the Collector at once, one period): the memory:*
+profile types, the function that allocates and frees and the one that keeps
+objects alive, each within 10 % of the truth the app measured (Python:
+bytes; Ruby: objects, as its bytes are 40 B heap slots; Node: the kept
+bytes in use, V8's used-heap delta), the freed ones absent from in-use, and
+(Python, Ruby) the label value and the span_id each selecting its own
+function only; Node's heap samples carry no labels or spans (V8 records no
+context with them).
+
     run.py python|node|ruby ...   (the servers: servers.py start, before)
 
 Skips, saying so, when the server folder is absent (outside the
@@ -25,6 +35,10 @@ import servers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CPU_TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
+# What Pyroscope names our memory profile's sample types (pprof and OTLP).
+MEM_TYPES = {t: f"memory:{t}:{u}:space:bytes" for t, u in (
+    ("alloc_objects", "count"), ("alloc_space", "bytes"),
+    ("inuse_objects", "count"), ("inuse_space", "bytes"))}
 UNIT_S = float(os.environ.get("PN_SERVERS_UNIT_S", "1.0"))  # CPU of the small burner
 TAGS = "env=staging,region=eu"
 RUN = "%x" % int(time.time())  # app names unique per run: a server may hold earlier runs
@@ -47,16 +61,36 @@ def query(base, method, body):
         return json.loads(r.read() or b"{}")
 
 
+def flame_nodes(fg):
+    """A flame graph's nodes that have a value: (level, x, total, name);
+    each level's values are 4 per node, x relative to the end of the
+    node before."""
+    names = fg.get("names") or []
+    for depth, level in enumerate(fg.get("levels") or []):
+        v = [int(x) for x in level.get("values") or []]
+        end = 0
+        for i in range(0, len(v), 4):
+            x = end + v[i]
+            end = x + v[i + 1]
+            if v[i + 1] > 0:
+                yield depth, x, v[i + 1], names[v[i + 3]]
+
+
 def flame_names(fg):
     """The names of a flame graph's nodes that have a value."""
-    names = fg.get("names") or []
-    out = set()
-    for level in fg.get("levels") or []:
-        v = [int(x) for x in level.get("values") or []]
-        for i in range(0, len(v), 4):
-            if v[i + 1] > 0:
-                out.add(names[v[i + 3]])
-    return out
+    return {n for _, _, _, n in flame_nodes(fg)}
+
+
+def flame_total(fg, part):
+    """The value of the stacks through a function whose name holds `part`
+    (a node under another such node counted once)."""
+    spans = []
+    total = 0
+    for _, x, v, name in flame_nodes(fg):
+        if part in name and not any(a <= x < b for a, b in spans):
+            spans.append((x, x + v))
+            total += v
+    return total
 
 
 class Pyro:
@@ -70,17 +104,21 @@ class Pyro:
     def sel(self, extra=""):
         return '{service_name="%s"%s}' % (self.app, extra)
 
-    def merge(self, extra=""):
+    def merge(self, extra="", ptype=CPU_TYPE):
         fg = query(self.base, "SelectMergeStacktraces",
-                   dict(self.rng(), profileTypeID=CPU_TYPE, labelSelector=self.sel(extra),
+                   dict(self.rng(), profileTypeID=ptype, labelSelector=self.sel(extra),
                         maxNodes=4096)).get("flamegraph") or {}
         return int(fg.get("total") or 0), fg
 
-    def span(self, span_id):
+    def span(self, span_id, ptype=CPU_TYPE):
         fg = query(self.base, "SelectMergeSpanProfile",
-                   dict(self.rng(), profileTypeID=CPU_TYPE, labelSelector=self.sel(),
+                   dict(self.rng(), profileTypeID=ptype, labelSelector=self.sel(),
                         spanSelector=[span_id], maxNodes=4096)).get("flamegraph") or {}
         return int(fg.get("total") or 0), fg
+
+    def types(self):
+        return [t.get("ID") for t in
+                query(self.base, "ProfileTypes", self.rng()).get("profileTypes") or []]
 
 
 def _exemplars(self):
@@ -94,13 +132,14 @@ def _exemplars(self):
 Pyro.span_exemplars = _exemplars
 
 
-def run_app(rt, app, env, pin=None):
-    """Runs the runtime's workload with the profiler's settings in env; its
-    JSON line."""
+def run_app(rt, app, env, pin=None, workload=str(UNIT_S)):
+    """Runs the runtime's workload (CPU: UNIT_S; or "memory") with the
+    profiler's settings in env; its JSON line."""
     cmd = {"python": [os.environ.get("PN_PYTHON", sys.executable), os.path.join(HERE, "apps", "app.py")],
-           "node": [os.environ.get("PN_NODE", "node"), os.path.join(HERE, "apps", "app.js")],
+           "node": [os.environ.get("PN_NODE", "node"), "--expose-gc",
+                    os.path.join(HERE, "apps", "app.js")],
            "ruby": [os.environ.get("PN_RUBY", "ruby"), os.path.join(HERE, "apps", "app.rb")]}[rt]
-    cmd = cmd + [str(UNIT_S), app]
+    cmd = cmd + [workload, app]
     if pin is not None:
         cmd = ["taskset", "-c", str(pin)] + cmd
     full = {k: v for k, v in os.environ.items()
@@ -118,29 +157,32 @@ def busy_neighbour(cpu):
                              "while True: pass"], stdin=subprocess.DEVNULL)
 
 
-def wait_totals(p, want_ns, timeout_s=120):
-    """worker=a and worker=b totals once they stop growing (ingestion and
-    compaction are asynchronous)."""
+def wait_stable(read, enough, timeout_s=120):
+    """read() once it gives the same answer three times in a row (~6 s:
+    ingestion and compaction are asynchronous) and enough(answer), or at
+    the deadline."""
     deadline = time.time() + timeout_s
-    last = None
-    same = 0
+    last, same = None, 0
     while True:
-        a = p.merge(',worker="a"')[0]
-        b = p.merge(',worker="b"')[0]
-        same = same + 1 if (a, b) == last else 0
-        # three equal answers in a row (~6 s) once most of it is in, or
-        # the deadline
-        if (same >= 2 and a + b >= 0.5 * want_ns) or time.time() > deadline:
-            return a, b
-        last = (a, b)
+        now = read()
+        same = same + 1 if now == last else 0
+        if (same >= 2 and enough(now)) or time.time() > deadline:
+            return now
+        last = now
         time.sleep(3)
+
+
+def wait_totals(p, want_ns, timeout_s=120):
+    """worker=a and worker=b totals once they stop growing."""
+    return wait_stable(lambda: (p.merge(',worker="a"')[0], p.merge(',worker="b"')[0]),
+                       lambda ab: sum(ab) >= 0.5 * want_ns, timeout_s)
 
 
 def check_pyroscope(base, rt, app, out, t0, kind):
     p = Pyro(base, app, t0)
     want = out["a"] + out["b"]
     a, b = wait_totals(p, want)
-    types = [t.get("ID") for t in query(base, "ProfileTypes", p.rng()).get("profileTypes") or []]
+    types = p.types()
     check(CPU_TYPE in types, f"{kind}: no {CPU_TYPE} type", types)
     names = query(base, "LabelNames", dict(p.rng(), matchers=[p.sel()])).get("names") or []
     for n in ("env", "region", "worker", "service_name"):
@@ -180,19 +222,27 @@ def check_pyroscope(base, rt, app, out, t0, kind):
     return sorted(n for n in full if "burn_" in n)
 
 
-def collector_saw(st, app, since, timeout_s=60):
+def collector_log(st, since, want, timeout_s=60):
     """The Collector's debug log (verbosity detailed) after `since` bytes
-    holds the app's service.name and its tags as sample attributes."""
+    once it holds every string of `want`, or at the deadline; and what it
+    misses."""
     deadline = time.time() + timeout_s
     while True:
         with open(st["otelcol_log"], errors="replace") as f:
             f.seek(since)
             log = f.read()
-        ok = (f"-> service.name: Str({app})" in log and "-> env: Str(staging)" in log
-              and "-> region: Str(eu)" in log and "-> worker: Str(a)" in log)
-        if ok or time.time() > deadline:
-            return ok, log
+        missing = [w.strip() for w in want if w not in log]
+        if not missing or time.time() > deadline:
+            return missing, log
         time.sleep(1)
+
+
+def collector_saw(st, app, since):
+    """The app's service.name and its tags as sample attributes."""
+    missing, log = collector_log(st, since, [
+        f"-> service.name: Str({app})", "-> env: Str(staging)", "-> region: Str(eu)",
+        "-> worker: Str(a)"])
+    return not missing, log
 
 
 def otlp_all_sent(out, kind):
@@ -201,6 +251,96 @@ def otlp_all_sent(out, kind):
     if "otlp_sent" in st:
         check(st["otlp_sent"] > 0 and st.get("otlp_failed", 0) == 0,
               f"{kind}: OTLP uploads failed", {k: v for k, v in st.items() if k.startswith("otlp")})
+
+
+# Per runtime: the app's two functions, the unit its truth is in, the
+# sample types it compares (allocated, in use), and whether its samples
+# carry labels and spans.
+MEM_APPS = {
+    "python": dict(churn="alloc_churn", keep="alloc_keep", unit="bytes", interval=65536,
+                   alloc="alloc_space", inuse="inuse_space", labels=True),
+    "ruby": dict(churn="churn_objects", keep="keep_objects", unit="objects", interval=8192,
+                 alloc="alloc_objects", inuse="inuse_objects", labels=True),
+    # Node 20's heap profile is in-use only (allocations: Node 26, heap.allocations)
+    "node": dict(churn="churnArrays", keep="keepArrays", unit="bytes", interval=8192,
+                 alloc=None, inuse="inuse_space", labels=False),
+}
+
+
+def check_memory(base, rt, app, out, t0):
+    """The memory run's profiles in Pyroscope (see the module's doc)."""
+    spec = MEM_APPS[rt]
+    p = Pyro(base, app, t0)
+    churn_fn, keep_fn, unit = spec["churn"], spec["keep"], spec["unit"]
+    want_churn, want_keep = out.get(f"churn_{unit}"), out[f"keep_{unit}"]
+    inuse = MEM_TYPES[spec["inuse"]]
+    alloc = MEM_TYPES[spec["alloc"]] if spec["alloc"] else None
+
+    def totals():
+        fi = p.merge(ptype=inuse)[1]
+        got = [flame_total(fi, keep_fn), flame_total(fi, churn_fn)]
+        if alloc:
+            fa = p.merge(ptype=alloc)[1]
+            got += [flame_total(fa, keep_fn), flame_total(fa, churn_fn)]
+        return got
+
+    got = wait_stable(totals, lambda g: g[0] > 0.5 * want_keep)
+    types = p.types()
+    want_types = [MEM_TYPES[t] for t in MEM_TYPES if alloc or t.startswith("inuse")]
+    check(all(t in types for t in want_types), "memory: profile types", types)
+
+    def near(what, value, truth):
+        err = (value - truth) / truth
+        print(f"  {rt} memory: {what} {value} {unit} (truth {truth}, {err * 100:+.1f} %)")
+        check(abs(err) <= 0.10, f"memory: {what} {value} {unit} against {truth}",
+              json.dumps({k: v for k, v in (out.get("stats") or {}).items() if "mem" in k}))
+
+    near(f"{spec['inuse']} of {keep_fn}", got[0], want_keep)
+    check(got[1] <= 0.02 * want_keep, f"memory: {spec['inuse']} of {churn_fn} (freed)", got[1])
+    if alloc:
+        near(f"{spec['alloc']} of {keep_fn}", got[2], want_keep)
+        near(f"{spec['alloc']} of {churn_fn}", got[3], want_churn)
+    if not spec["labels"]:
+        return
+    # The label value and the span select their own function only.
+    for label, span, mine, other, truth in (("a", out["span_a"], churn_fn, keep_fn, want_churn),
+                                            ("b", out["span_b"], keep_fn, churn_fn, want_keep)):
+        for how, (total, fg) in ((f'worker="{label}"', p.merge(f',worker="{label}"', alloc)),
+                                 (f"span_id {span}", p.span(span, alloc))):
+            names = flame_names(fg)
+            check(any(mine in n for n in names) and not any(other in n for n in names),
+                  f"memory: {how} selects", sorted(names))
+            check(abs(total - truth) <= 0.10 * truth,
+                  f"memory: {spec['alloc']} of {how}: {total} against {truth}")
+        print(f"  {rt} memory: worker={label} and its span select {mine} only")
+
+
+def run_memory(rt, st, base, pyro_env):
+    """Memory profiling on: pprof to Pyroscope and OTLP to the Collector
+    from one run, one period (a long upload interval: the in-use snapshot
+    is the one at shutdown, with the kept objects alive)."""
+    spec = MEM_APPS[rt]
+    proto = {"python": "grpc", "node": "http/json", "ruby": "http/protobuf"}[rt]
+    port = st["otel_grpc"] if proto == "grpc" else st["otel_http"]
+    app = f"srv.{rt}.memory.{RUN}"
+    since = os.path.getsize(st["otelcol_log"])
+    t0 = time.time()
+    out = run_app(rt, app, dict(pyro_env, PYROSCOPE_SERVER_ADDRESS=base,
+                                PYROSCOPE_UPLOAD_INTERVAL="3600", PYROSCOPE_MEMORY="true",
+                                PYROSCOPE_MEMORY_INTERVAL=str(spec["interval"]),
+                                OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                                OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=proto),
+                  workload="memory")
+    otlp_all_sent(out, f"memory collector ({proto})")
+    check_memory(base, rt, app, out, t0)
+    # Its sample types and the keeping function (in a frame name: Ruby's and
+    # Node's carry more) in the string table.
+    types = [t for t in MEM_TYPES if spec["alloc"] or t.startswith("inuse")]
+    missing, log = collector_log(st, since, [f"-> service.name: Str({app})", spec["keep"]] + [
+        f"\n    {t}\n" for t in types])
+    check(not missing, f"the Collector ({proto}) did not log {app}'s memory profile",
+          missing, log[-2000:])
+    print(f"  {rt} memory collector ({proto}): {', '.join(types)} and {spec['keep']} logged")
 
 
 def run_runtime(rt, st, base):
@@ -241,6 +381,8 @@ def run_runtime(rt, st, base):
     ok, log = collector_saw(st, app, since)
     check(ok, f"the Collector ({proto}) did not log {app}'s samples with tags", log[-3000:])
     print(f"  {rt} collector ({proto}): samples with service.name and tags logged")
+    # 4. Memory profiles.
+    run_memory(rt, st, base, pyro_env)
 
 
 def main():
