@@ -10,15 +10,15 @@ burners (2:1), process_cpu totals against the CPU the burners measured,
 span and trace selection, frame names the same by pprof and by OTLP; and
 in the Collector's log the samples with their tags.
 
-Memory profiles (one more run per runtime, memory profiling on, pprof ->
-Pyroscope and OTLP -> the Collector at once, one period): the memory:*
-profile types, the function that allocates and frees and the one that keeps
+Memory profiles (per runtime two more runs at once, memory profiling on,
+one period each: pprof -> Pyroscope plus OTLP -> the Collector, and OTLP ->
+Pyroscope): the memory:* profile types, the function that allocates and frees and the one that keeps
 objects alive, each within 10 % of the truth the app measured (Python:
 bytes; Ruby: objects, as its bytes are 40 B heap slots; Node: the kept
 bytes in use, V8's used-heap delta), the freed ones absent from in-use, and
 (Python, Ruby) the label value and the span_id each selecting its own
 function only; Node's heap samples carry no labels or spans (V8 records no
-context with them).
+context with them); in the Collector's log the sample types and function.
 
     run.py python|node|ruby ...   (the servers: servers.py start, before)
 
@@ -26,6 +26,7 @@ Skips, saying so, when the server folder is absent (outside the
 workplace); CI runs on the workplace's machines, where it is present."""
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 import subprocess
 import sys
 import time
@@ -35,10 +36,17 @@ import servers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CPU_TYPE = "process_cpu:cpu:nanoseconds:cpu:nanoseconds"
-# What Pyroscope names our memory profile's sample types (pprof and OTLP).
-MEM_TYPES = {t: f"memory:{t}:{u}:space:bytes" for t, u in (
-    ("alloc_objects", "count"), ("alloc_space", "bytes"),
-    ("inuse_objects", "count"), ("inuse_space", "bytes"))}
+# Our memory profile's sample types, and the profile type IDs Pyroscope
+# gives them: from pprof (period type space/bytes, as Go's heap profile)
+# memory:<type>:<unit>:space:bytes; from OTLP, which Pyroscope names by the
+# period type's word, memory:<type>:<unit>:memory:bytes (we send memory/bytes
+# there: otlp.c). Both show under "memory".
+MEM_UNITS = {"alloc_objects": "count", "alloc_space": "bytes",
+             "inuse_objects": "count", "inuse_space": "bytes"}
+
+
+def mem_type(t, kind):
+    return f"memory:{t}:{MEM_UNITS[t]}:{'memory' if kind == 'otlp' else 'space'}:bytes"
 UNIT_S = float(os.environ.get("PN_SERVERS_UNIT_S", "1.0"))  # CPU of the small burner
 TAGS = "env=staging,region=eu"
 RUN = "%x" % int(time.time())  # app names unique per run: a server may hold earlier runs
@@ -267,36 +275,37 @@ MEM_APPS = {
 }
 
 
-def check_memory(base, rt, app, out, t0):
-    """The memory run's profiles in Pyroscope (see the module's doc)."""
+def mem_totals(p, spec, kind):
+    """In use of the keeping and of the churning function; allocated, the
+    same (where the runtime has allocation types)."""
+    fi = p.merge(ptype=mem_type(spec["inuse"], kind))[1]
+    got = [flame_total(fi, spec["keep"]), flame_total(fi, spec["churn"])]
+    if spec["alloc"]:
+        fa = p.merge(ptype=mem_type(spec["alloc"], kind))[1]
+        got += [flame_total(fa, spec["keep"]), flame_total(fa, spec["churn"])]
+    return got
+
+
+def check_memory(p, rt, out, got, kind):
+    """One memory run's profiles in Pyroscope (see the module's doc); got:
+    its mem_totals once stable."""
     spec = MEM_APPS[rt]
-    p = Pyro(base, app, t0)
     churn_fn, keep_fn, unit = spec["churn"], spec["keep"], spec["unit"]
     want_churn, want_keep = out.get(f"churn_{unit}"), out[f"keep_{unit}"]
-    inuse = MEM_TYPES[spec["inuse"]]
-    alloc = MEM_TYPES[spec["alloc"]] if spec["alloc"] else None
-
-    def totals():
-        fi = p.merge(ptype=inuse)[1]
-        got = [flame_total(fi, keep_fn), flame_total(fi, churn_fn)]
-        if alloc:
-            fa = p.merge(ptype=alloc)[1]
-            got += [flame_total(fa, keep_fn), flame_total(fa, churn_fn)]
-        return got
-
-    got = wait_stable(totals, lambda g: g[0] > 0.5 * want_keep)
+    alloc = mem_type(spec["alloc"], kind) if spec["alloc"] else None
     types = p.types()
-    want_types = [MEM_TYPES[t] for t in MEM_TYPES if alloc or t.startswith("inuse")]
-    check(all(t in types for t in want_types), "memory: profile types", types)
+    want_types = [mem_type(t, kind) for t in MEM_UNITS if alloc or t.startswith("inuse")]
+    check(all(t in types for t in want_types), f"memory {kind}: profile types", types)
 
     def near(what, value, truth):
         err = (value - truth) / truth
-        print(f"  {rt} memory: {what} {value} {unit} (truth {truth}, {err * 100:+.1f} %)")
-        check(abs(err) <= 0.10, f"memory: {what} {value} {unit} against {truth}",
+        print(f"  {rt} memory {kind}: {what} {value} {unit} (truth {truth}, {err * 100:+.1f} %)")
+        check(abs(err) <= 0.10, f"memory {kind}: {what} {value} {unit} against {truth}",
               json.dumps({k: v for k, v in (out.get("stats") or {}).items() if "mem" in k}))
 
     near(f"{spec['inuse']} of {keep_fn}", got[0], want_keep)
-    check(got[1] <= 0.02 * want_keep, f"memory: {spec['inuse']} of {churn_fn} (freed)", got[1])
+    check(got[1] <= 0.02 * want_keep, f"memory {kind}: {spec['inuse']} of {churn_fn} (freed)",
+          got[1])
     if alloc:
         near(f"{spec['alloc']} of {keep_fn}", got[2], want_keep)
         near(f"{spec['alloc']} of {churn_fn}", got[3], want_churn)
@@ -309,38 +318,52 @@ def check_memory(base, rt, app, out, t0):
                                  (f"span_id {span}", p.span(span, alloc))):
             names = flame_names(fg)
             check(any(mine in n for n in names) and not any(other in n for n in names),
-                  f"memory: {how} selects", sorted(names))
+                  f"memory {kind}: {how} selects", sorted(names))
             check(abs(total - truth) <= 0.10 * truth,
-                  f"memory: {spec['alloc']} of {how}: {total} against {truth}")
-        print(f"  {rt} memory: worker={label} and its span select {mine} only")
+                  f"memory {kind}: {spec['alloc']} of {how}: {total} against {truth}")
+    print(f"  {rt} memory {kind}: worker=a and its span select {churn_fn} only, "
+          f"worker=b and its span {keep_fn} only")
 
 
 def run_memory(rt, st, base, pyro_env):
-    """Memory profiling on: pprof to Pyroscope and OTLP to the Collector
-    from one run, one period (a long upload interval: the in-use snapshot
-    is the one at shutdown, with the kept objects alive)."""
+    """Memory profiling on, one period each (a long upload interval: the
+    in-use snapshot is the one at shutdown, with the kept objects alive),
+    two apps at once: pprof to Pyroscope and OTLP to the Collector, and
+    OTLP to Pyroscope."""
     spec = MEM_APPS[rt]
     proto = {"python": "grpc", "node": "http/json", "ruby": "http/protobuf"}[rt]
     port = st["otel_grpc"] if proto == "grpc" else st["otel_http"]
-    app = f"srv.{rt}.memory.{RUN}"
+    mem_env = dict(pyro_env, PYROSCOPE_UPLOAD_INTERVAL="3600", PYROSCOPE_MEMORY="true",
+                   PYROSCOPE_MEMORY_INTERVAL=str(spec["interval"]))
+    runs = {"pprof": dict(mem_env, PYROSCOPE_SERVER_ADDRESS=base,
+                          OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
+                          OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=proto),
+            "otlp": dict(mem_env, OTEL_EXPORTER_OTLP_ENDPOINT=base)}
+    if rt == "ruby":
+        runs["otlp"]["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
+    apps = {kind: f"srv.{rt}.memory-{kind}.{RUN}" for kind in runs}
     since = os.path.getsize(st["otelcol_log"])
     t0 = time.time()
-    out = run_app(rt, app, dict(pyro_env, PYROSCOPE_SERVER_ADDRESS=base,
-                                PYROSCOPE_UPLOAD_INTERVAL="3600", PYROSCOPE_MEMORY="true",
-                                PYROSCOPE_MEMORY_INTERVAL=str(spec["interval"]),
-                                OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
-                                OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=proto),
-                  workload="memory")
-    otlp_all_sent(out, f"memory collector ({proto})")
-    check_memory(base, rt, app, out, t0)
-    # Its sample types and the keeping function (in a frame name: Ruby's and
-    # Node's carry more) in the string table.
-    types = [t for t in MEM_TYPES if spec["alloc"] or t.startswith("inuse")]
-    missing, log = collector_log(st, since, [f"-> service.name: Str({app})", spec["keep"]] + [
-        f"\n    {t}\n" for t in types])
-    check(not missing, f"the Collector ({proto}) did not log {app}'s memory profile",
+    with ThreadPoolExecutor(len(runs)) as pool:
+        futures = {kind: pool.submit(run_app, rt, apps[kind], env, workload="memory")
+                   for kind, env in runs.items()}
+        outs = {kind: f.result() for kind, f in futures.items()}
+    pyros = {kind: Pyro(base, apps[kind], t0) for kind in runs}
+    keep = f"keep_{spec['unit']}"
+    got = wait_stable(lambda: {kind: mem_totals(pyros[kind], spec, kind) for kind in runs},
+                      lambda g: all(g[k][0] > 0.5 * outs[k][keep] for k in runs))
+    for kind in runs:
+        otlp_all_sent(outs[kind], f"memory {kind}")
+        check_memory(pyros[kind], rt, outs[kind], got[kind], kind)
+    # The Collector: the sample types and the keeping function (in a frame
+    # name: Ruby's and Node's carry more) in the string table.
+    types = [t for t in MEM_UNITS if spec["alloc"] or t.startswith("inuse")]
+    missing, log = collector_log(st, since, [f"-> service.name: Str({apps['pprof']})",
+                                             spec["keep"]] + [f"\n    {t}\n" for t in types])
+    check(not missing, f"the Collector ({proto}) did not log {apps['pprof']}'s memory profile",
           missing, log[-2000:])
-    print(f"  {rt} memory collector ({proto}): {', '.join(types)} and {spec['keep']} logged")
+    print(f"  {rt} memory collector ({proto}): {', '.join(types)} and {spec['keep']} logged "
+          f"(memory runs and checks: {time.time() - t0:.0f} s)")
 
 
 def run_runtime(rt, st, base):
