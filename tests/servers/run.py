@@ -143,16 +143,16 @@ Pyro.span_exemplars = _exemplars
 def run_app(rt, app, env, pin=None, workload=str(UNIT_S)):
     """Runs the runtime's workload (CPU: UNIT_S; or "memory") with the
     profiler's settings in env; its JSON line."""
-    cmd = {"python": [os.environ.get("PN_PYTHON", sys.executable), os.path.join(HERE, "apps", "app.py")],
-           "node": [os.environ.get("PN_NODE", "node"), "--expose-gc",
-                    os.path.join(HERE, "apps", "app.js")],
-           "ruby": [os.environ.get("PN_RUBY", "ruby"), os.path.join(HERE, "apps", "app.rb")]}[rt]
-    cmd = cmd + [workload, app]
-    if pin is not None:
-        cmd = ["taskset", "-c", str(pin)] + cmd
     full = {k: v for k, v in os.environ.items()
             if not k.startswith(("PYROSCOPE_", "OTEL_"))}
     full.update(env)
+    cmd = {"python": [full.get("PN_PYTHON", sys.executable), os.path.join(HERE, "apps", "app.py")],
+           "node": [full.get("PN_NODE", "node"), "--expose-gc",
+                    os.path.join(HERE, "apps", "app.js")],
+           "ruby": [full.get("PN_RUBY", "ruby"), os.path.join(HERE, "apps", "app.rb")]}[rt]
+    cmd = cmd + [workload, app]
+    if pin is not None:
+        cmd = ["taskset", "-c", str(pin)] + cmd
     r = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise Failed(f"{rt} app exited {r.returncode}: {r.stderr[-2000:]}")
@@ -269,6 +269,117 @@ MEM_APPS = {
                    alloc="alloc_space", inuse="inuse_space", labels=True),
     "ruby": dict(churn="churn_objects", keep="keep_objects", unit="objects", interval=8192,
                  alloc="alloc_objects", inuse="inuse_objects", labels=True),
+    # Node's heap profile is in use only; allocations instead (not both) on
+    # Node 26+ with heap.allocations: the "alloc" run, with PN_NODE26
+    "node": dict(churn="churnArrays", keep="keepArrays", unit="bytes", interval=8192,
+                 alloc=None, inuse="inuse_space", labels=False),
+}
+
+
+def wait_stable(read, enough, timeout_s=120):
+    """read() once it gives the same answer three times in a row (~6 s:
+    ingestion and compaction are asynchronous) and enough(answer), or at
+    the deadline."""
+    deadline = time.time() + timeout_s
+    last, same = None, 0
+    while True:
+        now = read()
+        same = same + 1 if now == last else 0
+        if (same >= 2 and enough(now)) or time.time() > deadline:
+            return now
+        last = now
+        time.sleep(3)
+
+
+def wait_totals(p, want_ns, timeout_s=120):
+    """worker=a and worker=b totals once they stop growing."""
+    return wait_stable(lambda: (p.merge(',worker="a"')[0], p.merge(',worker="b"')[0]),
+                       lambda ab: sum(ab) >= 0.5 * want_ns, timeout_s)
+
+
+def check_pyroscope(base, rt, app, out, t0, kind):
+    p = Pyro(base, app, t0)
+    want = out["a"] + out["b"]
+    a, b = wait_totals(p, want)
+    types = p.types()
+    check(CPU_TYPE in types, f"{kind}: no {CPU_TYPE} type", types)
+    names = query(base, "LabelNames", dict(p.rng(), matchers=[p.sel()])).get("names") or []
+    for n in ("env", "region", "worker", "service_name"):
+        check(n in names, f"{kind}: label {n} missing", names)
+    env = query(base, "LabelValues", dict(p.rng(), name="env", matchers=[p.sel()])).get("names")
+    check(env == ["staging"], f"{kind}: env values", env)
+    workers = query(base, "LabelValues", dict(p.rng(), name="worker", matchers=[p.sel()])).get("names")
+    check(sorted(workers or []) == ["a", "b"], f"{kind}: worker values", workers)
+    series = query(base, "Series", dict(p.rng(), matchers=[p.sel()], labelNames=["worker", "env"]))
+    sets = [{kv["name"]: kv["value"] for kv in s.get("labels") or []}
+            for s in series.get("labelsSet") or []]
+    check({"worker": "a", "env": "staging"} in sets and {"worker": "b", "env": "staging"} in sets,
+          f"{kind}: series", sets)
+    split = a / (a + b) if a + b else 0
+    ratio = (a + b) / want
+    print(f"  {rt} {kind}: process_cpu a {a / 1e9:.3f} s b {b / 1e9:.3f} s, split "
+          f"{split:.3f} (truth {out['a'] / want:.3f}), total/measured {ratio:.3f}")
+    check(abs(split - out["a"] / want) <= 0.05, f"{kind}: CPU split {split:.3f}")
+    check(abs(ratio - 1) <= 0.10, f"{kind}: process_cpu total {(a + b) / 1e9:.3f} s against "
+          f"{want / 1e9:.3f} s measured; the app's stats", json.dumps(out.get("stats")))
+    # The span and its trace select the small burner's work, only it.
+    st, sfg = p.span(out["span_id"])
+    sn = flame_names(sfg)
+    check(st > 0.5 * out["b"], f"{kind}: span {out['span_id']} selects {st} ns", out["b"])
+    check(any("burn_b" in n for n in sn) and not any("burn_a" in n for n in sn),
+          f"{kind}: span selection names", sorted(sn))
+    # Trace ids are not series labels: Grafana finds a span's trace through
+    # the span heatmap's exemplars, which must carry ours.
+    ex = p.span_exemplars()
+    mine = [x for x in ex if x.get("spanId") == out["span_id"]]
+    check(mine and all(x.get("traceId") == out["trace_id"] for x in mine),
+          f"{kind}: span exemplars with trace {out['trace_id']}",
+          [(x.get("spanId"), x.get("traceId")) for x in ex][:10])
+    check(all(x.get("spanId") == out["span_id"] for x in ex),
+          f"{kind}: exemplars of other spans", [x.get("spanId") for x in ex][:10])
+    full = flame_names(p.merge()[1])
+    return sorted(n for n in full if "burn_" in n)
+
+
+def collector_log(st, since, want, timeout_s=60):
+    """The Collector's debug log (verbosity detailed) after `since` bytes
+    once it holds every string of `want`, or at the deadline; and what it
+    misses."""
+    deadline = time.time() + timeout_s
+    while True:
+        with open(st["otelcol_log"], errors="replace") as f:
+            f.seek(since)
+            log = f.read()
+        missing = [w.strip() for w in want if w not in log]
+        if not missing or time.time() > deadline:
+            return missing, log
+        time.sleep(1)
+
+
+def collector_saw(st, app, since):
+    """The app's service.name and its tags as sample attributes."""
+    missing, log = collector_log(st, since, [
+        f"-> service.name: Str({app})", "-> env: Str(staging)", "-> region: Str(eu)",
+        "-> worker: Str(a)"])
+    return not missing, log
+
+
+def otlp_all_sent(out, kind):
+    """Every OTLP upload went through (where the binding reports stats)."""
+    st = out.get("stats") or {}
+    if "otlp_sent" in st:
+        check(st["otlp_sent"] > 0 and st.get("otlp_failed", 0) == 0,
+              f"{kind}: OTLP uploads failed", {k: v for k, v in st.items() if k.startswith("otlp")})
+
+
+# Per runtime: the app's two functions, the unit its truth is in, the
+# sample types it compares (allocated, in use), and whether its samples
+# carry labels and spans.
+MEM_APPS = {
+    "python": dict(churn="alloc_churn", keep="alloc_keep", unit="bytes", interval=65536,
+                   alloc="alloc_space", inuse="inuse_space", labels=True),
+    "ruby": dict(churn="churn_objects", keep="keep_objects", unit="objects", interval=8192,
+                 alloc="alloc_objects", inuse="inuse_objects", labels=True),
     # Node 20's heap profile is in-use only (allocations: Node 26, heap.allocations)
     "node": dict(churn="churnArrays", keep="keepArrays", unit="bytes", interval=8192,
                  alloc=None, inuse="inuse_space", labels=False),
@@ -276,25 +387,25 @@ MEM_APPS = {
 
 
 def mem_totals(p, spec, kind):
-    """In use of the keeping and of the churning function; allocated, the
-    same (where the runtime has allocation types)."""
-    fi = p.merge(ptype=mem_type(spec["inuse"], kind))[1]
-    got = [flame_total(fi, spec["keep"]), flame_total(fi, spec["churn"])]
-    if spec["alloc"]:
-        fa = p.merge(ptype=mem_type(spec["alloc"], kind))[1]
-        got += [flame_total(fa, spec["keep"]), flame_total(fa, spec["churn"])]
+    """[keeping, churning function] in use, then allocated, of the types
+    the run has."""
+    got = []
+    for t in (spec["inuse"], spec["alloc"]):
+        if t:
+            fg = p.merge(ptype=mem_type(t, kind))[1]
+            got += [flame_total(fg, spec["keep"]), flame_total(fg, spec["churn"])]
     return got
 
 
-def check_memory(p, rt, out, got, kind):
+def check_memory(p, rt, spec, out, got, kind):
     """One memory run's profiles in Pyroscope (see the module's doc); got:
     its mem_totals once stable."""
-    spec = MEM_APPS[rt]
     churn_fn, keep_fn, unit = spec["churn"], spec["keep"], spec["unit"]
     want_churn, want_keep = out.get(f"churn_{unit}"), out[f"keep_{unit}"]
     alloc = mem_type(spec["alloc"], kind) if spec["alloc"] else None
     types = p.types()
-    want_types = [mem_type(t, kind) for t in MEM_UNITS if alloc or t.startswith("inuse")]
+    want_types = [mem_type(t, kind) for t in MEM_UNITS
+                  if spec[t.split("_")[0]]]  # the "alloc" or "inuse" types the run has
     check(all(t in types for t in want_types), f"memory {kind}: profile types", types)
 
     def near(what, value, truth):
@@ -303,12 +414,14 @@ def check_memory(p, rt, out, got, kind):
         check(abs(err) <= 0.10, f"memory {kind}: {what} {value} {unit} against {truth}",
               json.dumps({k: v for k, v in (out.get("stats") or {}).items() if "mem" in k}))
 
-    near(f"{spec['inuse']} of {keep_fn}", got[0], want_keep)
-    check(got[1] <= 0.02 * want_keep, f"memory {kind}: {spec['inuse']} of {churn_fn} (freed)",
-          got[1])
+    if spec["inuse"]:
+        near(f"{spec['inuse']} of {keep_fn}", got[0], want_keep)
+        check(got[1] <= 0.02 * want_keep,
+              f"memory {kind}: {spec['inuse']} of {churn_fn} (freed)", got[1])
+        got = got[2:]
     if alloc:
-        near(f"{spec['alloc']} of {keep_fn}", got[2], want_keep)
-        near(f"{spec['alloc']} of {churn_fn}", got[3], want_churn)
+        near(f"{spec['alloc']} of {keep_fn}", got[0], want_keep)
+        near(f"{spec['alloc']} of {churn_fn}", got[1], want_churn)
     if not spec["labels"]:
         return
     # The label value and the span select their own function only.
@@ -328,8 +441,8 @@ def check_memory(p, rt, out, got, kind):
 def run_memory(rt, st, base, pyro_env):
     """Memory profiling on, one period each (a long upload interval: the
     in-use snapshot is the one at shutdown, with the kept objects alive),
-    two apps at once: pprof to Pyroscope and OTLP to the Collector, and
-    OTLP to Pyroscope."""
+    the apps at once: pprof to Pyroscope and OTLP to the Collector; OTLP to
+    Pyroscope; and (Node 26, PN_NODE26) heap.allocations by pprof."""
     spec = MEM_APPS[rt]
     proto = {"python": "grpc", "node": "http/json", "ruby": "http/protobuf"}[rt]
     port = st["otel_grpc"] if proto == "grpc" else st["otel_http"]
@@ -339,8 +452,14 @@ def run_memory(rt, st, base, pyro_env):
                           OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
                           OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL=proto),
             "otlp": dict(mem_env, OTEL_EXPORTER_OTLP_ENDPOINT=base)}
+    specs = {"pprof": spec, "otlp": spec}
     if rt == "ruby":
         runs["otlp"]["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
+    node26 = os.environ.get("PN_NODE26")
+    if rt == "node" and node26:
+        runs["alloc"] = dict(mem_env, PYROSCOPE_SERVER_ADDRESS=base, PN_NODE=node26,
+                             PYROSCOPE_HEAP_ALLOCATIONS="true")
+        specs["alloc"] = dict(spec, alloc="alloc_space", inuse=None)
     apps = {kind: f"srv.{rt}.memory-{kind}.{RUN}" for kind in runs}
     since = os.path.getsize(st["otelcol_log"])
     t0 = time.time()
@@ -350,11 +469,11 @@ def run_memory(rt, st, base, pyro_env):
         outs = {kind: f.result() for kind, f in futures.items()}
     pyros = {kind: Pyro(base, apps[kind], t0) for kind in runs}
     keep = f"keep_{spec['unit']}"
-    got = wait_stable(lambda: {kind: mem_totals(pyros[kind], spec, kind) for kind in runs},
+    got = wait_stable(lambda: {k: mem_totals(pyros[k], specs[k], k) for k in runs},
                       lambda g: all(g[k][0] > 0.5 * outs[k][keep] for k in runs))
     for kind in runs:
         otlp_all_sent(outs[kind], f"memory {kind}")
-        check_memory(pyros[kind], rt, outs[kind], got[kind], kind)
+        check_memory(pyros[kind], rt, specs[kind], outs[kind], got[kind], kind)
     # The Collector: the sample types and the keeping function (in a frame
     # name: Ruby's and Node's carry more) in the string table.
     types = [t for t in MEM_UNITS if spec["alloc"] or t.startswith("inuse")]

@@ -7,7 +7,8 @@
 //   node --expose-gc app.js memory APP   the memory workload: churnArrays makes and drops
 //     arrays, keepArrays keeps KEEP arrays alive until stop() (one period: its heap
 //     snapshot holds them); the truth is V8's used-heap delta of the kept ones. V8's heap
-//     samples carry no labels or spans, so none are set here.
+//     samples carry no labels or spans, so none are set here. Node 26+ with
+//     PYROSCOPE_HEAP_ALLOCATIONS=true profiles what both allocated instead.
 const fs = require('fs');
 const path = require('path');
 const otel = require('@opentelemetry/api');
@@ -56,10 +57,9 @@ async function cpuWorkload(tracer, out) {
 const CHURN = 400000; // ~70 MiB made and dropped
 const KEEP = 200000; // ~35 MiB kept
 
-function keepArrays(n) {
-  const kept = [];
-  for (let i = 0; i < n; i++) kept.push(new Array(16).fill(i));
-  return kept;
+// into a holder made before (its growth is no allocation of the kept objects)
+function keepArrays(holder) {
+  for (let i = 0; i < holder.length; i++) holder[i] = new Array(16).fill(i);
 }
 
 // a ring of 1024 keeps them from being optimised away
@@ -72,9 +72,13 @@ function churnArrays(n) {
 function memoryWorkload(out) {
   const used = () => { gc(); gc(); return v8.getHeapStatistics().used_heap_size; };
   churnArrays(CHURN);
+  globalThis.kept = new Array(KEEP).fill(null);
   const before = used();
-  globalThis.kept = keepArrays(KEEP);
+  keepArrays(globalThis.kept);
   out.keep_bytes = used() - before;
+  // the churned arrays are of the same shape: as many bytes each (Node 26's
+  // allocation profile counts them)
+  out.churn_bytes = Math.round((out.keep_bytes * CHURN) / KEEP);
 }
 
 async function main() {
