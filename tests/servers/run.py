@@ -424,7 +424,9 @@ def check_memory(p, rt, spec, out, got, kind):
         near(f"{spec['alloc']} of {churn_fn}", got[1], want_churn)
     if not spec["labels"]:
         return
-    # The label value and the span select their own function only.
+    # The label value and the span select their own function only: what it
+    # allocated, and (the keeping one's) what it holds.
+    inuse = mem_type(spec["inuse"], kind)
     for label, span, mine, other, truth in (("a", out["span_a"], churn_fn, keep_fn, want_churn),
                                             ("b", out["span_b"], keep_fn, churn_fn, want_keep)):
         for how, (total, fg) in ((f'worker="{label}"', p.merge(f',worker="{label}"', alloc)),
@@ -434,8 +436,18 @@ def check_memory(p, rt, spec, out, got, kind):
                   f"memory {kind}: {how} selects", sorted(names))
             check(abs(total - truth) <= 0.10 * truth,
                   f"memory {kind}: {spec['alloc']} of {how}: {total} against {truth}")
-    print(f"  {rt} memory {kind}: worker=a and its span select {churn_fn} only, "
-          f"worker=b and its span {keep_fn} only")
+        for how, (total, fg) in ((f'worker="{label}"', p.merge(f',worker="{label}"', inuse)),
+                                 (f"span_id {span}", p.span(span, inuse))):
+            held = flame_total(fg, keep_fn)
+            if label == "b":
+                check(abs(held - want_keep) <= 0.10 * want_keep and total - held <= 0.02 * total,
+                      f"memory {kind}: {spec['inuse']} of {how}: {held} of {total} in "
+                      f"{keep_fn} against {want_keep}")
+            else:
+                check(total <= 0.02 * want_keep,
+                      f"memory {kind}: {spec['inuse']} of {how} (all freed): {total}")
+    print(f"  {rt} memory {kind}: worker=a and its span select {churn_fn} only (allocated, "
+          f"nothing in use), worker=b and its span {keep_fn} only (allocated and in use)")
 
 
 def run_memory(rt, st, base, pyro_env):
