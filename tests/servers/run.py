@@ -263,15 +263,18 @@ def otlp_all_sent(out, kind):
 
 # Per runtime: the app's two functions, the unit its truth is in, the
 # sample types it compares (allocated, in use), and whether its samples
-# carry labels and spans.
+# carry labels and spans. Intervals below the default so that the kept
+# objects have thousands of samples: a standard error of 1 % or less
+# (Python's 64 KiB objects are sampled with a probability of 98 %), so the
+# 10 % bound holds every run.
 MEM_APPS = {
-    "python": dict(churn="alloc_churn", keep="alloc_keep", unit="bytes", interval=65536,
+    "python": dict(churn="alloc_churn", keep="alloc_keep", unit="bytes", interval=16384,
                    alloc="alloc_space", inuse="inuse_space", labels=True),
-    "ruby": dict(churn="churn_objects", keep="keep_objects", unit="objects", interval=8192,
+    "ruby": dict(churn="churn_objects", keep="keep_objects", unit="objects", interval=2048,
                  alloc="alloc_objects", inuse="inuse_objects", labels=True),
     # Node's heap profile is in use only; allocations instead (not both) on
     # Node 26+ with heap.allocations: the "alloc" run, with PN_NODE26
-    "node": dict(churn="churnArrays", keep="keepArrays", unit="bytes", interval=8192,
+    "node": dict(churn="churnArrays", keep="keepArrays", unit="bytes", interval=4096,
                  alloc=None, inuse="inuse_space", labels=False),
 }
 
@@ -374,14 +377,17 @@ def otlp_all_sent(out, kind):
 
 # Per runtime: the app's two functions, the unit its truth is in, the
 # sample types it compares (allocated, in use), and whether its samples
-# carry labels and spans.
+# carry labels and spans. Intervals below the default so that the kept
+# objects have thousands of samples: a standard error of 1 % or less
+# (Python's 64 KiB objects are sampled with a probability of 98 %), so the
+# 10 % bound holds every run.
 MEM_APPS = {
-    "python": dict(churn="alloc_churn", keep="alloc_keep", unit="bytes", interval=65536,
+    "python": dict(churn="alloc_churn", keep="alloc_keep", unit="bytes", interval=16384,
                    alloc="alloc_space", inuse="inuse_space", labels=True),
-    "ruby": dict(churn="churn_objects", keep="keep_objects", unit="objects", interval=8192,
+    "ruby": dict(churn="churn_objects", keep="keep_objects", unit="objects", interval=2048,
                  alloc="alloc_objects", inuse="inuse_objects", labels=True),
     # Node 20's heap profile is in-use only (allocations: Node 26, heap.allocations)
-    "node": dict(churn="churnArrays", keep="keepArrays", unit="bytes", interval=8192,
+    "node": dict(churn="churnArrays", keep="keepArrays", unit="bytes", interval=4096,
                  alloc=None, inuse="inuse_space", labels=False),
 }
 
@@ -450,11 +456,40 @@ def check_memory(p, rt, spec, out, got, kind):
           f"nothing in use), worker=b and its span {keep_fn} only (allocated and in use)")
 
 
+def check_periods(p, rt, spec, out):
+    """Held over periods, then freed: each period's in-use profile of
+    worker=b (one point of the series each) from the end of the keeping on
+    holds the kept objects, none after they were freed, while worker=c's
+    objects, kept after the free, are seen."""
+    inuse = mem_type(spec["inuse"], "otlp")
+    want = out[f"keep_{spec['unit']}"]
+
+    def points(label):
+        r = query(p.base, "SelectSeries", dict(p.rng(), profileTypeID=inuse, step=0.1,
+                                               labelSelector=p.sel(f',worker="{label}"')))
+        return sorted((int(pt["timestamp"]) / 1e3, int(pt["value"]))
+                      for s in r.get("series") or [] for pt in s.get("points") or [])
+
+    kept, freed = out["kept_at"], out["freed_at"]
+    held, late = wait_stable(lambda: (points("b"), points("c")),
+                             lambda r: any(t >= kept for t, _ in r[0]) and r[1])
+    full = [v for t, v in held if t >= kept]  # periods begun with all of them alive
+    print(f"  {rt} memory periods: {spec['inuse']} of worker=b per period {[v for _, v in held]}"
+          f" ({len(full)} begun once all were kept; truth {want}), then freed; worker=c's "
+          f"in {len(late)} periods after")
+    check(full and all(abs(v - want) <= 0.10 * want for v in full),
+          f"memory periods: {spec['inuse']} of worker=b per period", held, kept, want)
+    check(all(t < freed for t, _ in held), "memory periods: worker=b in use after it was freed",
+          held, freed)
+    check(late and all(t > kept for t, _ in late), "memory periods: worker=c in use", late)
+
+
 def run_memory(rt, st, base, pyro_env):
     """Memory profiling on, one period each (a long upload interval: the
     in-use snapshot is the one at shutdown, with the kept objects alive),
     the apps at once: pprof to Pyroscope and OTLP to the Collector; OTLP to
-    Pyroscope; and (Node 26, PN_NODE26) heap.allocations by pprof."""
+    Pyroscope; (Node 26, PN_NODE26) heap.allocations by pprof; (Python,
+    Ruby) periods of 1 s over which the kept objects are held, then freed."""
     spec = MEM_APPS[rt]
     proto = {"python": "grpc", "node": "http/json", "ruby": "http/protobuf"}[rt]
     port = st["otel_grpc"] if proto == "grpc" else st["otel_http"]
@@ -472,20 +507,28 @@ def run_memory(rt, st, base, pyro_env):
         runs["alloc"] = dict(mem_env, PYROSCOPE_SERVER_ADDRESS=base, PN_NODE=node26,
                              PYROSCOPE_HEAP_ALLOCATIONS="true")
         specs["alloc"] = dict(spec, alloc="alloc_space", inuse=None)
+    workloads = dict.fromkeys(runs, "memory")
+    if spec["labels"]:
+        # held over periods of 1 s, then freed: by OTLP, whose times are in ns
+        runs["periods"] = dict(mem_env, PYROSCOPE_UPLOAD_INTERVAL="1",
+                               OTEL_EXPORTER_OTLP_ENDPOINT=base)
+        workloads["periods"] = "memory-periods"
     apps = {kind: f"srv.{rt}.memory-{kind}.{RUN}" for kind in runs}
     since = os.path.getsize(st["otelcol_log"])
     t0 = time.time()
     with ThreadPoolExecutor(len(runs)) as pool:
-        futures = {kind: pool.submit(run_app, rt, apps[kind], env, workload="memory")
+        futures = {kind: pool.submit(run_app, rt, apps[kind], env, workload=workloads[kind])
                    for kind, env in runs.items()}
         outs = {kind: f.result() for kind, f in futures.items()}
     pyros = {kind: Pyro(base, apps[kind], t0) for kind in runs}
     keep = f"keep_{spec['unit']}"
-    got = wait_stable(lambda: {k: mem_totals(pyros[k], specs[k], k) for k in runs},
-                      lambda g: all(g[k][0] > 0.5 * outs[k][keep] for k in runs))
-    for kind in runs:
+    got = wait_stable(lambda: {k: mem_totals(pyros[k], specs[k], k) for k in specs},
+                      lambda g: all(g[k][0] > 0.5 * outs[k][keep] for k in specs))
+    for kind in specs:
         otlp_all_sent(outs[kind], f"memory {kind}")
         check_memory(pyros[kind], rt, specs[kind], outs[kind], got[kind], kind)
+    if "periods" in runs:
+        check_periods(pyros["periods"], rt, spec, outs["periods"])
     # The Collector: the sample types and the keeping function (in a frame
     # name: Ruby's and Node's carry more) in the string table.
     types = [t for t in MEM_UNITS if spec["alloc"] or t.startswith("inuse")]

@@ -10,7 +10,11 @@ Prints one JSON line: each burner's measured thread CPU (ns) and the span.
                           span, alive until shutdown (one period: the
                           in-use snapshot at shutdown holds them); the
                           truth in bytes (sys.getsizeof: the one allocation
-                          bytes(n) makes) and the spans."""
+                          bytes(n) makes) and the spans.
+    app.py memory-periods APP   the same, then the kept ones held for two
+                          more periods (from "kept_at", wall time), freed
+                          ("freed_at"), and two periods more with a few
+                          objects kept under worker=c."""
 import itertools
 import json
 import sys
@@ -79,13 +83,34 @@ def memory_workload(tracer, out):
                span_b=format(s2.get_span_context().span_id, "016x"))
 
 
+def wait_periods(n):
+    """Until the profiler has cut n more periods (their pace, not a sleep:
+    a loaded machine's run late), at most a minute."""
+    end, deadline = pyroscope.stats()["periods"] + n, time.time() + 60
+    while pyroscope.stats()["periods"] < end and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def hold_then_free(out):
+    out["kept_at"] = time.time()
+    wait_periods(2)
+    kept[:] = [None] * KEEP
+    out["freed_at"] = time.time()
+    with pyroscope.tag_wrapper({"worker": "c"}):  # in use after the free
+        out["late"] = [bytes(SIZE) for _ in range(64)]
+    wait_periods(2)
+    out["late"] = len(out["late"])
+
+
 pyroscope.configure(application_name=sys.argv[2])
 provider = TracerProvider()
 provider.add_span_processor(PyroscopeSpanProcessor())
 tracer = provider.get_tracer("servers")
 out = {}
-if sys.argv[1] == "memory":
+if sys.argv[1].startswith("memory"):
     memory_workload(tracer, out)
+    if sys.argv[1] == "memory-periods":
+        hold_then_free(out)
 else:
     cpu_workload(float(sys.argv[1]), tracer, out)
 pyroscope.shutdown()

@@ -13,6 +13,10 @@
 #                       shutdown (one period: its in-use snapshot holds them).
 #                       Truth in objects: the profile counts each as one
 #                       40 B heap slot, whatever it mallocs besides.
+#   app.rb memory-periods APP   the same, then the kept ones held for two more
+#                       periods (from kept_at, wall time), freed (freed_at),
+#                       and two periods more with other objects kept under
+#                       worker=c.
 require "json"
 require "securerandom"
 require "pyroscope"
@@ -75,7 +79,7 @@ def burn_b(seconds, out, processor)
   end
 end
 
-CHURN = 1_500_000
+CHURN = 1_000_000
 KEEP = 400_000
 
 def churn_objects(n) = n.times { Object.new }
@@ -89,11 +93,31 @@ def memory_workload(processor, out)
   out[:keep_objects] = KEEP
 end
 
+# Until the profiler has cut n more periods (their pace, not a sleep: a
+# loaded machine's run late), at most a minute.
+def wait_periods(n)
+  stop = Pyroscope.stats["periods"] + n
+  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 60
+  sleep 0.05 while Pyroscope.stats["periods"] < stop &&
+                   Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+end
+
+def hold_then_free(out)
+  out[:kept_at] = Time.now.to_f
+  wait_periods(2)
+  $kept = nil
+  GC.start
+  out[:freed_at] = Time.now.to_f
+  $late = Pyroscope.tag_wrapper({ "worker" => "c" }) { keep_objects(100_000) } # in use after the free
+  wait_periods(2)
+end
+
 Pyroscope.configure { |c| c.application_name = ARGV[1] }
 processor = Pyroscope::Otel::SpanProcessor.new
 out = {}
-if ARGV[0] == "memory"
+if ARGV[0].start_with?("memory")
   memory_workload(processor, out)
+  hold_then_free(out) if ARGV[0] == "memory-periods"
 else
   unit = Float(ARGV[0])
   ts = [Thread.new { burn_a(2 * unit, out) }, Thread.new { burn_b(unit, out, processor) }]
