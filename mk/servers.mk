@@ -7,6 +7,8 @@
 PN_SERVERS_DIR ?= $(abspath ../shared/servers)
 export PN_SERVERS_DIR
 SERVERS_PY = $(call python_for,$(lastword $(PY_VERSIONS)))
+# Node 26 (make runtimes) for the heap.allocations run; absent: not run.
+SERVERS_NODE26 = $(wildcard $(CURDIR)/$(NODE_COMPAT_DIR)/$(filter 26.%,$(NODE_COMPAT_VERSIONS))/bin/node)
 
 .PHONY: servers-start servers-stop test-servers servers-suite
 
@@ -27,6 +29,6 @@ servers-suite:
 		v=$(BUILD)/venv/$$($$py -c "import sys; print(sys.implementation.cache_tag + sys.abiflags)"); \
 	else $(call py_venv,$$py); fi; \
 	t=$$(date +%s); rc=0; \
-	PN_PYTHON=$$v/bin/python $(RUBY_GEM_ENV) PN_RUBY=$(RUBY) python3 -u tests/servers/run.py || rc=$$?; \
+	PN_PYTHON=$$v/bin/python $(RUBY_GEM_ENV) PN_RUBY=$(RUBY) PN_NODE26=$(SERVERS_NODE26) python3 -u tests/servers/run.py || rc=$$?; \
 	python3 tests/servers/servers.py stop; \
 	echo "tests/servers: $$(( $$(date +%s) - t )) s"; exit $$rc
