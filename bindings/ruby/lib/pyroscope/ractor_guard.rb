@@ -5,20 +5,40 @@
 # Before Ruby 3.3, starting a Ractor while a NEWOBJ hook is on crashes the
 # VM (Ruby bug #18464: the new Ractor's first objects fire the hook before
 # its control frame exists), whoever added the hook (ObjectSpace tracing,
-# memory_profiler, us). So there, Ractor.new first takes our hooks off: the
-# memory profile stops (logged once; CPU profiling goes on), the Ractor
-# starts. 3.3+ has the fix, and nothing is done.
+# memory_profiler, us), and whichever Ractor starts it. So there, Ractor.new
+# in the main Ractor first takes our hooks off: the memory profile stops
+# (logged once; CPU profiling goes on), the Ractor starts. The extension may
+# not be called from another Ractor (main_ractor.rb), so a profiler started
+# while other Ractors run, which may start more, starts without the memory
+# profile. 3.3+ has the fix, and nothing is done.
+require "pyroscope/main_ractor"
 require "pyroscope/native"
 
 module Pyroscope
   module RactorGuard
+    NEEDED = defined?(Ractor) && Gem::Version.new(RUBY_VERSION) < Gem::Version.new("3.3")
+
+    # Whether other Ractors run, on a Ruby whose object hooks crash them.
+    def self.others_run?
+      NEEDED && Ractor.count > 1
+    end
+
+    # The settings for configure's start (main Ractor): memory off while
+    # other Ractors run.
+    def self.start_settings(settings, env)
+      return settings unless others_run?
+      return settings unless Native.resolve(settings, env)["memory"] == "true"
+
+      Pyroscope.log(30, "memory profile off: other Ractors run, and on Ruby before 3.3 the VM's " \
+                        "object hooks crash a starting Ractor (Ruby bug #18464); CPU profiling goes on")
+      settings.merge("memory" => false)
+    end
+
     def new(*args, **kwargs, &block)
-      Pyroscope::Native._memory_off_for_ractor
+      Pyroscope::Native._memory_off_for_ractor if MainRactor.current?
       super
     end
   end
 end
 
-if defined?(Ractor) && Gem::Version.new(RUBY_VERSION) < Gem::Version.new("3.3")
-  Ractor.singleton_class.prepend(Pyroscope::RactorGuard)
-end
+Ractor.singleton_class.prepend(Pyroscope::RactorGuard) if Pyroscope::RactorGuard::NEEDED
