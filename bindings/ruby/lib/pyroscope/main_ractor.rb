@@ -18,6 +18,7 @@ module Pyroscope
         Ractor.main?
       end
     else
+      # Not cached: a fork's child has the forking Ractor as its main one.
       def self.current?
         Ractor.current == Ractor.main
       end

@@ -23,11 +23,10 @@ module Pyroscope
       NEEDED && Ractor.count > 1
     end
 
-    # The settings for configure's start (main Ractor): memory off while
-    # other Ractors run.
-    def self.start_settings(settings, env)
-      return settings unless others_run?
-      return settings unless Native.resolve(settings, env)["memory"] == "true"
+    # The settings for configure's start (main Ractor; resolved: what they
+    # resolve to): memory off while other Ractors run.
+    def self.start_settings(settings, resolved)
+      return settings unless resolved["memory"] == "true" && others_run?
 
       Pyroscope.log(30, "memory profile off: other Ractors run, and on Ruby before 3.3 the VM's " \
                         "object hooks crash a starting Ractor (Ruby bug #18464); CPU profiling goes on")
