@@ -63,7 +63,7 @@ module Pyroscope
       CONTROL.synchronize do
         Native.stop if Native.running?
         Sender.ensure_running if Sender.uploads?(resolved) # only without libcurl
-        Native.start(RactorGuard.start_settings(settings, resolved), env)
+        RactorGuard.start(settings, resolved, env)
         Report.begin_run(resolved) # with output_dir: the page at stop covers this run
         @config = config
       end

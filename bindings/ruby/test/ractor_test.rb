@@ -31,8 +31,9 @@ class RactorTest < Minitest::Test
     assert_equal IN_RACTORS_OUT, out.split
   end
 
-  # The same with the profiler running, and in the main Ractor a Fiber still
-  # takes its creator's labels.
+  # The same with the profiler running; in the main Ractor a Fiber still
+  # takes its creator's labels, and Ractor.new works in a trap handler (where
+  # a Mutex cannot be locked).
   def test_core_methods_inside_ractors_while_profiling
     Dir.mktmpdir do |dir|
       code = <<~RUBY
@@ -41,6 +42,10 @@ class RactorTest < Minitest::Test
         Pyroscope.tag_wrapper("k" => "main") do
           puts Fiber.new { Pyroscope::Native.labels_current.to_a.inspect }.resume
         end
+        trap("USR1") { $r = Ractor.new { 6 } }
+        Process.kill(:USR1, $$)
+        sleep 0.01 until $r
+        puts $r.take
         puts "RUNNING \#{Pyroscope.running?}"
         Pyroscope.stop
       RUBY
@@ -49,7 +54,7 @@ class RactorTest < Minitest::Test
       lines = out.lines.map(&:strip)
       assert_equal IN_RACTORS_OUT, lines.first(5)
       assert_includes lines[5], %w[k main].inspect, out
-      assert_equal "RUNNING true", lines[6]
+      assert_equal ["6", "RUNNING true"], lines[6, 2]
     end
   end
 

@@ -42,12 +42,7 @@ module Pyroscope
         super
       ensure
         # Only reached when exec failed (it raised).
-        if was_running
-          Pyroscope::Native._restart
-          # Ractors may have started since (Ruby < 3.3: ractor_guard.rb);
-          # the object hooks are on for the microseconds in between.
-          Pyroscope::Native._memory_off_for_ractor if RactorGuard.others_run?
-        end
+        RactorGuard.restart if was_running
       end
     end
   end

@@ -17,25 +17,61 @@ require "pyroscope/native"
 module Pyroscope
   module RactorGuard
     NEEDED = defined?(Ractor) && Gem::Version.new(RUBY_VERSION) < Gem::Version.new("3.3")
+    # Held (main Ractor) across a start and its check of other Ractors, and
+    # by Ractor.new: no Ractor starts between the two.
+    LOCK = Mutex.new
 
     # Whether other Ractors run, on a Ruby whose object hooks crash them.
     def self.others_run?
       NEEDED && Ractor.count > 1
     end
 
-    # The settings for configure's start (main Ractor; resolved: what they
-    # resolve to): memory off while other Ractors run.
-    def self.start_settings(settings, resolved)
-      return settings unless resolved["memory"] == "true" && others_run?
+    # Runs the block holding LOCK, or without it where it cannot be taken
+    # (in a trap handler, or held by this thread): never raises of its own.
+    def self.exclusive
+      held = begin
+        LOCK.lock
+      rescue ThreadError
+        nil
+      end
+      begin
+        yield
+      ensure
+        LOCK.unlock if held
+      end
+    end
 
-      Pyroscope.log(30, "memory profile off: other Ractors run, and on Ruby before 3.3 the VM's " \
-                        "object hooks crash a starting Ractor (Ruby bug #18464); CPU profiling goes on")
-      settings.merge("memory" => false)
+    # configure's start (main Ractor; resolved: what the settings resolve
+    # to): without the memory profile while other Ractors run.
+    def self.start(settings, resolved, env)
+      exclusive do
+        if resolved["memory"] == "true" && others_run?
+          Pyroscope.log(30, "memory profile off: other Ractors run, and on Ruby before 3.3 the " \
+                            "VM's object hooks crash a starting Ractor (Ruby bug #18464); CPU " \
+                            "profiling goes on")
+          settings = settings.merge("memory" => false)
+        end
+        Native.start(settings, env)
+      end
+    end
+
+    # fork.rb, after a failed exec (main Ractor): the last start again, the
+    # object hooks taken off if Ractors have started since (on for the
+    # microseconds in between: another Ractor starting one then would crash).
+    def self.restart
+      exclusive do
+        Native._restart
+        Native._memory_off_for_ractor if others_run?
+      end
     end
 
     def new(*args, **kwargs, &block)
-      Pyroscope::Native._memory_off_for_ractor if MainRactor.current?
-      super
+      return super unless MainRactor.current?
+
+      RactorGuard.exclusive do
+        Pyroscope::Native._memory_off_for_ractor
+        super
+      end
     end
   end
 end
