@@ -10,12 +10,9 @@ module Pyroscope
   # (main_ractor.rb); methods made with def, not define_method, whose
   # closure another Ractor may not call.
   module FiberInherit
-    # Runs the block with the calling Fiber's labels lent to a Fiber without
-    # labels of its own that is switched to meanwhile (fiber_labels.c).
-    def self.lending
-      token = Native.labels_token
-      return yield if token.nil?
-
+    # Runs the block with the calling Fiber's labels (token) lent to a Fiber
+    # without labels of its own that is switched to meanwhile (fiber_labels.c).
+    def self.lending(token)
       before = Native.labels_pending(token)
       begin
         yield
@@ -43,7 +40,8 @@ module Pyroscope
       %i[next peek next_values peek_values].each do |name|
         module_eval(<<~RUBY, __FILE__, __LINE__ + 1)
           def #{name}
-            MainRactor.current? ? FiberInherit.lending { super } : super
+            token = Native.labels_token if MainRactor.current?
+            token ? FiberInherit.lending(token) { super } : super
           end
         RUBY
       end

@@ -18,9 +18,10 @@ module Pyroscope
         Ractor.main?
       end
     else
-      # Not cached: a fork's child has the forking Ractor as its main one.
+      # One Ractor: the main one (the cheap test first). Not cached: a
+      # fork's child has the forking Ractor as its main one.
       def self.current?
-        Ractor.current == Ractor.main
+        Ractor.count == 1 || Ractor.current == Ractor.main
       end
     end
   end
