@@ -15,6 +15,7 @@
 
 require "pyroscope/version"
 require "pyroscope/native"
+require "pyroscope/main_ractor"
 require "pyroscope/config"
 require "pyroscope/log_relay"
 require "pyroscope/fork"
@@ -61,7 +62,7 @@ module Pyroscope
       CONTROL.synchronize do
         Native.stop if Native.running?
         Sender.ensure_running if Sender.uploads?(resolved) # only without libcurl
-        Native.start(settings, env)
+        RactorGuard.start(settings, resolved, env)
         Report.begin_run(resolved) # with output_dir: the page at stop covers this run
         @config = config
       end
@@ -117,8 +118,10 @@ module Pyroscope
     # refuse is made valid (or dropped), counted in stats ("labels_coerced",
     # "labels_dropped") and logged, one warning a minute: tags never fail the
     # block. With strict_labels set they raise ConfigError naming the tag.
+    # In a Ractor other than the main one (not sampled) it only yields.
     def tag_wrapper(tags)
       raise ArgumentError, "Pyroscope.tag_wrapper needs a block" unless block_given?
+      return yield unless MainRactor.current?
 
       token = Native.labels_push(label_pairs(tags, "tag_wrapper"))
       begin

@@ -12,13 +12,20 @@
 # ("Profiling timer expired"), so exec first stops the profiler (its final
 # flush: this process ends here) and discards pending signals; if exec
 # fails, the profiler starts again with the same settings.
+#
+# Main Ractor only (main_ractor.rb). An exec from another Ractor leaves the
+# profiler be (its last period is not sent): our SIGPROFs go to the main
+# Ractor's threads only, whose pending signals die with them in exec. A
+# fork's child is always the main Ractor (Ruby makes the forking one main).
+require "pyroscope/main_ractor"
 require "pyroscope/native"
+require "pyroscope/ractor_guard"
 
 module Pyroscope
   module ForkHook
     def _fork
       pid = super
-      if pid.zero?
+      if pid.zero? && MainRactor.current?
         Pyroscope::Native._after_fork_child
         Pyroscope::Sender.after_fork_child if defined?(Pyroscope::Sender)
       end
@@ -28,12 +35,14 @@ module Pyroscope
 
   module ExecGuard
     ruby2_keywords def exec(*args)
+      return super unless MainRactor.current?
+
       was_running = Pyroscope::Native._before_exec
       begin
         super
       ensure
         # Only reached when exec failed (it raised).
-        Pyroscope::Native._restart if was_running
+        RactorGuard.restart if was_running
       end
     end
   end
