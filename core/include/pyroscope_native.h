@@ -448,6 +448,7 @@ typedef struct {
     uint64_t freed;             /* sampled allocations seen freed */
     uint64_t live;              /* slots in use now */
     uint64_t symbols_full;      /* frames that fell to [unknown]: its table is full */
+    uint64_t free_probes;       /* frees the filter let through to the address table */
 } pn_mem_stats;
 void pn_mem_get_stats(pn_driver *d, pn_mem_stats *out);
 

@@ -416,6 +416,7 @@ static PyObject *m_stats_locked(PyObject *self, PyObject *unused)
         {"memory_table_full", ms.table_full},
         {"memory_freed", ms.freed},
         {"memory_live", ms.live},
+        {"memory_free_probes", ms.free_probes},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (put_num(d, rows[i].k, (double)rows[i].v, 0) != 0)

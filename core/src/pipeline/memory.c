@@ -18,7 +18,11 @@
  * only; it tells the consumer with a bit in `pending` (one per record).
  * Frees of objects never sampled (nearly all) stop at a bit filter that
  * fits in the cache: two of them, so the consumer can rebuild one from the
- * live keys while hooks read the other (claims set their bit in both).
+ * live keys while hooks read the other (claims set their bit in both). A
+ * bit stays set after its object is freed, so the consumer rebuilds on
+ * every pass that follows a claim or a free: stale bits, each a probe of
+ * the key table (a cache miss) for every free near a freed sample, would
+ * otherwise pile up for a whole period.
  *
  * The consumer (this driver's thread, 10 passes a second, and the flusher
  * just before each cut) holds `mu`, which no application thread takes. */
@@ -84,8 +88,9 @@ struct pn_mem {
     uint32_t npending;          /* words */
     _Atomic uint64_t *filters[2];
     _Atomic int cur;            /* the filter frees read */
+    uint64_t filtered_at;       /* consumer: sampled + freed at the last rebuild */
     _Atomic uint32_t used;      /* slots claimed and not given back */
-    _Atomic uint64_t sampled, full, freed, symbols_full;
+    _Atomic uint64_t sampled, full, freed, symbols_full, probes;
     _Atomic int64_t lost_objects, lost_bytes; /* full table: weight for [overflow] */
 
     /* Consumer-owned (under mu). */
@@ -305,12 +310,13 @@ void pn_mem_alloc_abandon(pn_mem_slot *s)
 void pn_mem_free(pn_driver *d, const void *ptr)
 {
     pn_mem *m = d ? d->mem : NULL;
-    if (!m || !ptr || atomic_load_explicit(&m->used, memory_order_relaxed) == 0)
+    if (!m || !ptr)
         return;
     uint32_t b = filter_bit((uintptr_t)ptr);
     _Atomic uint64_t *f = m->filters[atomic_load_explicit(&m->cur, memory_order_relaxed)];
     if (!(atomic_load_explicit(&f[b >> 6], memory_order_relaxed) & (1ull << (b & 63))))
         return;
+    atomic_fetch_add_explicit(&m->probes, 1, memory_order_relaxed);
     uint64_t h = hash_ptr((uintptr_t)ptr);
     for (uint32_t k = 0; k < MAX_PROBE; k++) {
         uint32_t i = (uint32_t)(h + k) & m->mask;
@@ -341,6 +347,7 @@ void pn_mem_get_stats(pn_driver *d, pn_mem_stats *out)
     out->freed = atomic_load(&m->freed);
     out->live = atomic_load(&m->used);
     out->symbols_full = atomic_load(&m->symbols_full);
+    out->free_probes = atomic_load(&m->probes);
 }
 
 /* ------------------------------------------------------------ consumer */
@@ -478,6 +485,25 @@ static void drain(pn_mem *m, pn_period *p)
     pn_grace_hold(m->labels_reader, gen);
 }
 
+/* The filter frees do not read now, rebuilt from the live keys, then
+ * switched to (a scan of the key table: ~0.1 ms for 64k records). */
+static void rebuild_filter(pn_mem *m)
+{
+    int next = !atomic_load(&m->cur);
+    _Atomic uint64_t *f = m->filters[next];
+    for (uint32_t w = 0; w < FILTER_BITS / 64; w++)
+        atomic_store_explicit(&f[w], 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    for (uint32_t i = 0; i < m->nslots; i++) {
+        uintptr_t key = atomic_load(&m->keys[i]);
+        if (key > TOMB) {
+            uint32_t b = filter_bit(key);
+            atomic_fetch_or(&f[b >> 6], 1ull << (b & 63));
+        }
+    }
+    atomic_store(&m->cur, next);
+}
+
 static void pass(pn_mem *m, int snapshot)
 {
     pthread_mutex_lock(&m->mu);
@@ -496,19 +522,11 @@ static void pass(pn_mem *m, int snapshot)
             record_values(m, p, (const pn_frame_id *)(m->bufs + (size_t)i * m->cap), r->len,
                           r->owned, r->tid, v);
         }
-        /* Rebuild the filter frees do not read now, then switch to it. */
-        int next = !atomic_load(&m->cur);
-        _Atomic uint64_t *f = m->filters[next];
-        for (uint32_t w = 0; w < FILTER_BITS / 64; w++)
-            atomic_store(&f[w], 0);
-        for (uint32_t i = 0; i < m->nslots; i++) {
-            uintptr_t key = atomic_load(&m->keys[i]);
-            if (key > TOMB) {
-                uint32_t b = filter_bit(key);
-                atomic_fetch_or(&f[b >> 6], 1ull << (b & 63));
-            }
-        }
-        atomic_store(&m->cur, next);
+    }
+    uint64_t changes = atomic_load(&m->sampled) + atomic_load(&m->freed);
+    if (changes != m->filtered_at) {
+        m->filtered_at = changes;
+        rebuild_filter(m);
     }
     pn_store_write_end(st);
     pthread_mutex_unlock(&m->mu);
