@@ -441,6 +441,30 @@ void pn_mem_alloc_commit(pn_mem_slot *s, size_t used, const pn_labelset *base,
 void pn_mem_alloc_abandon(pn_mem_slot *s);
 /* ptr is being freed (any pointer: a cheap filter passes most by). */
 void pn_mem_free(pn_driver *d, const void *ptr);
+/* A fresh gap in bytes (>= 1, exponentially distributed with mean
+ * memory_interval) to the next sampled allocation, for a binding that keeps
+ * its own countdown (Python: one under the GIL); INT64_MAX when d is NULL. */
+int64_t pn_mem_next_gap(pn_driver *d);
+
+/* The filter a free is tested against first, inline in a binding's hook:
+ * 0 when ptr was never sampled (nearly every free), so pn_mem_free has
+ * nothing to do. A bit stands for 2^PN_MEM_FILTER_SHIFT bytes of address
+ * space (consecutive frees read the same word), modulo PN_MEM_FILTER_BITS
+ * bits. `bits` is switched by the driver's thread: read it with
+ * pn_mem_filter_hit. pn_mem_free_filter(d) stays valid until d stops;
+ * with d NULL it is an empty filter that is always valid. */
+#define PN_MEM_FILTER_SHIFT 8
+#define PN_MEM_FILTER_BITS (1u << 19)
+typedef struct {
+    const uint64_t *bits;
+} pn_mem_filter;
+const pn_mem_filter *pn_mem_free_filter(pn_driver *d);
+static inline int pn_mem_filter_hit(const pn_mem_filter *f, const void *ptr)
+{
+    const uint64_t *w = __atomic_load_n(&f->bits, __ATOMIC_RELAXED);
+    uintptr_t b = ((uintptr_t)ptr >> PN_MEM_FILTER_SHIFT) & (PN_MEM_FILTER_BITS - 1);
+    return (int)((__atomic_load_n(&w[b >> 6], __ATOMIC_RELAXED) >> (b & 63)) & 1);
+}
 
 typedef struct {
     uint64_t sampled;           /* allocations sampled */

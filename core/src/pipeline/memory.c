@@ -40,12 +40,12 @@
 #define TOMB ((uintptr_t)1)
 /* Frees probe only past the filter. */
 #define MAX_PROBE 64
-#define FILTER_BITS (1u << 19) /* 64 KiB each */
+#define FILTER_BITS PN_MEM_FILTER_BITS /* 64 KiB each */
 /* A filter bit stands for 256 bytes of address space, not a hash of the
  * pointer: consecutive frees (an allocator's pool, a list of objects)
  * read the same or the next word, which stays in cache. A hashed bit cost
  * a cache miss on nearly every free: 13 % of an allocation-heavy loop. */
-#define FILTER_SHIFT 8
+#define FILTER_SHIFT PN_MEM_FILTER_SHIFT
 #define PASS_NS 100000000LL    /* consumer passes: 10 a second */
 #define PERSIST_FRAMES 65536u
 #define PERSIST_BYTES (4u << 20)
@@ -87,7 +87,8 @@ struct pn_mem {
     _Atomic uint64_t *pending;  /* a bit per record */
     uint32_t npending;          /* words */
     _Atomic uint64_t *filters[2];
-    _Atomic int cur;            /* the filter frees read */
+    pn_mem_filter filter;       /* bits: filters[cur], the one frees read */
+    int cur;                    /* consumer */
     uint64_t filtered_at;       /* consumer: sampled + freed at the last rebuild */
     _Atomic uint32_t used;      /* slots claimed and not given back */
     _Atomic uint64_t sampled, full, freed, symbols_full, probes;
@@ -159,6 +160,22 @@ __attribute__((noinline)) static int gap_ended(pn_mem *m, size_t size, int first
      * 1 - exp(-s / interval). */
     tl_left = next_gap(m->interval);
     return 1;
+}
+
+int64_t pn_mem_next_gap(pn_driver *d)
+{
+    pn_mem *m = d ? d->mem : NULL;
+    return m ? next_gap(m->interval) : INT64_MAX;
+}
+
+/* Read by hooks while no driver runs: every bit 0 (.bss, not in the file). */
+static uint64_t no_bits[FILTER_BITS / 64];
+static const pn_mem_filter no_filter = {no_bits};
+
+const pn_mem_filter *pn_mem_free_filter(pn_driver *d)
+{
+    pn_mem *m = d ? d->mem : NULL;
+    return m ? &m->filter : &no_filter;
 }
 
 int pn_mem_sampled(pn_driver *d, size_t size)
@@ -310,11 +327,7 @@ void pn_mem_alloc_abandon(pn_mem_slot *s)
 void pn_mem_free(pn_driver *d, const void *ptr)
 {
     pn_mem *m = d ? d->mem : NULL;
-    if (!m || !ptr)
-        return;
-    uint32_t b = filter_bit((uintptr_t)ptr);
-    _Atomic uint64_t *f = m->filters[atomic_load_explicit(&m->cur, memory_order_relaxed)];
-    if (!(atomic_load_explicit(&f[b >> 6], memory_order_relaxed) & (1ull << (b & 63))))
+    if (!m || !ptr || !pn_mem_filter_hit(&m->filter, ptr))
         return;
     atomic_fetch_add_explicit(&m->probes, 1, memory_order_relaxed);
     uint64_t h = hash_ptr((uintptr_t)ptr);
@@ -489,7 +502,7 @@ static void drain(pn_mem *m, pn_period *p)
  * switched to (a scan of the key table: ~0.1 ms for 64k records). */
 static void rebuild_filter(pn_mem *m)
 {
-    int next = !atomic_load(&m->cur);
+    int next = !m->cur;
     _Atomic uint64_t *f = m->filters[next];
     for (uint32_t w = 0; w < FILTER_BITS / 64; w++)
         atomic_store_explicit(&f[w], 0, memory_order_relaxed);
@@ -501,7 +514,8 @@ static void rebuild_filter(pn_mem *m)
             atomic_fetch_or(&f[b >> 6], 1ull << (b & 63));
         }
     }
-    atomic_store(&m->cur, next);
+    m->cur = next;
+    __atomic_store_n(&m->filter.bits, (const uint64_t *)f, __ATOMIC_SEQ_CST);
 }
 
 static void pass(pn_mem *m, int snapshot)
@@ -634,6 +648,7 @@ pn_mem *pn_mem_new(pn_driver *d, const pn_driver_opts *o, const pn_config *c, pn
     m->pending = pn_pages_new((size_t)m->npending * 8);
     m->filters[0] = pn_pages_new(FILTER_BITS / 8);
     m->filters[1] = pn_pages_new(FILTER_BITS / 8);
+    m->filter.bits = (const uint64_t *)m->filters[0];
     m->persist = pn_symbols_new(PERSIST_BYTES, PERSIST_FRAMES);
     m->map = calloc(PERSIST_FRAMES, sizeof *m->map);
     m->scratch = calloc(2 * (size_t)m->max_depth + 2, sizeof *m->scratch);
