@@ -60,6 +60,7 @@ typedef struct {
     struct pn_mem *m;
     /* Written by the hook before READY. */
     uint32_t len;               /* raw stack bytes; LIVE: frames in persist */
+    uint32_t slot;              /* its address's key slot (before `claimed`) */
     int64_t objects, bytes;     /* what the sample stands for */
     uint64_t tid;
     int64_t time_ns;
@@ -85,6 +86,7 @@ struct pn_mem {
     _Atomic uint32_t *free_next; /* max_live: the free stack's links */
     _Atomic uint64_t free_head; /* (tag << 32) | (record + 1); 0 low: empty */
     _Atomic uint64_t *pending;  /* a bit per record */
+    _Atomic uint64_t *claimed;  /* a bit per record: claimed, not given back */
     uint32_t npending;          /* words */
     _Atomic uint64_t *filters[2];
     pn_mem_filter filter;       /* bits: filters[cur], the one frees read */
@@ -279,6 +281,10 @@ pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void
                 r->len = 0;
                 r->base = r->context = NULL;
                 r->m = m;
+                /* Before the filter bits: a rebuild that misses this bit
+                 * cleared its filter before they are set (see rebuild_filter). */
+                r->slot = i;
+                atomic_fetch_or(&m->claimed[ri >> 6], 1ull << (ri & 63));
                 uint32_t b = filter_bit((uintptr_t)ptr);
                 atomic_fetch_or(&m->filters[0][b >> 6], 1ull << (b & 63));
                 atomic_fetch_or(&m->filters[1][b >> 6], 1ull << (b & 63));
@@ -458,6 +464,7 @@ static void give_back(pn_mem *m, uint32_t i)
     pn_labelset_unref(r->owned);
     r->owned = NULL;
     atomic_store(&r->state, REC_EMPTY);
+    atomic_fetch_and(&m->claimed[i >> 6], ~(1ull << (i & 63)));
     atomic_fetch_sub(&m->used, 1);
     push_record(m, i);
 }
@@ -498,8 +505,9 @@ static void drain(pn_mem *m, pn_period *p)
     pn_grace_hold(m->labels_reader, gen);
 }
 
-/* The filter frees do not read now, rebuilt from the live keys, then
- * switched to (a scan of the key table: ~0.1 ms for 64k records). */
+/* The filter frees do not read now, rebuilt from the claimed records'
+ * keys, then switched to. A claim this misses (its `claimed` bit set after
+ * the scan read it) sets its filter bits after the clear, so they stay. */
 static void rebuild_filter(pn_mem *m)
 {
     int next = !m->cur;
@@ -507,11 +515,18 @@ static void rebuild_filter(pn_mem *m)
     for (uint32_t w = 0; w < FILTER_BITS / 64; w++)
         atomic_store_explicit(&f[w], 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
-    for (uint32_t i = 0; i < m->nslots; i++) {
-        uintptr_t key = atomic_load(&m->keys[i]);
-        if (key > TOMB) {
-            uint32_t b = filter_bit(key);
-            atomic_fetch_or(&f[b >> 6], 1ull << (b & 63));
+    for (uint32_t w = 0; w < m->npending; w++) {
+        uint64_t bits = atomic_load(&m->claimed[w]);
+        while (bits) {
+            uint32_t ri = w * 64 + (uint32_t)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            /* A freed key is TOMB; a slot taken again since holds another
+             * live key: its bit is set either way. */
+            uintptr_t key = atomic_load(&m->keys[m->recs[ri].slot]);
+            if (key > TOMB) {
+                uint32_t b = filter_bit(key);
+                atomic_fetch_or(&f[b >> 6], 1ull << (b & 63));
+            }
         }
     }
     m->cur = next;
@@ -605,6 +620,7 @@ void pn_mem_free_all(pn_mem *m)
     pn_pages_free(m->bufs, (size_t)m->max_live * m->cap);
     free((void *)m->free_next);
     pn_pages_free((void *)m->pending, (size_t)m->npending * 8);
+    pn_pages_free((void *)m->claimed, (size_t)m->npending * 8);
     for (int i = 0; i < 2; i++)
         pn_pages_free((void *)m->filters[i], FILTER_BITS / 8);
     pn_symbols_free(m->persist);
@@ -646,13 +662,15 @@ pn_mem *pn_mem_new(pn_driver *d, const pn_driver_opts *o, const pn_config *c, pn
     m->bufs = pn_pages_new((size_t)m->max_live * m->cap);
     m->free_next = calloc(m->max_live, sizeof *m->free_next);
     m->pending = pn_pages_new((size_t)m->npending * 8);
+    m->claimed = pn_pages_new((size_t)m->npending * 8);
     m->filters[0] = pn_pages_new(FILTER_BITS / 8);
     m->filters[1] = pn_pages_new(FILTER_BITS / 8);
     m->filter.bits = (const uint64_t *)m->filters[0];
     m->persist = pn_symbols_new(PERSIST_BYTES, PERSIST_FRAMES);
     m->map = calloc(PERSIST_FRAMES, sizeof *m->map);
     m->scratch = calloc(2 * (size_t)m->max_depth + 2, sizeof *m->scratch);
-    if (!m->keys || !m->key_rec || !m->free_next || !m->recs || !m->bufs || !m->pending || !m->filters[0] || !m->filters[1] ||
+    if (!m->keys || !m->key_rec || !m->free_next || !m->recs || !m->bufs || !m->pending ||
+        !m->claimed || !m->filters[0] || !m->filters[1] ||
         !m->persist || !m->map || !m->scratch) {
         pn_mem_free_all(m);
         return pn_fail(e, PN_ENOMEM, "memory driver: out of memory for %u slots", m->nslots),
@@ -692,6 +710,7 @@ static void forget_all(pn_mem *m)
     memset((void *)m->key_rec, 0, (size_t)m->nslots * sizeof *m->key_rec);
     memset((void *)m->recs, 0, (size_t)m->max_live * sizeof *m->recs);
     memset((void *)m->pending, 0, (size_t)m->npending * 8);
+    memset((void *)m->claimed, 0, (size_t)m->npending * 8);
     memset((void *)m->filters[0], 0, FILTER_BITS / 8);
     memset((void *)m->filters[1], 0, FILTER_BITS / 8);
     atomic_store(&m->used, 0);
