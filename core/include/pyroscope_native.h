@@ -447,23 +447,18 @@ void pn_mem_free(pn_driver *d, const void *ptr);
 int64_t pn_mem_next_gap(pn_driver *d);
 
 /* The filter a free is tested against first, inline in a binding's hook:
- * 0 when ptr was never sampled (nearly every free), so pn_mem_free has
- * nothing to do. A bit stands for 2^PN_MEM_FILTER_SHIFT bytes of address
- * space (consecutive frees read the same word), modulo PN_MEM_FILTER_BITS
- * bits. `bits` is switched by the driver's thread: read it with
- * pn_mem_filter_hit. pn_mem_free_filter(d) stays valid until d stops;
- * with d NULL it is an empty filter that is always valid. */
+ * a count per 2^PN_MEM_FILTER_SHIFT bytes of address space (modulo
+ * PN_MEM_FILTER_SIZE counts) of the sampled objects alive there, so 0 for
+ * nearly every free: pn_mem_free has nothing to do. Consecutive frees read
+ * the same cache line. pn_mem_free_filter(d) stays valid until d stops;
+ * with d NULL it is all zero and always valid. */
 #define PN_MEM_FILTER_SHIFT 8
-#define PN_MEM_FILTER_BITS (1u << 19)
-typedef struct {
-    const uint64_t *bits;
-} pn_mem_filter;
-const pn_mem_filter *pn_mem_free_filter(pn_driver *d);
-static inline int pn_mem_filter_hit(const pn_mem_filter *f, const void *ptr)
+#define PN_MEM_FILTER_SIZE (1u << 19)
+const uint8_t *pn_mem_free_filter(pn_driver *d);
+static inline int pn_mem_filter_hit(const uint8_t *f, const void *ptr)
 {
-    const uint64_t *w = __atomic_load_n(&f->bits, __ATOMIC_RELAXED);
-    uintptr_t b = ((uintptr_t)ptr >> PN_MEM_FILTER_SHIFT) & (PN_MEM_FILTER_BITS - 1);
-    return (int)((__atomic_load_n(&w[b >> 6], __ATOMIC_RELAXED) >> (b & 63)) & 1);
+    uintptr_t g = ((uintptr_t)ptr >> PN_MEM_FILTER_SHIFT) & (PN_MEM_FILTER_SIZE - 1);
+    return __atomic_load_n(&f[g], __ATOMIC_RELAXED) != 0;
 }
 
 typedef struct {

@@ -31,7 +31,7 @@ static py_walker *mem_walker;
  * most a decrement. INT64_MAX while stopped. */
 static _Atomic int64_t left = INT64_MAX;
 /* The core's filter of sampled addresses (an empty one while stopped). */
-static const pn_mem_filter *free_filter;
+static const uint8_t *free_filter;
 
 /* Both domains' previous allocators, as each hook's ctx. */
 static PyMemAllocatorEx prev_obj, prev_mem;

@@ -16,13 +16,13 @@
  * its stack and labels its own) -> EMPTY (the consumer, once the free hook
  * marked it freed, pushes it back). The hook's side is atomic operations
  * only; it tells the consumer with a bit in `pending` (one per record).
- * Frees of objects never sampled (nearly all) stop at a bit filter that
- * fits in the cache: two of them, so the consumer can rebuild one from the
- * live keys while hooks read the other (claims set their bit in both). A
- * bit stays set after its object is freed, so the consumer rebuilds on
- * every pass that follows a claim or a free: stale bits, each a probe of
- * the key table (a cache miss) for every free near a freed sample, would
- * otherwise pile up for a whole period.
+ * Frees of objects never sampled (nearly all) stop at a filter: a count
+ * of the sampled objects alive per 256 bytes of address space, raised by
+ * a claim and lowered by the free that finds its key, so it is 0 again as
+ * soon as a sampled object is freed. (A bit filter rebuilt by the consumer
+ * ten times a second left a freed sample's bit set until then: in a JSON
+ * loop, which reuses the same few kilobytes, 43 % of frees probed the key
+ * table.) A count that reaches 255 sticks there: only too many probes.
  *
  * The consumer (this driver's thread, 10 passes a second, and the flusher
  * just before each cut) holds `mu`, which no application thread takes. */
@@ -40,11 +40,11 @@
 #define TOMB ((uintptr_t)1)
 /* Frees probe only past the filter. */
 #define MAX_PROBE 64
-#define FILTER_BITS PN_MEM_FILTER_BITS /* 64 KiB each */
-/* A filter bit stands for 256 bytes of address space, not a hash of the
- * pointer: consecutive frees (an allocator's pool, a list of objects)
- * read the same or the next word, which stays in cache. A hashed bit cost
+/* A filter count stands for 256 bytes of address space, not a hash of
+ * the pointer: consecutive frees (an allocator's pool, a list of objects)
+ * read the same or the next byte, which stays in cache. A hashed bit cost
  * a cache miss on nearly every free: 13 % of an allocation-heavy loop. */
+#define FILTER_SIZE PN_MEM_FILTER_SIZE /* bytes */
 #define FILTER_SHIFT PN_MEM_FILTER_SHIFT
 #define PASS_NS 100000000LL    /* consumer passes: 10 a second */
 #define PERSIST_FRAMES 65536u
@@ -60,7 +60,6 @@ typedef struct {
     struct pn_mem *m;
     /* Written by the hook before READY. */
     uint32_t len;               /* raw stack bytes; LIVE: frames in persist */
-    uint32_t slot;              /* its address's key slot (before `claimed`) */
     int64_t objects, bytes;     /* what the sample stands for */
     uint64_t tid;
     int64_t time_ns;
@@ -86,12 +85,8 @@ struct pn_mem {
     _Atomic uint32_t *free_next; /* max_live: the free stack's links */
     _Atomic uint64_t free_head; /* (tag << 32) | (record + 1); 0 low: empty */
     _Atomic uint64_t *pending;  /* a bit per record */
-    _Atomic uint64_t *claimed;  /* a bit per record: claimed, not given back */
     uint32_t npending;          /* words */
-    _Atomic uint64_t *filters[2];
-    pn_mem_filter filter;       /* bits: filters[cur], the one frees read */
-    int cur;                    /* consumer */
-    uint64_t filtered_at;       /* consumer: sampled + freed at the last rebuild */
+    _Atomic uint8_t *filter;    /* FILTER_SIZE counts */
     _Atomic uint32_t used;      /* slots claimed and not given back */
     _Atomic uint64_t sampled, full, freed, symbols_full, probes;
     _Atomic int64_t lost_objects, lost_bytes; /* full table: weight for [overflow] */
@@ -170,14 +165,13 @@ int64_t pn_mem_next_gap(pn_driver *d)
     return m ? next_gap(m->interval) : INT64_MAX;
 }
 
-/* Read by hooks while no driver runs: every bit 0 (.bss, not in the file). */
-static uint64_t no_bits[FILTER_BITS / 64];
-static const pn_mem_filter no_filter = {no_bits};
+/* Read by hooks while no driver runs: all 0 (.bss, not in the file). */
+static uint8_t no_filter[FILTER_SIZE];
 
-const pn_mem_filter *pn_mem_free_filter(pn_driver *d)
+const uint8_t *pn_mem_free_filter(pn_driver *d)
 {
     pn_mem *m = d ? d->mem : NULL;
-    return m ? &m->filter : &no_filter;
+    return m ? (const uint8_t *)m->filter : no_filter;
 }
 
 int pn_mem_sampled(pn_driver *d, size_t size)
@@ -212,9 +206,14 @@ static inline uint64_t hash_ptr(uintptr_t p)
     return h ^ (h >> 29);
 }
 
-static inline uint32_t filter_bit(uintptr_t p)
+/* One more (d 1) or one fewer (d -1) sampled object alive at p. */
+static void filter_count(pn_mem *m, uintptr_t p, int d)
 {
-    return (uint32_t)(p >> FILTER_SHIFT) & (FILTER_BITS - 1);
+    _Atomic uint8_t *c = &m->filter[(p >> FILTER_SHIFT) & (FILTER_SIZE - 1)];
+    uint8_t v = atomic_load(c);
+    while (v != 255 && (d > 0 || v > 0) &&
+           !atomic_compare_exchange_weak(c, &v, (uint8_t)(v + d)))
+        ;
 }
 
 static inline void mark_pending(pn_mem *m, uint32_t i)
@@ -281,13 +280,8 @@ pn_mem_slot *pn_mem_alloc_begin(pn_driver *d, const void *ptr, size_t size, void
                 r->len = 0;
                 r->base = r->context = NULL;
                 r->m = m;
-                /* Before the filter bits: a rebuild that misses this bit
-                 * cleared its filter before they are set (see rebuild_filter). */
-                r->slot = i;
-                atomic_fetch_or(&m->claimed[ri >> 6], 1ull << (ri & 63));
-                uint32_t b = filter_bit((uintptr_t)ptr);
-                atomic_fetch_or(&m->filters[0][b >> 6], 1ull << (b & 63));
-                atomic_fetch_or(&m->filters[1][b >> 6], 1ull << (b & 63));
+                /* Before ptr's free can come: it reads the count. */
+                filter_count(m, (uintptr_t)ptr, 1);
                 *buf = m->bufs + (size_t)ri * m->cap;
                 *cap = m->cap;
                 return (pn_mem_slot *)(void *)r;
@@ -333,7 +327,7 @@ void pn_mem_alloc_abandon(pn_mem_slot *s)
 void pn_mem_free(pn_driver *d, const void *ptr)
 {
     pn_mem *m = d ? d->mem : NULL;
-    if (!m || !ptr || !pn_mem_filter_hit(&m->filter, ptr))
+    if (!m || !ptr || !pn_mem_filter_hit((const uint8_t *)m->filter, ptr))
         return;
     atomic_fetch_add_explicit(&m->probes, 1, memory_order_relaxed);
     uint64_t h = hash_ptr((uintptr_t)ptr);
@@ -347,6 +341,7 @@ void pn_mem_free(pn_driver *d, const void *ptr)
             uint32_t ri = atomic_load(&m->key_rec[i]);
             if (!atomic_compare_exchange_strong(&m->keys[i], &key, TOMB))
                 return;
+            filter_count(m, (uintptr_t)ptr, -1);
             atomic_store(&m->recs[ri].freed, 1);
             atomic_fetch_add_explicit(&m->freed, 1, memory_order_relaxed);
             mark_pending(m, ri);
@@ -464,7 +459,6 @@ static void give_back(pn_mem *m, uint32_t i)
     pn_labelset_unref(r->owned);
     r->owned = NULL;
     atomic_store(&r->state, REC_EMPTY);
-    atomic_fetch_and(&m->claimed[i >> 6], ~(1ull << (i & 63)));
     atomic_fetch_sub(&m->used, 1);
     push_record(m, i);
 }
@@ -505,34 +499,6 @@ static void drain(pn_mem *m, pn_period *p)
     pn_grace_hold(m->labels_reader, gen);
 }
 
-/* The filter frees do not read now, rebuilt from the claimed records'
- * keys, then switched to. A claim this misses (its `claimed` bit set after
- * the scan read it) sets its filter bits after the clear, so they stay. */
-static void rebuild_filter(pn_mem *m)
-{
-    int next = !m->cur;
-    _Atomic uint64_t *f = m->filters[next];
-    for (uint32_t w = 0; w < FILTER_BITS / 64; w++)
-        atomic_store_explicit(&f[w], 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst);
-    for (uint32_t w = 0; w < m->npending; w++) {
-        uint64_t bits = atomic_load(&m->claimed[w]);
-        while (bits) {
-            uint32_t ri = w * 64 + (uint32_t)__builtin_ctzll(bits);
-            bits &= bits - 1;
-            /* A freed key is TOMB; a slot taken again since holds another
-             * live key: its bit is set either way. */
-            uintptr_t key = atomic_load(&m->keys[m->recs[ri].slot]);
-            if (key > TOMB) {
-                uint32_t b = filter_bit(key);
-                atomic_fetch_or(&f[b >> 6], 1ull << (b & 63));
-            }
-        }
-    }
-    m->cur = next;
-    __atomic_store_n(&m->filter.bits, (const uint64_t *)f, __ATOMIC_SEQ_CST);
-}
-
 static void pass(pn_mem *m, int snapshot)
 {
     pthread_mutex_lock(&m->mu);
@@ -551,11 +517,6 @@ static void pass(pn_mem *m, int snapshot)
             record_values(m, p, (const pn_frame_id *)(m->bufs + (size_t)i * m->cap), r->len,
                           r->owned, r->tid, v);
         }
-    }
-    uint64_t changes = atomic_load(&m->sampled) + atomic_load(&m->freed);
-    if (changes != m->filtered_at) {
-        m->filtered_at = changes;
-        rebuild_filter(m);
     }
     pn_store_write_end(st);
     pthread_mutex_unlock(&m->mu);
@@ -620,9 +581,7 @@ void pn_mem_free_all(pn_mem *m)
     pn_pages_free(m->bufs, (size_t)m->max_live * m->cap);
     free((void *)m->free_next);
     pn_pages_free((void *)m->pending, (size_t)m->npending * 8);
-    pn_pages_free((void *)m->claimed, (size_t)m->npending * 8);
-    for (int i = 0; i < 2; i++)
-        pn_pages_free((void *)m->filters[i], FILTER_BITS / 8);
+    pn_pages_free((void *)m->filter, FILTER_SIZE);
     pn_symbols_free(m->persist);
     free(m->map);
     free(m->scratch);
@@ -662,16 +621,12 @@ pn_mem *pn_mem_new(pn_driver *d, const pn_driver_opts *o, const pn_config *c, pn
     m->bufs = pn_pages_new((size_t)m->max_live * m->cap);
     m->free_next = calloc(m->max_live, sizeof *m->free_next);
     m->pending = pn_pages_new((size_t)m->npending * 8);
-    m->claimed = pn_pages_new((size_t)m->npending * 8);
-    m->filters[0] = pn_pages_new(FILTER_BITS / 8);
-    m->filters[1] = pn_pages_new(FILTER_BITS / 8);
-    m->filter.bits = (const uint64_t *)m->filters[0];
+    m->filter = pn_pages_new(FILTER_SIZE);
     m->persist = pn_symbols_new(PERSIST_BYTES, PERSIST_FRAMES);
     m->map = calloc(PERSIST_FRAMES, sizeof *m->map);
     m->scratch = calloc(2 * (size_t)m->max_depth + 2, sizeof *m->scratch);
     if (!m->keys || !m->key_rec || !m->free_next || !m->recs || !m->bufs || !m->pending ||
-        !m->claimed || !m->filters[0] || !m->filters[1] ||
-        !m->persist || !m->map || !m->scratch) {
+        !m->filter || !m->persist || !m->map || !m->scratch) {
         pn_mem_free_all(m);
         return pn_fail(e, PN_ENOMEM, "memory driver: out of memory for %u slots", m->nslots),
                NULL;
@@ -710,9 +665,7 @@ static void forget_all(pn_mem *m)
     memset((void *)m->key_rec, 0, (size_t)m->nslots * sizeof *m->key_rec);
     memset((void *)m->recs, 0, (size_t)m->max_live * sizeof *m->recs);
     memset((void *)m->pending, 0, (size_t)m->npending * 8);
-    memset((void *)m->claimed, 0, (size_t)m->npending * 8);
-    memset((void *)m->filters[0], 0, FILTER_BITS / 8);
-    memset((void *)m->filters[1], 0, FILTER_BITS / 8);
+    memset((void *)m->filter, 0, FILTER_SIZE);
     atomic_store(&m->used, 0);
     atomic_store(&m->free_head, 0);
     for (uint32_t i = m->max_live; i-- > 0;)
