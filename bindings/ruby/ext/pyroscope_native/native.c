@@ -290,6 +290,7 @@ static VALUE stats_hash(const pn_agent_stats *as, const pn_driver_stats *ds, con
         PUT("memory_freed", ms->freed);
         PUT("memory_live", ms->live);
         PUT("memory_symbols_full", ms->symbols_full);
+        PUT("memory_free_probes", ms->free_probes);
         PUT("memory_queue_full", memory_queue_full());
         PUT("memory_torn", memory_torn());
         PUT("memory_names_full", frame_names_full());
