@@ -16,7 +16,8 @@ of the pairs, never a single time. The sections:
   4. memory     peak RSS added over a run that keeps creating new stacks
   5. accuracy   CPU attribution error against the workload's own truth
   7. alloc      the memory profile's cost on allocation-heavy code, beside
-                tracemalloc (alloc_cost.py)
+                Datadog's memory profiler (ddtrace) and tracemalloc
+                (alloc_cost.py)
   8. runtimes   this project on several interpreters side by side (--runtimes:
                 3.13 beside 3.14, the free-threaded build beside the GIL
                 build): sampler cost per stack and the CPU-bound workload's
@@ -61,6 +62,7 @@ PPROF_READER = os.path.join(ROOT, "bindings", "python", "tests", "package", "ppr
 
 PYROSCOPE_IO_VERSION = "1.4.0"
 PY_SPY_VERSION = "0.4.3"
+DDTRACE_VERSION = "4.16.0"  # Datadog's profiler: its memory collector in section 7
 SETUPTOOLS_VERSION = "75.6.0"  # as the test venvs: has bdist_wheel built in
 SECTIONS = ("overhead", "sampler", "encode", "memory", "accuracy", "churn", "alloc",
             "runtimes")
@@ -116,6 +118,8 @@ class Envs:
         self.pio = os.path.join(self.dir, "venv-pyroscope-io", "bin", "python")
         self.pyspy_python = os.path.join(self.dir, "venv-pyspy", "bin", "python")
         self.pyspy = os.path.join(self.dir, "venv-pyspy", "bin", "py-spy")
+        self.ddtrace = os.path.join(self.dir, "venv-ddtrace", "bin", "python")
+        self.ddtrace_missing = None  # why there is no ddtrace, when there is none
         self.versions = {"python": sys.version.split()[0]}
 
     def _venv(self, name):
@@ -160,6 +164,18 @@ class Envs:
         if self._dist_version(py, "py-spy") != PY_SPY_VERSION:
             log(f"installing py-spy=={PY_SPY_VERSION}")
             self._pip(py, f"py-spy=={PY_SPY_VERSION}")
+        # ddtrace has no wheel for every CPython: its absence is a line in
+        # the report, not a failed run.
+        py = self._venv("venv-ddtrace")
+        if self._dist_version(py, "ddtrace") != DDTRACE_VERSION:
+            log(f"installing ddtrace=={DDTRACE_VERSION}")
+            try:
+                self._pip(py, "--only-binary", "ddtrace", f"ddtrace=={DDTRACE_VERSION}")
+            except subprocess.CalledProcessError as e:
+                self.ddtrace_missing = (f"ddtrace=={DDTRACE_VERSION} did not install on Python "
+                                        f"{sys.version.split()[0]} (pip exit {e.returncode})")
+                log(self.ddtrace_missing)
+        self.versions["ddtrace"] = self._dist_version(py, "ddtrace")
         for key, py, dist in (("pyroscope-native", self.native, "pyroscope-native"),
                               ("pyroscope-io", self.pio, "pyroscope-io"),
                               ("py-spy", self.pyspy_python, "py-spy")):
@@ -746,10 +762,13 @@ CHURN_VARIANTS = ("none", "native", "pyroscope-io")
 
 def section_alloc(envs, tmp, quick):
     """alloc_cost.py in the native venv: none / cpu / cpu+memory /
-    tracemalloc, interleaved per round, per-round ratios."""
+    ddtrace's memory collector (its own venv) / tracemalloc at 1 and 64
+    frames, interleaved per round, per-round ratios."""
     out = os.path.join(tmp, "alloc.json")
+    dd = (["--ddtrace-missing", envs.ddtrace_missing] if envs.ddtrace_missing
+          else ["--ddtrace-python", envs.ddtrace])
     r = subprocess.run([envs.native, os.path.join(HERE, "alloc_cost.py"), "--json", out,
-                        "--python", envs.native] + (["--quick"] if quick else []),
+                        "--python", envs.native] + dd + (["--quick"] if quick else []),
                        capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise SystemExit("alloc_cost.py failed:\n" + r.stderr)

@@ -446,6 +446,25 @@ void pn_mem_alloc_commit(pn_mem_slot *s, size_t used, const pn_labelset *base,
 void pn_mem_alloc_abandon(pn_mem_slot *s);
 /* ptr is being freed (any pointer: a cheap filter passes most by). */
 void pn_mem_free(pn_driver *d, const void *ptr);
+/* A fresh gap in bytes (>= 1, exponentially distributed with mean
+ * memory_interval) to the next sampled allocation, for a binding that keeps
+ * its own countdown (Python: one under the GIL); INT64_MAX when d is NULL. */
+int64_t pn_mem_next_gap(pn_driver *d);
+
+/* The filter a free is tested against first, inline in a binding's hook:
+ * a count per 2^PN_MEM_FILTER_SHIFT bytes of address space (modulo
+ * PN_MEM_FILTER_SIZE counts) of the sampled objects alive there, so 0 for
+ * nearly every free: pn_mem_free has nothing to do. Consecutive frees read
+ * the same cache line. pn_mem_free_filter(d) stays valid until d stops;
+ * with d NULL it is all zero and always valid. */
+#define PN_MEM_FILTER_SHIFT 8
+#define PN_MEM_FILTER_SIZE (1u << 19)
+const uint8_t *pn_mem_free_filter(pn_driver *d);
+static inline int pn_mem_filter_hit(const uint8_t *f, const void *ptr)
+{
+    uintptr_t g = ((uintptr_t)ptr >> PN_MEM_FILTER_SHIFT) & (PN_MEM_FILTER_SIZE - 1);
+    return __atomic_load_n(&f[g], __ATOMIC_RELAXED) != 0;
+}
 
 typedef struct {
     uint64_t sampled;           /* allocations sampled */
@@ -453,6 +472,7 @@ typedef struct {
     uint64_t freed;             /* sampled allocations seen freed */
     uint64_t live;              /* slots in use now */
     uint64_t symbols_full;      /* frames that fell to [unknown]: its table is full */
+    uint64_t free_probes;       /* frees the filter let through to the address table */
 } pn_mem_stats;
 void pn_mem_get_stats(pn_driver *d, pn_mem_stats *out);
 

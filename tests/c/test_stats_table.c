@@ -54,8 +54,9 @@ static void test_values(void)
     CHECK_EQ_INT(pn_stat_memory_value(&ms, 2), ms.freed);
     CHECK_EQ_INT(pn_stat_memory_value(&ms, 3), ms.live);
     CHECK_EQ_INT(pn_stat_memory_value(&ms, 4), ms.symbols_full);
-    CHECK(pn_stat_memory_row(5) == NULL);
-    CHECK_EQ_INT(pn_stat_memory_value(&ms, 5), 0);
+    CHECK_EQ_INT(pn_stat_memory_value(&ms, 5), ms.free_probes);
+    CHECK(pn_stat_memory_row(6) == NULL);
+    CHECK_EQ_INT(pn_stat_memory_value(&ms, 6), 0);
 
     pn_driver_stats ds;
     memset(&ds, 0, sizeof ds);

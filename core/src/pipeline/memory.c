@@ -16,9 +16,13 @@
  * its stack and labels its own) -> EMPTY (the consumer, once the free hook
  * marked it freed, pushes it back). The hook's side is atomic operations
  * only; it tells the consumer with a bit in `pending` (one per record).
- * Frees of objects never sampled (nearly all) stop at a bit filter that
- * fits in the cache: two of them, so the consumer can rebuild one from the
- * live keys while hooks read the other (claims set their bit in both).
+ * Frees of objects never sampled (nearly all) stop at a filter: a count
+ * of the sampled objects alive per 256 bytes of address space, raised by
+ * a claim and lowered by the free that finds its key, so it is 0 again as
+ * soon as a sampled object is freed. (A bit filter rebuilt by the consumer
+ * ten times a second left a freed sample's bit set until then: in a JSON
+ * loop, which reuses the same few kilobytes, 43 % of frees probed the key
+ * table.) A count that reaches 255 sticks there: only too many probes.
  *
  * The consumer (this driver's thread, 10 passes a second, and the flusher
  * just before each cut) holds `mu`, which no application thread takes. */
@@ -36,12 +40,12 @@
 #define TOMB ((uintptr_t)1)
 /* Frees probe only past the filter. */
 #define MAX_PROBE 64
-#define FILTER_BITS (1u << 19) /* 64 KiB each */
-/* A filter bit stands for 256 bytes of address space, not a hash of the
- * pointer: consecutive frees (an allocator's pool, a list of objects)
- * read the same or the next word, which stays in cache. A hashed bit cost
+/* A filter count stands for 256 bytes of address space, not a hash of
+ * the pointer: consecutive frees (an allocator's pool, a list of objects)
+ * read the same or the next byte, which stays in cache. A hashed bit cost
  * a cache miss on nearly every free: 13 % of an allocation-heavy loop. */
-#define FILTER_SHIFT 8
+#define FILTER_SIZE PN_MEM_FILTER_SIZE /* bytes */
+#define FILTER_SHIFT PN_MEM_FILTER_SHIFT
 #define PASS_NS 100000000LL    /* consumer passes: 10 a second */
 #define PERSIST_FRAMES 65536u
 #define PERSIST_BYTES (4u << 20)
@@ -82,10 +86,9 @@ struct pn_mem {
     _Atomic uint64_t free_head; /* (tag << 32) | (record + 1); 0 low: empty */
     _Atomic uint64_t *pending;  /* a bit per record */
     uint32_t npending;          /* words */
-    _Atomic uint64_t *filters[2];
-    _Atomic int cur;            /* the filter frees read */
+    _Atomic uint8_t *filter;    /* FILTER_SIZE counts */
     _Atomic uint32_t used;      /* slots claimed and not given back */
-    _Atomic uint64_t sampled, full, freed, symbols_full;
+    _Atomic uint64_t sampled, full, freed, symbols_full, probes;
     _Atomic int64_t lost_objects, lost_bytes; /* full table: weight for [overflow] */
 
     /* Consumer-owned (under mu). */
@@ -156,6 +159,21 @@ __attribute__((noinline)) static int gap_ended(pn_mem *m, size_t size, int first
     return 1;
 }
 
+int64_t pn_mem_next_gap(pn_driver *d)
+{
+    pn_mem *m = d ? d->mem : NULL;
+    return m ? next_gap(m->interval) : INT64_MAX;
+}
+
+/* Read by hooks while no driver runs: all 0 (.bss, not in the file). */
+static uint8_t no_filter[FILTER_SIZE];
+
+const uint8_t *pn_mem_free_filter(pn_driver *d)
+{
+    pn_mem *m = d ? d->mem : NULL;
+    return m ? (const uint8_t *)m->filter : no_filter;
+}
+
 int pn_mem_sampled(pn_driver *d, size_t size)
 {
     pn_mem *m = d ? d->mem : NULL;
@@ -188,9 +206,14 @@ static inline uint64_t hash_ptr(uintptr_t p)
     return h ^ (h >> 29);
 }
 
-static inline uint32_t filter_bit(uintptr_t p)
+/* One more (d 1) or one fewer (d -1) sampled object alive at p. */
+static void filter_count(pn_mem *m, uintptr_t p, int d)
 {
-    return (uint32_t)(p >> FILTER_SHIFT) & (FILTER_BITS - 1);
+    _Atomic uint8_t *c = &m->filter[(p >> FILTER_SHIFT) & (FILTER_SIZE - 1)];
+    uint8_t v = atomic_load(c);
+    while (v != 255 && (d > 0 || v > 0) &&
+           !atomic_compare_exchange_weak(c, &v, (uint8_t)(v + d)))
+        ;
 }
 
 static inline void mark_pending(pn_mem *m, uint32_t i)
@@ -266,9 +289,8 @@ pn_mem_slot *pn_mem_alloc_begin_weighted(pn_driver *d, const void *ptr, int64_t 
                 r->len = 0;
                 r->base = r->context = NULL;
                 r->m = m;
-                uint32_t b = filter_bit((uintptr_t)ptr);
-                atomic_fetch_or(&m->filters[0][b >> 6], 1ull << (b & 63));
-                atomic_fetch_or(&m->filters[1][b >> 6], 1ull << (b & 63));
+                /* Before ptr's free can come: it reads the count. */
+                filter_count(m, (uintptr_t)ptr, 1);
                 *buf = m->bufs + (size_t)ri * m->cap;
                 *cap = m->cap;
                 return (pn_mem_slot *)(void *)r;
@@ -314,12 +336,9 @@ void pn_mem_alloc_abandon(pn_mem_slot *s)
 void pn_mem_free(pn_driver *d, const void *ptr)
 {
     pn_mem *m = d ? d->mem : NULL;
-    if (!m || !ptr || atomic_load_explicit(&m->used, memory_order_relaxed) == 0)
+    if (!m || !ptr || !pn_mem_filter_hit((const uint8_t *)m->filter, ptr))
         return;
-    uint32_t b = filter_bit((uintptr_t)ptr);
-    _Atomic uint64_t *f = m->filters[atomic_load_explicit(&m->cur, memory_order_relaxed)];
-    if (!(atomic_load_explicit(&f[b >> 6], memory_order_relaxed) & (1ull << (b & 63))))
-        return;
+    atomic_fetch_add_explicit(&m->probes, 1, memory_order_relaxed);
     uint64_t h = hash_ptr((uintptr_t)ptr);
     for (uint32_t k = 0; k < MAX_PROBE; k++) {
         uint32_t i = (uint32_t)(h + k) & m->mask;
@@ -331,6 +350,7 @@ void pn_mem_free(pn_driver *d, const void *ptr)
             uint32_t ri = atomic_load(&m->key_rec[i]);
             if (!atomic_compare_exchange_strong(&m->keys[i], &key, TOMB))
                 return;
+            filter_count(m, (uintptr_t)ptr, -1);
             atomic_store(&m->recs[ri].freed, 1);
             atomic_fetch_add_explicit(&m->freed, 1, memory_order_relaxed);
             mark_pending(m, ri);
@@ -350,6 +370,7 @@ void pn_mem_get_stats(pn_driver *d, pn_mem_stats *out)
     out->freed = atomic_load(&m->freed);
     out->live = atomic_load(&m->used);
     out->symbols_full = atomic_load(&m->symbols_full);
+    out->free_probes = atomic_load(&m->probes);
 }
 
 /* ------------------------------------------------------------ consumer */
@@ -505,19 +526,6 @@ static void pass(pn_mem *m, int snapshot)
             record_values(m, p, (const pn_frame_id *)(m->bufs + (size_t)i * m->cap), r->len,
                           r->owned, r->tid, v);
         }
-        /* Rebuild the filter frees do not read now, then switch to it. */
-        int next = !atomic_load(&m->cur);
-        _Atomic uint64_t *f = m->filters[next];
-        for (uint32_t w = 0; w < FILTER_BITS / 64; w++)
-            atomic_store(&f[w], 0);
-        for (uint32_t i = 0; i < m->nslots; i++) {
-            uintptr_t key = atomic_load(&m->keys[i]);
-            if (key > TOMB) {
-                uint32_t b = filter_bit(key);
-                atomic_fetch_or(&f[b >> 6], 1ull << (b & 63));
-            }
-        }
-        atomic_store(&m->cur, next);
     }
     pn_store_write_end(st);
     pthread_mutex_unlock(&m->mu);
@@ -582,8 +590,7 @@ void pn_mem_free_all(pn_mem *m)
     pn_pages_free(m->bufs, (size_t)m->max_live * m->cap);
     free((void *)m->free_next);
     pn_pages_free((void *)m->pending, (size_t)m->npending * 8);
-    for (int i = 0; i < 2; i++)
-        pn_pages_free((void *)m->filters[i], FILTER_BITS / 8);
+    pn_pages_free((void *)m->filter, FILTER_SIZE);
     pn_symbols_free(m->persist);
     free(m->map);
     free(m->scratch);
@@ -623,13 +630,12 @@ pn_mem *pn_mem_new(pn_driver *d, const pn_driver_opts *o, const pn_config *c, pn
     m->bufs = pn_pages_new((size_t)m->max_live * m->cap);
     m->free_next = calloc(m->max_live, sizeof *m->free_next);
     m->pending = pn_pages_new((size_t)m->npending * 8);
-    m->filters[0] = pn_pages_new(FILTER_BITS / 8);
-    m->filters[1] = pn_pages_new(FILTER_BITS / 8);
+    m->filter = pn_pages_new(FILTER_SIZE);
     m->persist = pn_symbols_new(PERSIST_BYTES, PERSIST_FRAMES);
     m->map = calloc(PERSIST_FRAMES, sizeof *m->map);
     m->scratch = calloc(2 * (size_t)m->max_depth + 2, sizeof *m->scratch);
-    if (!m->keys || !m->key_rec || !m->free_next || !m->recs || !m->bufs || !m->pending || !m->filters[0] || !m->filters[1] ||
-        !m->persist || !m->map || !m->scratch) {
+    if (!m->keys || !m->key_rec || !m->free_next || !m->recs || !m->bufs || !m->pending ||
+        !m->filter || !m->persist || !m->map || !m->scratch) {
         pn_mem_free_all(m);
         return pn_fail(e, PN_ENOMEM, "memory driver: out of memory for %u slots", m->nslots),
                NULL;
@@ -668,8 +674,7 @@ static void forget_all(pn_mem *m)
     memset((void *)m->key_rec, 0, (size_t)m->nslots * sizeof *m->key_rec);
     memset((void *)m->recs, 0, (size_t)m->max_live * sizeof *m->recs);
     memset((void *)m->pending, 0, (size_t)m->npending * 8);
-    memset((void *)m->filters[0], 0, FILTER_BITS / 8);
-    memset((void *)m->filters[1], 0, FILTER_BITS / 8);
+    memset((void *)m->filter, 0, FILTER_SIZE);
     atomic_store(&m->used, 0);
     atomic_store(&m->free_head, 0);
     for (uint32_t i = m->max_live; i-- > 0;)

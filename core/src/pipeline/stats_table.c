@@ -148,6 +148,8 @@ static const struct {
     {{"memory_live", "sampled allocations alive now", 0}, offsetof(pn_mem_stats, live)},
     {{"memory_symbols_full", "frames shown as [unknown]: the symbol table is full", 0},
      offsetof(pn_mem_stats, symbols_full)},
+    {{"memory_free_probes", "frees the filter let through to the address table", 0},
+     offsetof(pn_mem_stats, free_probes)},
 };
 
 ROWS_OF(pn_exporter_stats, exporter, exporter_rows)
