@@ -123,7 +123,11 @@ static int retire_agent(void)
     r->mw = mem_walker;
     /* Begun here, so the new agent can start as soon as we return. */
     pn_agent_stop_begin(agent);
-    if (pn_thread_spawn(&r->thread, retire_main, r, "pyroscope-stop") != 0) {
+    int rc = pn_thread_spawn(&r->thread, retire_main, r, "pyroscope-stop");
+    if (rc != 0) {
+        pn_log(PN_LOG_WARN,
+               "no thread for the replaced agent's stop (%s): configure() waits for it, "
+               "up to stop_timeout", strerror(rc));
         PyMem_RawFree(r);
         return -1;
     }

@@ -314,7 +314,9 @@ while time.monotonic() < end:
     import urllib.request
     if int(urllib.request.urlopen(P["url"] + "/_count").read()) >= 1:
         break
+t0 = time.monotonic()
 pyroscope.configure(application_name="new.app", output_dir=P["out"], upload_interval=60)
+took = time.monotonic() - t0
 stopping = stop_threads()
 running = pyroscope.is_running()
 pid = os.fork()
@@ -341,13 +343,18 @@ else:
     os.waitpid(pid, 0)
 upload_work.burn_for_upload(0.3)
 pyroscope.shutdown()  # also waits for the old agent's stop
-print(json.dumps({"stopping": stopping, "running": running, "child": child,
+print(json.dumps({"stopping": stopping, "running": running, "child": child, "took": took,
                   "after": stop_threads(), "msgs": msgs}))
 '''
     with IngestServer(hang=True) as srv:
         out, r = run_child(tmp_path, body, timeout=120, url=srv.url,
                            out=str(tmp_path / "new"), child=str(tmp_path / "child"))
-    assert out["stopping"] == 1 and out["running"], (out, r.stderr)
+    # A machine out of threads (EAGAIN) stops the old agent in configure()
+    # instead, and says so; anything else that waited fails here.
+    no_thread = [m for m in out["msgs"] if m.startswith("no thread for the replaced agent")]
+    assert out["running"], (out, r.stderr)
+    assert out["stopping"] == 1 or no_thread, (out["took"], out["msgs"], r.stderr)
+    assert no_thread or out["took"] < 6, out["took"]  # 6: the stop's timeout
     assert out["child"] == 0, r.stderr
     assert out["after"] == 0
     assert any("dropped" in m for m in out["msgs"]), out["msgs"]
