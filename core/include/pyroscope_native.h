@@ -39,6 +39,7 @@ typedef enum {
     PN_ESTATE,   /* called in the wrong state (e.g. pop without push) */
     PN_EPROTO,   /* malformed input data (a profile we cannot decode) */
     PN_EHTTP,    /* the server answered with an error status */
+    PN_ETYPE,    /* a value of the wrong runtime type (a binding's TypeError) */
 } pn_code;
 
 typedef struct {
@@ -756,6 +757,42 @@ const pn_setting_info *pn_config_setting_find(const char *name);
 /* "true"/"1"/"yes"/"on" -> 1, "false"/"0"/"no"/"off" -> 0 (any case, spaces
  * around); else -1 with a message naming `what`. */
 int pn_config_parse_bool(const char *what, const char *value, int *out, pn_error *e);
+/* A runtime's value for a setting, as its binding maps it: the core
+ * decides which types a setting's kind takes, and says why not. */
+typedef enum {
+    PN_ARG_TEXT,   /* text, len bytes (a NUL inside is refused) */
+    PN_ARG_BOOL,
+    PN_ARG_INT,    /* integer */
+    PN_ARG_FLOAT,  /* number (a non-finite one is refused) */
+    PN_ARG_PAIRS,  /* pairs, npairs: a map of text to text */
+    PN_ARG_OTHER,  /* anything else: always the wrong type */
+} pn_arg_type;
+
+typedef struct {
+    pn_arg_type type;
+    const char *text;
+    size_t len;
+    int boolean;
+    long long integer;
+    double number;
+    const pn_label *pairs;
+    size_t npairs;
+    const char *shown;  /* the value or its type as the runtime shows it ("str") */
+} pn_arg;
+
+/* A runtime's words for what a kind takes ("a str", "a String", "a
+ * string"), in the errors, and its leniencies kept from its anchor. */
+typedef struct {
+    const char *text, *boolean, *number, *integer, *level, *pairs;
+    int text_parsed; /* text for a bool or number is read like its variable */
+    int int_bool;    /* 0 and 1 are false and true */
+} pn_arg_words;
+
+/* Checks v against the setting's kind (PN_ETYPE: wrong type; PN_EINVAL: a
+ * non-finite number, a NUL, or what pn_config_set refuses), then sets it
+ * like pn_config_set / pn_config_set_pairs. */
+int pn_config_set_arg(pn_config *c, const char *name, const pn_arg *v,
+                        const pn_arg_words *w, pn_error *e);
 /* Sets a setting's value without marking it given, unless a keyword gave
  * it: a variable still wins (bindings' own defaults: spy_name...). */
 int pn_config_set_default(pn_config *c, const char *name, const char *value, pn_error *e);
