@@ -94,9 +94,8 @@ module Pyroscope
                "'Authorization: Bearer' header (prefer basic_auth_username/password or " \
                "http_headers)"
       end
-      %i[tags http_headers].each do |key|
-        value = given[key]
-        value = json_object(key.to_s, value) if value.is_a?(String) && key == :http_headers
+      given.each do |key, value|
+        value = lenient(key, value) if ROW[key] && ROW[key]["kind"] == "pairs"
         next unless value.is_a?(Hash)
 
         value.each { |k, v| out << "#{key}: #{k.to_s.inspect} is nil; it is left out" if v.nil? }
