@@ -92,7 +92,10 @@ module Pyroscope
     # seconds. True when everything queued was handled in time and no
     # upload failed or was dropped meanwhile.
     def flush(timeout = 5.0)
-      timeout = Settings.number("timeout", timeout).to_f
+      unless timeout.is_a?(Numeric) && timeout.real? && timeout.finite?
+        raise ConfigError, "timeout must be a finite number, not #{timeout.inspect}"
+      end
+      timeout = timeout.to_f
       before = Native.stats
       done = Native.flush(timeout)
       after = Native.stats

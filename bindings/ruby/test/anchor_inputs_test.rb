@@ -40,6 +40,9 @@ class AnchorInputsTest < Minitest::Test
     # "#{k}=#{v}" with a nil value.
     ["a nil tag value (ENV[\"REGION\"] unset)", { tags: { "region" => nil, "env" => "prod" } },
      { "tags" => "env=prod" }, /tags: "region" is nil; it is left out/],
+    # Every Hash setting alike (otlp_headers was left out without a word).
+    ["a nil otlp_headers value", { otlp_headers: { "a" => nil, "b" => 1 } },
+     { "otlp_headers" => "b=1" }, /otlp_headers: "a" is nil; it is left out/],
   ].freeze
 
   # Inputs that cannot work at all: still a ConfigError naming the setting.

@@ -67,13 +67,13 @@ class ConfigTest < Minitest::Test
     end
     assert_equal "my.app", settings["application_name"]
     assert_equal 250, settings["sample_rate"]
-    assert_equal({ "region" => "eu" }, settings["tags"])
     assert_equal false, settings["oncpu"]
     assert_equal "t1", settings["tenant_id"]
     refute settings.key?("report_pid"), "defaults equal to the core's are not passed"
     resolved = Pyroscope::Native.resolve(settings, {})
     assert_equal "rbspy", resolved["spy_name"]
     assert_equal RUBY_VERSION, resolved["runtime_version"]
+    assert_equal "region=eu", resolved["tags"]
   end
 
   def test_defaults_come_from_the_core
@@ -103,11 +103,15 @@ class ConfigTest < Minitest::Test
       c.output_dir = Pathname.new("/tmp/p")
       c.upload_interval = "500ms"
       c.stop_timeout = 2.5
+      c.sample_rate = 10**30 # a Bignum: the nearest bound, as any number out of range
+      c.compression = :gzip
     end
-    assert_equal({ "env" => "prod", "build" => "42" }, settings["tags"])
-    assert_equal({ "X-A" => "1" }, settings["http_headers"])
+    resolved = Pyroscope::Native.resolve(settings.merge("application_name" => "a"), {})
+    assert_equal "env=prod,build=42", resolved["tags"]
+    assert_equal "X-A=1", resolved["http_headers"]
     assert_equal "trace", settings["log_level"]
-    assert_equal "debug", Pyroscope::Native.resolve(settings.merge("application_name" => "a"), {})["log_level"]
+    assert_equal "debug", resolved["log_level"]
+    assert_equal %w[10000 gzip], [resolved["sample_rate"], resolved["compression"]]
     assert_equal "/tmp/p", settings["output_dir"]
     assert_equal "500ms", settings["upload_interval"]
     assert_in_delta 2.5, settings["stop_timeout"]
@@ -125,9 +129,14 @@ class ConfigTest < Minitest::Test
       server_address: ["http://a\0b", /server_address must not contain a NUL byte/],
       autoinstrument_rails: ["maybe", /autoinstrument_rails: "maybe" is not a boolean/],
       auth_token: [123, /auth_token must be a String/],
-      compression: [1, /compression must be a String/]
+      compression: [1, /compression must be a String/],
+      report_pid: [1, /report_pid must be true or false, not Integer/],
+      stop_timeout: [-Float::INFINITY, /stop_timeout must be a finite number, not -Infinity/],
+      http_headers: [{ "X-A" => "a\0b" }, /http_headers: "X-A" must not contain a NUL byte/]
     }.each do |key, (value, message)|
-      err = assert_raises(Pyroscope::ConfigError, key.to_s) { native_args { |c| c[key] = value } }
+      err = assert_raises(Pyroscope::ConfigError, key.to_s) do
+        Pyroscope::Native.resolve(*native_args { |c| c[key] = value }) # the core checks the type
+      end
       assert_kind_of ArgumentError, err
       assert_match message, err.message
     end

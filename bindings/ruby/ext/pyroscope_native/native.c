@@ -8,6 +8,8 @@
 #include "native.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,35 +34,58 @@ HANDLER_PATH void handler_exit(void) { atomic_fetch_sub(&handlers_active, 1); }
 
 void raise_pn_error(const pn_error *e)
 {
-    rb_raise(e->code == PN_EINVAL ? g_eConfigError : g_eError, "%s", e->msg);
+    /* a wrong type too: the gem's users rescue ArgumentError */
+    rb_raise(e->code == PN_EINVAL || e->code == PN_ETYPE ? g_eConfigError : g_eError, "%s",
+             e->msg);
 }
 
 /* ------------------------------------------------------------- settings */
 
-/* "tags" / "http_headers" / "otlp_headers": a Hash of String => String. */
-static void apply_pairs(pn_config *c, const char *name, VALUE hash)
+/* Ruby's words in the core's errors ("sample_rate must be a number, not
+ * Symbol"). Text is read like a variable's: the pyroscope gem's users set
+ * numbers and switches from ENV (`c.sample_rate = ENV["RATE"]`). */
+static const pn_arg_words ruby_words = {
+    .text = "a String", .boolean = "true or false", .number = "a number",
+    .integer = "an Integer", .level = "a String (trace, debug, info, warn, error) or an Integer",
+    .pairs = "a Hash", .text_parsed = 1};
+
+/* A Hash's entries as the gem sent them: to_s of each key and value, a nil
+ * value left out (lib/pyroscope/config.rb warns). keep holds the texts. */
+static void hash_pairs(const char *name, VALUE hash, VALUE keys, pn_label *kv, pn_arg *a,
+                       VALUE keep)
 {
-    long n = RHASH_SIZE(hash);
-    VALUE keys = rb_funcall(hash, rb_intern("keys"), 0);
-    if (n > 4096)
-        rb_raise(g_eConfigError, "%s: more than 4096 entries", name);
-    pn_label *kv = n ? ALLOCA_N(pn_label, n) : NULL;
-    for (long i = 0; i < n; i++) {
+    a->type = PN_ARG_PAIRS;
+    a->pairs = kv;
+    for (long i = 0; i < RARRAY_LEN(keys); i++) {
         VALUE k = rb_ary_entry(keys, i), v = rb_hash_aref(hash, k);
-        if (RB_TYPE_P(k, T_SYMBOL))
-            k = rb_sym2str(k);
-        if (!RB_TYPE_P(k, T_STRING) || !RB_TYPE_P(v, T_STRING))
-            rb_raise(g_eConfigError, "%s: keys and values must be Strings (%s => %s)", name,
-                     RSTRING_PTR(rb_inspect(k)), RSTRING_PTR(rb_inspect(v)));
-        kv[i].key = StringValueCStr(k);
-        kv[i].value = StringValueCStr(v);
+        if (NIL_P(v))
+            continue;
+        k = rb_obj_as_string(k);
+        v = rb_obj_as_string(v);
+        rb_ary_push(keep, k);
+        rb_ary_push(keep, v);
+        if (memchr(RSTRING_PTR(k), '\0', RSTRING_LEN(k)) || memchr(RSTRING_PTR(v), '\0', RSTRING_LEN(v)))
+            rb_raise(g_eConfigError, "%s: %s must not contain a NUL byte", name,
+                     RSTRING_PTR(rb_inspect(k)));
+        kv[a->npairs].key = StringValueCStr(k);
+        kv[a->npairs++].value = StringValueCStr(v);
     }
-    pn_error e = {0};
-    if (pn_config_set_pairs(c, name, kv, (size_t)n, &e) != 0)
-        raise_pn_error(&e);
-    RB_GC_GUARD(keys);
 }
 
+/* An Integer as a long long; a larger one as the nearest (the core takes
+ * the nearest bound of a setting's range). */
+static long long clamped_integer(VALUE v)
+{
+    if (FIXNUM_P(v))
+        return FIX2LONG(v);
+    if (FIX2INT(rb_big_cmp(v, LL2NUM(LLONG_MAX))) > 0)
+        return LLONG_MAX;
+    if (FIX2INT(rb_big_cmp(v, LL2NUM(LLONG_MIN))) < 0)
+        return LLONG_MIN;
+    return NUM2LL(v);
+}
+
+/* A setting's Ruby value, as the core's pn_arg; the core judges its type. */
 static int apply_setting(VALUE k, VALUE v, VALUE arg)
 {
     pn_config *c = (pn_config *)arg;
@@ -72,22 +97,40 @@ static int apply_setting(VALUE k, VALUE v, VALUE arg)
     const char *name = StringValueCStr(k);
     if (NIL_P(v))
         return ST_CONTINUE;
-    if (RB_TYPE_P(v, T_HASH)) {
-        apply_pairs(c, name, v);
-        return ST_CONTINUE;
+    pn_arg a = {PN_ARG_OTHER, .shown = rb_obj_classname(v)};
+    VALUE keep = rb_ary_new();
+    if (RB_TYPE_P(v, T_STRING)) {
+        a.type = PN_ARG_TEXT;
+        a.len = (size_t)RSTRING_LEN(v);
+        /* a NUL inside is the core's to refuse, with its message */
+        a.text = memchr(RSTRING_PTR(v), '\0', a.len) ? RSTRING_PTR(v) : StringValueCStr(v);
+    } else if (v == Qtrue || v == Qfalse) {
+        a.type = PN_ARG_BOOL;
+        a.boolean = v == Qtrue;
+    } else if (RB_INTEGER_TYPE_P(v)) {
+        a.type = PN_ARG_INT;
+        a.integer = clamped_integer(v);
+    } else if (RB_FLOAT_TYPE_P(v)) {
+        a.type = PN_ARG_FLOAT;
+        a.number = RFLOAT_VALUE(v);
+        if (!isfinite(a.number)) { /* shown as the value: "not NaN" */
+            VALUE text = rb_obj_as_string(v);
+            rb_ary_push(keep, text);
+            a.shown = StringValueCStr(text);
+        }
+    } else if (RB_TYPE_P(v, T_HASH)) {
+        VALUE keys = rb_funcall(v, rb_intern("keys"), 0);
+        Check_Type(keys, T_ARRAY);
+        rb_ary_push(keep, keys);
+        if (RARRAY_LEN(keys) > 4096)
+            rb_raise(g_eConfigError, "%s: more than 4096 entries", name);
+        hash_pairs(name, v, keys, ALLOCA_N(pn_label, RARRAY_LEN(keys) + 1), &a, keep);
     }
-    VALUE str;
-    if (v == Qtrue || v == Qfalse)
-        str = rb_str_new_cstr(v == Qtrue ? "true" : "false");
-    else if (RB_INTEGER_TYPE_P(v) || RB_FLOAT_TYPE_P(v))
-        str = rb_obj_as_string(v);
-    else if (RB_TYPE_P(v, T_STRING))
-        str = v;
-    else
-        rb_raise(g_eConfigError, "%s: a %s is not a valid value", name, rb_obj_classname(v));
     pn_error e = {0};
-    if (pn_config_set(c, name, StringValueCStr(str), &e) != 0)
+    if (pn_config_set_arg(c, name, &a, &ruby_words, &e) != 0)
         raise_pn_error(&e);
+    RB_GC_GUARD(keep);
+    RB_GC_GUARD(v);
     return ST_CONTINUE;
 }
 

@@ -49,88 +49,30 @@ module Pyroscope
     end
 
     # [settings, env] for Pyroscope::Native.start: settings the user gave
-    # (by core name, checked and converted) and the environment's
-    # PYROSCOPE_* and OTEL_* variables, which the core applies under its
-    # precedence rule (a setting given here wins; its variable is not even
-    # parsed), and resolves this binding's own settings (auth_token,
-    # autoinstrument_rails, ...) too. Raises ConfigError naming a bad setting.
+    # (by core name) and the environment's PYROSCOPE_* and OTEL_* variables,
+    # which the core applies under its precedence rule (a setting given here
+    # wins; its variable is not even parsed), and resolves this binding's own
+    # settings (auth_token, autoinstrument_rails, ...) too. The core checks
+    # each value against its setting's kind (Native raises ConfigError naming
+    # it); only the gem's leniencies are Ruby's, here.
     def native_args(config, env = ENV)
       given = config.given
       settings = {}
-      given.each do |key, value|
-        value = convert(key, value) # every setting is checked
-        settings[ROW[key]["name"]] = value if ROW[key] && key != :app_name
-      end
-      settings["application_name"] = convert(:app_name, given[:app_name]) if given.key?(:app_name)
+      # app_name (the gem's alias) follows application_name in ROW: it wins.
+      given.each { |key, value| settings[ROW[key]["name"]] = lenient(key, value) if ROW[key] }
       [settings, env.to_h.select { |k, _| k.start_with?("PYROSCOPE_", "OTEL_") }]
     end
 
-    # The value for Native.start of one setting, or ConfigError.
-    def convert(key, value)
-      name = key.to_s
-      return bool(name, value) if LEGACY.include?(key)
-
-      row = ROW.fetch(key)
-      case row["kind"]
-      when "bool" then bool(name, value)
-      # A String ("100", from ENV) goes to the core, which parses it and names
-      # the setting when it is no number (`c.sample_rate = ENV[...]` ran with the gem).
-      when "number" then value.is_a?(String) ? value : number(name, value)
-      when "integer"
-        return value if value.is_a?(Integer) || value.is_a?(String) # "64": the core parses it
-
-        raise ConfigError, "#{name} must be an Integer, not #{value.class}"
-      when "duration" then value.is_a?(String) ? value : number(name, value)
-      when "pairs" then pairs(name, value)
-      when "level" then level(value)
-      else
-        value = value.name if value.is_a?(Symbol) && row["external"] # compression: :gzip
-        value = value.to_path if value.respond_to?(:to_path)
-        string(name, value)
-      end
-    end
-
-    # A String is read with the core's words ("false", "0", "no", "off", ...):
-    # `c.oncpu = ENV["ONCPU"]` ran with the gem.
-    def bool(name, value)
-      return value if value == true || value == false
-      return Native.parse_bool(name, value) if value.is_a?(String)
-
-      raise ConfigError, "#{name} must be true or false, not #{value.inspect}"
-    end
-
-    def string(name, value)
-      raise ConfigError, "#{name} must be a String, not #{value.class}" unless value.is_a?(String)
-      raise ConfigError, "#{name} must not contain a NUL byte" if value.include?("\0")
+    # What the gem took beyond the core's types: a Symbol for a level or a
+    # binding's own word (compression: :gzip), a path object, JSON text of
+    # http_headers (Native sends a Hash's to_s and leaves nil values out).
+    def lenient(key, value)
+      row = ROW[key]
+      return value.name if value.is_a?(Symbol) && (row["external"] || row["kind"] == "level")
+      return value.to_path if value.respond_to?(:to_path) && row["kind"] == "string"
+      return json_object(key.to_s, value) if value.is_a?(String) && key == :http_headers
 
       value
-    end
-
-    def number(name, value)
-      unless value.is_a?(Integer) || value.is_a?(Float)
-        raise ConfigError, "#{name} must be a number, not #{value.class}"
-      end
-      raise ConfigError, "#{name} must be a finite number, not #{value}" unless value.finite?
-
-      value
-    end
-
-    # The gem accepts any keys and values and sends their to_s. A nil value
-    # (`"region" => ENV["REGION"]`, REGION unset: the gem's README) is left
-    # out, with a warning (see warnings). http_headers may be JSON text.
-    def pairs(name, value)
-      value = json_object(name, value) if value.is_a?(String) && name == "http_headers"
-      raise ConfigError, "#{name} must be a Hash, not #{value.class}" unless value.is_a?(Hash)
-
-      value.each_with_object({}) do |(k, v), out|
-        next if v.nil?
-
-        k = k.is_a?(Symbol) ? k.name : k.to_s # Symbol#name: no new String each time
-        v = v.is_a?(Symbol) ? v.name : v.to_s
-        raise ConfigError, "#{name}: #{k.inspect} must not contain a NUL byte" if k.include?("\0") || v.include?("\0")
-
-        out[k] = v
-      end
     end
 
     def json_object(name, text)
@@ -143,15 +85,6 @@ module Pyroscope
       raise ConfigError, "#{name}: a String must be a JSON object (#{e.message.lines.first.strip})"
     end
 
-    def level(value)
-      return value if value.is_a?(Integer)
-      unless value.is_a?(String) || value.is_a?(Symbol)
-        raise ConfigError, "log_level must be a String (trace, debug, info, warn, error), " \
-                           "not #{value.class}"
-      end
-      value.to_s.downcase # the core's words, the gem's "trace" among them
-    end
-
     # Warnings for settings given that do nothing here.
     def warnings(config)
       given = config.given
@@ -161,9 +94,8 @@ module Pyroscope
                "'Authorization: Bearer' header (prefer basic_auth_username/password or " \
                "http_headers)"
       end
-      %i[tags http_headers].each do |key|
-        value = given[key]
-        value = json_object(key.to_s, value) if value.is_a?(String) && key == :http_headers
+      given.each do |key, value|
+        value = lenient(key, value) if ROW[key] && ROW[key]["kind"] == "pairs"
         next unless value.is_a?(Hash)
 
         value.each { |k, v| out << "#{key}: #{k.to_s.inspect} is nil; it is left out" if v.nil? }
