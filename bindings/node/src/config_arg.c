@@ -138,7 +138,7 @@ static int pairs_of(napi_env env, napi_value obj, napi_value keys, uint32_t n, p
 int config_set_js(napi_env env, pn_config *c, const char *name, napi_value v)
 {
     const pn_setting_info *row = pn_config_setting_find(name);
-    char level[200], shown[240];
+    char level[200], shown[240] = "";
     snprintf(level, sizeof level, "a level name (%s) or a number",
              row && row->spellings ? row->spellings : "");
     const pn_arg_words words = {"a string", "a boolean", "a finite number", "a whole number",
@@ -148,18 +148,19 @@ int config_set_js(napi_env env, pn_config *c, const char *name, napi_value v)
     bool is_array = false, b = false;
     napi_typeof(env, v, &t);
     napi_is_array(env, v, &is_array);
-    shown_of(env, v, shown, sizeof shown);
     pn_arg arg = {PN_ARG_OTHER, .shown = shown};
     /* the text, or pairs_of's labels, at [0], then each key and value (the
      * keys read once: a getter adding keys cannot outgrow owned) */
     uint32_t nkeys = 0;
     napi_value keys;
     int pairs = t == napi_object && !is_array && row && row->kind == PN_KIND_PAIRS;
-    if (pairs &&
-        napi_get_all_property_names(env, v, napi_key_own_only,
-                                    napi_key_enumerable | napi_key_skip_symbols,
-                                    napi_key_numbers_to_strings, &keys) == napi_ok)
-        napi_get_array_length(env, keys, &nkeys);
+    if (pairs && (napi_get_all_property_names(env, v, napi_key_own_only,
+                                              napi_key_enumerable | napi_key_skip_symbols,
+                                              napi_key_numbers_to_strings, &keys) != napi_ok ||
+                  napi_get_array_length(env, keys, &nkeys) != napi_ok))
+        return -1; /* a Proxy's ownKeys threw: its error goes on */
+    if (!pairs) /* pairs_of shows a bad pair, and calls no toString of the object */
+        shown_of(env, v, shown, sizeof shown);
     char **owned = calloc(1 + 2 * (size_t)nkeys, sizeof *owned);
     int rc = -1;
     if (!owned) {
