@@ -73,78 +73,26 @@ def _log_sink(level, message, created=None):
     LOGGER.handle(record)
 
 
-def _check_utf8(name, text, what=""):
-    """A str the core can take: no lone surrogate (from a file name or
-    environment undecodable as UTF-8, or an escape). The value is not shown:
-    it may be a password."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{name}: {what}has a lone surrogate at index {e.start}, "
-                         "which is not UTF-8 text") from None
-    return text
-
-
-def _check_str(name, value):
-    if isinstance(value, os.PathLike) and name == "output_dir":
-        value = os.fspath(value)
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    return _check_utf8(name, value)
+def _check_number(name, value, integer=False):
+    """A number argument of our own functions (configure's keywords are the
+    core's to check)."""
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
+        kind = "an int" if integer else "a number"
+        raise TypeError(f"{name} must be {kind}, not {type(value).__name__}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name} must be a finite number, not {value!r}")
+    return value
 
 
 def _check_bool(name, value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
-
-
-def _check_number(name, value, integer=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        kind = "an int" if integer else "a number"
-        raise TypeError(f"{name} must be {kind}, not {type(value).__name__}")
-    if integer and not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if isinstance(value, int):
-        return str(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{name} must be a finite number, not {value!r}")
-    return repr(value)  # the core reads decimal and exponent notation
-
-
-def _check_pairs(name, value):
-    if not isinstance(value, dict):
-        raise TypeError(f"{name} must be a dict of str to str, not {type(value).__name__}")
-    for k, v in value.items():
-        if not isinstance(k, str):
-            raise TypeError(f"{name}: keys must be str, not {type(k).__name__}")
-        if not isinstance(v, str):
-            raise TypeError(f"{name}: the value of {k!r} must be a str, not {type(v).__name__}")
-        _check_utf8(name, k, "a key ")
-        _check_utf8(name, v, f"the value of {ascii(k)} ")
-    return dict(value)
+    if not isinstance(value, int) or value not in (0, 1):  # True, False, 0, 1
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return bool(value)
 
 
 def _env_bool(var, default):
     raw = os.environ.get(var, "")
     return _native.parse_bool(var, raw) if raw.strip() else default
-
-
-def _to_core(name, kind, value):
-    """A keyword's value in the core's string form (pairs: a dict)."""
-    if kind == "bool":
-        return "true" if _check_bool(name, value) else "false"
-    if kind in ("number", "integer"):
-        return _check_number(name, value, integer=kind == "integer")
-    if kind == "duration" and not isinstance(value, str):  # "10s" or seconds
-        return _check_number(name, value)
-    if kind == "pairs":
-        return _check_pairs(name, value)
-    if kind == "level" and isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return _check_str(name, value)
 
 
 def _line_name(line_no):
@@ -180,15 +128,14 @@ def _core_env(given):
 
 def _core_args(keywords):
     """configure's keywords -> (settings, defaults) for the core: settings by
-    the core's name in its string form (pairs: dicts); defaults are this
-    binding's own values, which a variable beats."""
+    the core's name, as given (the core checks each against its kind);
+    defaults are this binding's own values, which a variable beats."""
     if keywords.get("line_no") is not None:
         keywords = {**keywords, "line_no": _line_name(keywords["line_no"])}
     settings = {}
     for kw, row in _KEYWORDS.items():
-        value = keywords.get(kw)
-        if value is not None and row["name"] not in settings:
-            settings[row["name"]] = _to_core(kw, row["kind"], value)
+        if keywords.get(kw) is not None and row["name"] not in settings:
+            settings[row["name"]] = keywords[kw]
     defaults = {"runtime_name": sys.implementation.name,
                 "runtime_version": platform.python_version(),
                 "spy_name": "pyspy",  # the server's name for Python profiles

@@ -29,6 +29,7 @@
 #include "pyroscope_report.h"
 #include "term_deadline.h"
 #include "sender.h"
+#include "setting_arg.h"
 #include "walker.h"
 #include "memory_hooks.h"
 
@@ -43,6 +44,7 @@ static PyObject *raise_pn(const pn_error *e)
 {
     log_bridge_drain();
     PyObject *type = e->code == PN_EINVAL || e->code == PN_ELIMIT ? PyExc_ValueError
+                     : e->code == PN_ETYPE                         ? PyExc_TypeError
                      : e->code == PN_ENOMEM                        ? PyExc_MemoryError
                                                                    : PyExc_RuntimeError;
     PyErr_SetString(type, e->msg[0] ? e->msg : "pyroscope: unknown error");
@@ -161,9 +163,9 @@ static void stop_agent(void)
     log_bridge_drain();
 }
 
-/* One dict of settings into c: keywords (pn_config_set, they win over
- * variables) or the binding's defaults (pn_config_set_default: a variable
- * beats them). */
+/* One dict into c: configure's keywords by the core's names (they win over
+ * variables; the core checks each Python value against its setting's
+ * kind), or the binding's defaults as {name: str} (a variable beats them). */
 static int set_all(pn_config *c, PyObject *settings, int defaults)
 {
     pn_error e = {0};
@@ -174,18 +176,18 @@ static int set_all(pn_config *c, PyObject *settings, int defaults)
         if (!name)
             return -1;
         int rc;
-        if (PyDict_Check(v)) {
-            pn_label *kv;
-            size_t nkv;
-            if (py_dict_pairs(v, name, &kv, &nkv) != 0)
-                return -1;
-            rc = pn_config_set_pairs(c, name, kv, nkv, &e);
-            py_pairs_free(kv);
-        } else {
+        if (defaults) {
             const char *s = utf8_of(v, name);
             if (!s)
                 return -1;
-            rc = defaults ? pn_config_set_default(c, name, s, &e) : pn_config_set(c, name, s, &e);
+            rc = pn_config_set_default(c, name, s, &e);
+        } else {
+            pn_arg a;
+            py_setting_hold hold;
+            if (py_setting_arg(v, name, &a, &hold) != 0)
+                return -1;
+            rc = pn_config_set_arg(c, name, &a, &py_setting_words, &e);
+            py_setting_arg_done(&hold);
         }
         if (rc != 0) {
             raise_pn(&e);
