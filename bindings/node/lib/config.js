@@ -5,7 +5,9 @@
 // (flushIntervalMs, wall.samplingIntervalMicros, heap.samplingIntervalBytes: rows with
 // alias_of); the core applies PYROSCOPE_*/OTEL_* variables under its precedence rule
 // (an option wins), checks and converts every value, and resolves what only this
-// binding acts on (wall.*, heap.*, stripFilenames...). Here: JS types -> core kinds.
+// binding acts on (wall.*, heap.*, stripFilenames...). The native half hands each
+// value to the core as the JS type it is (src/config_arg.c); the core says whether
+// the setting's kind takes it.
 
 function configError(message) {
   const err = new Error(message);
@@ -25,35 +27,6 @@ function describe(v) {
 
 function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-function checkType(name, v, type, what) {
-  if (typeof v !== type) throw configError(`${name} must be ${what}, not ${describe(v)}`);
-  return v;
-}
-
-function checkNumber(name, v, integer) {
-  if (typeof v !== 'number' || !Number.isFinite(v)) {
-    throw configError(`${name} must be a finite number, not ${describe(v)}`);
-  }
-  if (integer && !Number.isInteger(v)) {
-    throw configError(`${name} must be a whole number, not ${v}`);
-  }
-  return v;
-}
-
-// {k: v} -> [[k, v], ...]; numbers become strings (the anchor accepts them in tags).
-function checkPairs(name, v, numbersToo) {
-  if (!isPlainObject(v)) {
-    throw configError(`${name} must be an object of string values, not ${describe(v)}`);
-  }
-  return Object.entries(v).map(([k, val]) => {
-    if (typeof val === 'string' || (numbersToo && typeof val === 'number' && Number.isFinite(val))) {
-      return [k, String(val)];
-    }
-    const kinds = numbersToo ? 'a string or a number' : 'a string';
-    throw configError(`${name}: the value of "${k}" must be ${kinds}, not ${describe(val)}`);
-  });
 }
 
 // Settings the anchor sent without checking their type (tenantID as the X-Scope-OrgID
@@ -79,23 +52,16 @@ function tagsOfArray(optName, list, warnings) {
   return out;
 }
 
-// An option value for the core (by the kind of its row): a string, number, boolean or
-// pairs; the core checks its range and syntax and names the setting.
+// An option's value for the core, which checks its type (in Node's words), range and
+// syntax and names the setting; here only the leniencies kept from the anchor.
 function coreValue(optName, row, v, warnings) {
   if (NUMBER_AS_TEXT.has(row.name) && typeof v === 'number' && Number.isFinite(v)) return String(v);
-  if (row.name === 'tags' && Array.isArray(v)) v = tagsOfArray(optName, v, warnings);
-  switch (row.kind) {
-    case 'bool': return checkType(optName, v, 'boolean', 'a boolean');
-    case 'number': return checkNumber(optName, v, false);
-    case 'integer': return checkNumber(optName, v, true);
-    case 'duration': return typeof v === 'string' ? v : checkNumber(optName, v, false);
-    case 'pairs': return checkPairs(optName, v, row.name === 'tags');
-    case 'level':
-      if (typeof v === 'string' || typeof v === 'number') return v;
-      throw configError(`${optName} must be a level name (${row.spellings}) or a number, ` +
-        `not ${describe(v)}`);
-    default: return checkType(optName, v, 'string', 'a string');
-  }
+  if (row.name !== 'tags') return v;
+  if (Array.isArray(v)) v = tagsOfArray(optName, v, warnings);
+  if (!isPlainObject(v)) return v;
+  // numbers as tag values: their text (the anchor's tags took any value)
+  return Object.fromEntries(Object.entries(v).map(([k, x]) =>
+    [k, typeof x === 'number' && Number.isFinite(x) ? String(x) : x]));
 }
 
 // The options as [name, value], wall: {x} and heap: {x} as "wall.x", "heap.x".
@@ -202,6 +168,7 @@ function resolveConfig(options, env, native) {
 function renameError(err, origins) {
   if (!err || typeof err.message !== 'string') return err;
   for (const [core, from] of Object.entries(origins)) {
+    if (core === from) continue; // tags: "tags" already says it
     err.message = err.message.replace(new RegExp(`(^|[^A-Za-z_.])${core}(?![A-Za-z_])`),
       (_, before) => `${before}${from} (${core})`);
   }

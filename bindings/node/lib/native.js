@@ -3,9 +3,9 @@
 // uses it:
 //   settingTable(), checkSettings(settings, env), start(settings, env)
 //     settings: {<core setting name>: string | number | boolean}, pairs
-//     (tags, http_headers, otlp_headers) as [[k, v], ...]; env: PYROSCOPE_* /
+//     (tags, http_headers, otlp_headers) as {k: v}; env: PYROSCOPE_* /
 //     OTEL_* variables applied first. Errors name the setting
-//     (err.code ERR_PYROSCOPE_CONFIG).
+//     (err.code ERR_PYROSCOPE_CONFIG; a TypeError for a value of the wrong type).
 //   startProfiler('cpu' | 'wall' | 'heap', opts), stopProfiler(kind) -> Promise
 //     cpu/wall opts: samplingIntervalMicros, collectCpuTime (wall), mapFrame;
 //     heap opts: samplingIntervalBytes, stackDepth, mapFrame.

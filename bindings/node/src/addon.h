@@ -41,8 +41,9 @@ void addon_unlock(void);
 
 /* ---- napi helpers (napi_util.c) */
 
-/* Throw an Error (code ERR_PYROSCOPE_CONFIG for PN_EINVAL, else
- * ERR_PYROSCOPE) with the core's message; returns NULL for `return`. */
+/* Throw an Error (code ERR_PYROSCOPE_CONFIG for PN_EINVAL, a TypeError
+ * with that code for PN_ETYPE, else ERR_PYROSCOPE) with the core's
+ * message; returns NULL for `return`. */
 napi_value throw_pn(napi_env env, const pn_error *e);
 napi_value throw_msg(napi_env env, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -67,6 +68,12 @@ void *js_typed(napi_env env, napi_value v, napi_typedarray_type want, size_t *le
                const char *what);
 void set_num(napi_env env, napi_value obj, const char *key, double v);
 void set_fn(napi_env env, napi_value obj, const char *name, napi_callback cb);
+
+/* ---- a setting's JS value (config_arg.c) */
+
+/* Sets setting `name` of c to the JS value v through pn_config_set_arg
+ * (the core checks its type in Node's words): 0, or -1 with an error thrown. */
+int config_set_js(napi_env env, pn_config *c, const char *name, napi_value v);
 
 /* ---- the agent (agent.c) */
 

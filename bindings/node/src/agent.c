@@ -32,56 +32,6 @@ uint64_t agent_epoch(void) { return epoch; }
 
 /* ------------------------------------------------------------ settings */
 
-static int set_pairs(napi_env env, pn_config *c, const char *name, napi_value arr)
-{
-    uint32_t n;
-    napi_get_array_length(env, arr, &n);
-    if (n > PN_MAX_LABELS * 10) {
-        throw_msg(env, "ERR_PYROSCOPE_CONFIG", "%s: too many pairs (%u)", name, n);
-        return -1;
-    }
-    pn_label *kv = calloc(n ? n : 1, sizeof *kv);
-    char **owned = calloc(2 * (size_t)(n ? n : 1), sizeof *owned);
-    int rc = -1;
-    char what[200];
-    snprintf(what, sizeof what, "%s: each entry must be a [key, value] pair of strings", name);
-    if (!kv || !owned) {
-        napi_throw_error(env, NULL, "pyroscope: out of memory");
-        goto out;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        napi_value pair, k, v;
-        bool is;
-        uint32_t plen = 0;
-        napi_get_element(env, arr, i, &pair);
-        if (napi_is_array(env, pair, &is) != napi_ok || !is ||
-            napi_get_array_length(env, pair, &plen) != napi_ok || plen != 2) {
-            napi_throw_type_error(env, "ERR_PYROSCOPE_CONFIG", what);
-            goto out;
-        }
-        napi_get_element(env, pair, 0, &k);
-        napi_get_element(env, pair, 1, &v);
-        if (!(owned[2 * i] = js_string(env, k, what)) ||
-            !(owned[2 * i + 1] = js_string(env, v, what)))
-            goto out;
-        kv[i].key = owned[2 * i];
-        kv[i].value = owned[2 * i + 1];
-    }
-    pn_error e = {0};
-    if (pn_config_set_pairs(c, name, kv, n, &e) != 0) {
-        throw_pn(env, &e);
-        goto out;
-    }
-    rc = 0;
-out:
-    if (owned)
-        for (uint32_t i = 0; i < 2 * n; i++)
-            free(owned[i]);
-    free(owned);
-    free(kv);
-    return rc;
-}
-
 static int apply_env(napi_env env, pn_config *c, napi_value envobj)
 {
     napi_value keys;
@@ -155,33 +105,9 @@ static int build_config(napi_env env, pn_config *c, napi_value settings, napi_va
         if (!name)
             return -1;
         napi_valuetype vt;
-        bool is_arr = false;
         napi_typeof(env, v, &vt);
-        napi_is_array(env, v, &is_arr);
-        int rc = 0;
-        if (vt == napi_undefined) {
-            rc = 0;
-        } else if (is_arr) {
-            rc = set_pairs(env, c, name, v);
-        } else if (vt == napi_string || vt == napi_number || vt == napi_boolean) {
-            char what[200];
-            snprintf(what, sizeof what, "%.100s: must be a string, number or boolean", name);
-            char *s = js_string(env, v, what);
-            if (!s) {
-                rc = -1;
-            } else {
-                if (pn_config_set(c, name, s, &e) != 0) {
-                    throw_pn(env, &e);
-                    rc = -1;
-                }
-                free(s);
-            }
-        } else {
-            throw_msg(env, "ERR_PYROSCOPE_CONFIG",
-                      "%.100s: must be a string, number, boolean or (for pairs) an array of "
-                      "[key, value]", name);
-            rc = -1;
-        }
+        /* undefined: not given (the anchor's reading) */
+        int rc = vt == napi_undefined ? 0 : config_set_js(env, c, name, v);
         free(name);
         if (rc != 0)
             return -1;

@@ -19,6 +19,10 @@ napi_value throw_msg(napi_env env, const char *code, const char *fmt, ...)
 
 napi_value throw_pn(napi_env env, const pn_error *e)
 {
+    if (e->code == PN_ETYPE) {
+        napi_throw_type_error(env, "ERR_PYROSCOPE_CONFIG", e->msg);
+        return NULL;
+    }
     return throw_msg(env, e->code == PN_EINVAL ? "ERR_PYROSCOPE_CONFIG" : "ERR_PYROSCOPE", "%s",
                      e->msg[0] ? e->msg : "pyroscope: unknown error");
 }

@@ -97,7 +97,7 @@ const REFUSED = [
     /^serverAddress \(server_address\).*with http:\/\/ in front/],
   ['an address of another scheme', { appName: 'a', serverAddress: 'ftp://h' }, /^serverAddress \(server_address\)/],
   ['a non-integer flushIntervalMs (the anchor refused it too)', { appName: 'a', flushIntervalMs: 1.5 },
-    /flushIntervalMs must be a whole number/],
+    /flushIntervalMs \(flush_interval_ms\) must be a whole number/],
   ['a sampleRate that is no number', { appName: 'a', sampleRate: 'fast' }, /sampleRate/],
 ];
 

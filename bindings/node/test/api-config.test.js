@@ -9,7 +9,6 @@ const { loadNative } = require('./api-helpers');
 const native = loadNative();
 // config.js maps options by the core's table and resolves them with the core.
 const resolve = (opts, env = {}) => resolveConfig(opts, env, native);
-const pairs = (list) => Object.fromEntries(list);
 
 describe('api config: options and variables', function () {
   before(function () {
@@ -36,13 +35,13 @@ describe('api config: options and variables', function () {
     assert.strictEqual(s.server_address, 'http://h:4040');
     assert.strictEqual(s.basic_auth_username, 'u');
     assert.strictEqual(s.tenant_id, 't1');
-    assert.deepStrictEqual(pairs(s.tags), { region: 'eu', shard: '3' });
+    assert.deepStrictEqual(s.tags, { region: 'eu', shard: '3' });
     assert.strictEqual(s.sample_rate, 250);
     assert.strictEqual(s.upload_interval, '15s');
     assert.strictEqual(r.core.upload_interval, '15');
     assert.strictEqual(s.oncpu, false);
     assert.strictEqual(r.kind, 'wall');
-    assert.deepStrictEqual(pairs(s.http_headers), { 'X-A': 'b' });
+    assert.deepStrictEqual(s.http_headers, { 'X-A': 'b' });
   });
 
   it('keeps the anchor defaults: heap 512 KiB / depth 64, on-CPU time', () => {
@@ -146,27 +145,56 @@ describe('api config: options and variables', function () {
   });
 
   const bad = [
-    [{ appName: 5 }, /appName must be a string, not number 5/],
+    [{ appName: 5 }, /appName \(application_name\) must be a string, not number 5/],
     [{ appName: 'a', applicationName: 'b' }, /appName and applicationName are the same setting/],
-    [{ appName: 'a', tags: { k: {} } }, /tags: the value of "k" must be a string or a number/],
+    [{ appName: 'a', tags: { k: {} } }, /tags must be an object of string values, not an object whose "k" is object/],
     [{ appName: 'a', tags: 'k=v' }, /tags must be an object/],
-    [{ appName: 'a', httpHeaders: { k: 1 } }, /httpHeaders: the value of "k" must be a string/],
-    [{ appName: 'a', sampleRate: '100' }, /sampleRate must be a finite number/],
-    [{ appName: 'a', sampleRate: NaN }, /sampleRate must be a finite number/],
+    [{ appName: 'a', httpHeaders: { k: 1 } }, /httpHeaders \(http_headers\) must be an object of string values, not an object whose "k" is number 1/],
+    [{ appName: 'a', sampleRate: '100' }, /sampleRate \(sample_rate\) must be a finite number, not "100"/],
+    [{ appName: 'a', sampleRate: NaN }, /sampleRate \(sample_rate\) must be a finite number/],
     [{ appName: 'a', oncpu: 'yes' }, /oncpu must be a boolean/],
-    [{ appName: 'a', flushIntervalMs: 1.5 }, /flushIntervalMs must be a whole number/],
+    [{ appName: 'a', flushIntervalMs: 1.5 }, /flushIntervalMs \(flush_interval_ms\) must be a whole number/],
     [{ appName: 'a', wall: 3 }, /wall must be an object/],
-    [{ appName: 'a', wall: { collectCpuTime: 1 } }, /wall.collectCpuTime must be a boolean/],
+    [{ appName: 'a', wall: { collectCpuTime: 1 } }, /wall.collectCpuTime \(wall_collect_cpu_time\) must be a boolean/],
     [{ appName: 'a', stripFilenames: 'some' }, /stripFilenames \(strip_filenames\): "some" is not one of all,dependencies/],
-    [{ appName: 'a', shortenPaths: 'true' }, /shortenPaths must be a boolean/],
+    [{ appName: 'a', shortenPaths: 'true' }, /shortenPaths \(shorten_paths\) must be a boolean/],
     [{ appName: 'a', sourceMapper: {} }, /sourceMapper must be a SourceMapper/],
-    [{ appName: 'a', maxDepth: 2.5 }, /maxDepth must be a whole number/],
+    [{ appName: 'a', maxDepth: 2.5 }, /maxDepth \(max_depth\) must be a whole number/],
   ];
   for (const [opts, re] of bad) {
     it(`refuses ${JSON.stringify(opts, (k, v) => (Number.isNaN(v) ? 'NaN' : v))}`, () => {
       assert.throws(() => resolve(opts), (e) => re.test(e.message) && e.code === 'ERR_PYROSCOPE_CONFIG');
     });
   }
+
+  // The core checks each value's type (pn_config_set_arg) in Node's words, showing it as
+  // Node does; a wrong type is a TypeError, a value no type can fix an Error (issue 27).
+  const wrongType = [
+    [{ appName: null }, /^appName \(application_name\) must be a string, not null$/],
+    [{ appName: ['x'] }, /^appName \(application_name\) must be a string, not an array$/],
+    [{ appName: Symbol('s') }, /must be a string, not symbol$/],
+    [{ appName: { toString() { throw new Error('no'); } } }, /must be a string, not object$/],
+    [{ appName: 'a', sampleRate: 10n }, /^sampleRate \(sample_rate\) must be a finite number, not bigint 10$/],
+    [{ appName: 'a', sampleRate: 'a"\n' }, /must be a finite number, not "a\\"\\n"$/],
+    [{ appName: 'a', sampleRate: 'é'.repeat(500) }, /not "é{50,}\.\.\."$/],
+    [{ appName: 'a', logLevel: true }, /^logLevel \(log_level\) must be a level name \(debug,.*\) or a number, not boolean true$/],
+    [{ appName: 'a', tags: { x: NaN } }, /^tags must be an object of string values, not an object whose "x" is number NaN$/],
+  ];
+  for (const [opts, re] of wrongType) {
+    it(`a TypeError: ${re.source.slice(0, 60)}`, () => {
+      assert.throws(() => resolve(opts), (e) => e instanceof TypeError && re.test(e.message) &&
+        e.message.length < 300 && e.code === 'ERR_PYROSCOPE_CONFIG');
+    });
+  }
+  it('a NUL, or a number that is not finite, is an Error; a whole float is an integer', () => {
+    for (const [opts, re] of [[{ appName: 'a\0b' }, /^appName \(application_name\) must not contain a NUL byte$/],
+      [{ appName: 'a', tags: { k: 'v\0' } }, /^tags must not contain a NUL byte$/],
+      [{ appName: 'a', sampleRate: Infinity }, /^sampleRate \(sample_rate\) must be a finite number, not number Infinity$/]]) {
+      assert.throws(() => resolve(opts), (e) => !(e instanceof TypeError) && re.test(e.message) &&
+        e.code === 'ERR_PYROSCOPE_CONFIG');
+    }
+    assert.strictEqual(resolve({ appName: 'a', maxDepth: 64.0, logLevel: 40 }).core.max_depth, '64');
+  });
 
   // The anchor's own variables, malformed, start (api-anchor-inputs.test.js); two
   // variables for one setting do not.

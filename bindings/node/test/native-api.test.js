@@ -25,9 +25,9 @@ describe('native: settings and life cycle', function () {
       [{ application_name: 'a', output_dir: dir, no_such_setting: 1 }, /no_such_setting/],
       [{ application_name: 'a', output_dir: dir, sample_rate: 'fast' }, /sample_rate/],
       [{ application_name: 'a', output_dir: dir, upload_interval: 'soon' }, /upload_interval/],
-      [{ application_name: 'a', output_dir: dir, tags: [['__reserved', 'x']] }, /__reserved/],
-      [{ application_name: 'a', output_dir: dir, tags: [['ok', 'a,b']] }, /ok/],
-      [{ application_name: 'a', output_dir: dir, tags: [['k']] }, /tags/],
+      [{ application_name: 'a', output_dir: dir, tags: { __reserved: 'x' } }, /__reserved/],
+      [{ application_name: 'a', output_dir: dir, tags: { ok: 'a,b' } }, /ok/],
+      [{ application_name: 'a', output_dir: dir, tags: [['k', 'v']] }, /tags must be an object of string values, not an array/],
       [{ application_name: 'a', output_dir: dir, oncpu: {} }, /oncpu/],
       [{ application_name: 'bad name{', output_dir: dir }, /application_name/],
     ];
