@@ -1479,7 +1479,36 @@ static void test_env_alias_order(void)
     pn_config_free(&c);
 }
 
-TEST_MAIN(T(test_aliases), T(test_external_resolved), T(test_env_alias_order),
+/* A variable read must be UTF-8 text (every setting is): the error names
+ * it and the byte, never the value; a given setting's variable is not read. */
+static void test_env_not_utf8(void)
+{
+    const char *vars[] = {"PYROSCOPE_BASIC_AUTH_PASSWORD=s3cr\xff" "et",
+                          "OTEL_EXPORTER_OTLP_ENDPOINT=http://h\xc3(",
+                          "OTEL_SERVICE_NAME=\xed\xa0\x80"}; /* a surrogate */
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        pn_config c;
+        pn_error e = {0};
+        char *env[] = {(char *)vars[i], NULL};
+        pn_config_init(&c);
+        CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), -1);
+        CHECK(strstr(e.msg, "not valid UTF-8") && !strstr(e.msg, "s3cr"));
+        CHECK(strncmp(e.msg + strlen("environment variable "), vars[i], strcspn(vars[i], "=")) == 0);
+        pn_config_free(&c);
+    }
+    pn_config c;
+    pn_error e = {0};
+    char *env[] = {"PYROSCOPE_TAGS=k=\xff", "OTEL_EXPORTER_OTLP_ENDPOINT=\xff", "PYROSCOPE_\xff=1",
+                   NULL};
+    pn_config_init(&c);
+    pn_label kv[] = {{"k", "v"}};
+    CHECK_EQ_INT(pn_config_set_pairs(&c, "tags", kv, 1, &e), 0);
+    CHECK_EQ_INT(pn_config_set(&c, "otlp_endpoint", "http://h:4318", &e), 0);
+    CHECK_EQ_INT(pn_config_apply_env(&c, env, &e), 0); /* the unknown one: a warning */
+    pn_config_free(&c);
+}
+
+TEST_MAIN(T(test_aliases), T(test_external_resolved), T(test_env_alias_order), T(test_env_not_utf8),
           T(test_anchor_inputs), T(test_table), T(test_precedence), T(test_resolve_destination),
           T(test_env_anchor_variables), T(test_defaults), T(test_every_name_settable), T(test_unknown_name), T(test_booleans),
           T(test_sample_rate), T(test_sampler_cpu_budget), T(test_durations), T(test_whole_numbers),

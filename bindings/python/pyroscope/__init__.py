@@ -54,7 +54,6 @@ class ProfilerImplementation(Enum):
 # spelling; the others are accepted aliases); "external" rows are read here.
 SETTINGS = _native.settings()
 _KEYWORDS = {kw: row for row in SETTINGS for kw in (row["python"] or "").split("|") if kw}
-_SETTING_OF_VAR = {row["env"]: row["name"] for row in SETTINGS}
 
 # Serialises configure/shutdown (any thread may call them).
 _lock = threading.RLock()
@@ -104,26 +103,11 @@ def _line_name(line_no):
     raise TypeError(f"line_no must be a pyroscope.LineNo, not {line_no!r}")
 
 
-def _core_env(given):
-    """PYROSCOPE_* and OTEL_* variables for the core, which applies them
-    under its precedence rule (a keyword given wins; its variable is not
-    even checked here). A value that is not UTF-8 is refused here, naming
-    the variable (and never showing the value: it may be a password)."""
-    out = []
-    for k, v in os.environ.items():
-        if not k.startswith(("PYROSCOPE_", "OTEL_")) or _SETTING_OF_VAR.get(k) in given:
-            continue
-        for part, text in (("name", k), ("value", v)):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as e:
-                shown = os.fsencode(k).decode("utf-8", "backslashreplace")
-                raw = os.fsencode(text[:e.start + 1])
-                raise ValueError(f"environment variable {shown}: its {part} is not valid "
-                                 f"UTF-8 (byte 0x{raw[-1]:02x} at offset {len(raw) - 1}); "
-                                 "settings must be UTF-8 text") from None
-        out.append(f"{k}={v}")
-    return out
+def _core_env():
+    """PYROSCOPE_* and OTEL_* variables as the process has them (bytes): the
+    core applies them under its precedence rule (a keyword given wins; its
+    variable is not even read) and names one that is not UTF-8 text."""
+    return [k + b"=" + v for k, v in os.environb.items() if k.startswith((b"PYROSCOPE_", b"OTEL_"))]
 
 
 def _core_args(keywords):
@@ -148,7 +132,7 @@ def _resolve(**keywords):
     """The core settings configure(**keywords) would start with, as
     {name: str}, without starting (tests and diagnostics)."""
     settings, defaults = _core_args(keywords)
-    return _native.resolve(_core_env(settings), settings, defaults)
+    return _native.resolve(_core_env(), settings, defaults)
 
 
 def configure(
@@ -227,7 +211,7 @@ def configure(
         return False
 
     settings, defaults = _core_args(keywords)
-    env = _core_env(settings)
+    env = _core_env()
     with _lock:
         _native.set_log_sink(_log_sink)
         core = _native.resolve(env, settings, defaults)  # this binding's settings too

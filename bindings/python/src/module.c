@@ -216,7 +216,10 @@ static int build_config(pn_config *c, PyObject *env, PyObject *settings, PyObjec
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        const char *line = utf8_of(PyList_GET_ITEM(env, i), "environment entry");
+        /* bytes (os.environb: the core says which variable is not UTF-8) */
+        PyObject *item = PyList_GET_ITEM(env, i);
+        const char *line = PyBytes_Check(item) ? PyBytes_AS_STRING(item)
+                                               : utf8_of(item, "environment entry");
         if (!line) {
             PyMem_Free(envp);
             return -1;

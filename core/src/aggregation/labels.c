@@ -24,6 +24,7 @@
 #include "aggregation/grace.h"
 #include "aggregation/store.h"
 #include "support/atfork.h"
+#include "support/utf8.h"
 
 struct pn_labelset {
     uint64_t id;
@@ -93,39 +94,6 @@ int pn_label_check_name(const char *key, pn_error *e)
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p, 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t left)
-{
-    unsigned char c = p[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0) {
-        n = 2;
-        cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-        n = 3;
-        cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n > left)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 static int check_value(const char *key, const char *value, int series, pn_error *e)
 {
     if (!key)
@@ -144,7 +112,7 @@ static int check_value(const char *key, const char *value, int series, pn_error 
             return pn_fail(e, PN_EINVAL,
                            "label \"%.100s\": value \"%.100s\" contains '%c'; the characters "
                            "{ } , = are not allowed in label values", key, value, p[i]);
-        size_t len = utf8_seq(p + i, n - i);
+        size_t len = pn_utf8_char(p + i, n - i, NULL);
         if (len == 0)
             return pn_fail(e, PN_EINVAL,
                            "label \"%.100s\": value is not valid UTF-8 (byte %zu)", key, i);
@@ -256,7 +224,7 @@ static int fix_name(const char *key, char *buf, const char **what)
             buf[o++] = (char)p[i++];
             continue;
         }
-        size_t len = utf8_seq(p + i, n - i);
+        size_t len = pn_utf8_char(p + i, n - i, NULL);
         buf[o++] = '_';
         i += len ? len : 1;
     }
@@ -279,7 +247,7 @@ static int fix_value(const char *key, const char *value, char *buf, const char *
     size_t n = strlen(value), o = 0;
     int cut = 0;
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_seq(p + i, n - i);
+        size_t len = pn_utf8_char(p + i, n - i, NULL);
         const char *src = len ? (const char *)p + i : "\xef\xbf\xbd";
         size_t w = len ? len : 3;
         if (o + w > PN_MAX_LABEL_VALUE) {

@@ -11,6 +11,7 @@
 
 #include "pyroscope_native.h"
 #include "support/url.h"
+#include "support/utf8.h"
 #include "pipeline/otel_env.h"
 
 extern char **environ;
@@ -1078,8 +1079,10 @@ static int apply_auth_token(pn_config *c, pn_error *e)
 
 static void warn_unknown_once(const char *kv, size_t n)
 {
+    size_t ok = pn_utf8_valid_prefix(kv, n);
     if (first_time(kv, n))
-        pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s", (int)n, kv);
+        pn_log(PN_LOG_WARN, "ignoring unknown environment variable %.*s%s", (int)ok, kv,
+               ok < n ? " (the rest of its name is not UTF-8)" : "");
 }
 
 /* The row whose variable (or alias) is the name of kv ("NAME=value"); the
@@ -1137,6 +1140,8 @@ int pn_config_apply_env(pn_config *c, char *const *envp, pn_error *e)
             if (from_env & bit_of(t))
                 pn_config_get(c, t->i.name, before, sizeof before);
             pn_error why; /* e may be NULL */
+            if (pn_env_text(kv, n, eq + 1, e) != 0)
+                return -1;
             if (set_value(c, s, eq + 1, &why) != 0) {
                 if (!(s->i.flags & PN_SETTING_LENIENT_ENV) || why.code == PN_ENOMEM)
                     return pn_fail(e, why.code, "%s%s", from, why.msg);

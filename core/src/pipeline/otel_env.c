@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "pipeline/otel_env.h"
-
+#include "support/utf8.h"
 
 static const char *env_get(char *const *envp, const char *name)
 {
@@ -13,6 +13,16 @@ static const char *env_get(char *const *envp, const char *name)
         if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
             return (*envp)[n + 1] ? *envp + n + 1 : NULL;
     return NULL;
+}
+
+int pn_env_text(const char *name, size_t n, const char *v, pn_error *e)
+{
+    size_t len = strlen(v), ok = pn_utf8_valid_prefix(v, len);
+    if (ok == len)
+        return 0;
+    return pn_fail(e, PN_EINVAL, "environment variable %.*s: its value is not valid UTF-8 "
+                   "(byte 0x%02x at offset %zu); settings must be UTF-8 text", (int)n, name,
+                   (unsigned char)v[ok], ok);
 }
 
 /* The first of two variables that is set (the signal's own wins). */
@@ -27,10 +37,27 @@ static const char *env_first(char *const *envp, const char *a, const char *b, co
     return v;
 }
 
+/* The variables read for each setting no keyword gave. */
+static const struct {
+    const char *setting, *vars[2];
+} read_for[] = {
+    {"application_name", {"OTEL_SERVICE_NAME"}},
+    {"otlp_endpoint", {"OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"}},
+    {"otlp_headers", {"OTEL_EXPORTER_OTLP_PROFILES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"}},
+    {"otlp_protocol", {"OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"}},
+    {"resource_attributes", {"OTEL_RESOURCE_ATTRIBUTES"}},
+};
+
 int pn_config_apply_otel_env(pn_config *c, char *const *envp, pn_error *e)
 {
     pn_error why;
     const char *v, *var;
+    for (size_t i = 0; i < sizeof read_for / sizeof read_for[0]; i++)
+        for (int k = 0; k < 2 && read_for[i].vars[k]; k++)
+            if (!pn_config_is_given(c, read_for[i].setting) &&
+                (v = env_get(envp, read_for[i].vars[k])) &&
+                pn_env_text(read_for[i].vars[k], strlen(read_for[i].vars[k]), v, e) != 0)
+                return -1;
     if (!pn_config_is_given(c, "application_name") && (v = env_get(envp, "OTEL_SERVICE_NAME"))) {
         /* An OTel service name may hold characters Pyroscope's application
          * names may not: then it is only a resource attribute's business. */

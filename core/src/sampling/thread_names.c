@@ -15,6 +15,7 @@
 
 #include "pyroscope_native.h"
 #include "sampling/sampler.h"
+#include "support/utf8.h"
 
 #define NAME_SLOTS 8192u /* a power of two; threads named at once */
 
@@ -37,28 +38,6 @@ void pn_thread_names_fork_release(void) { pthread_mutex_unlock(&names_lock); }
 
 static uint32_t home(pid_t tid) { return ((uint32_t)tid * 2654435761u) & (NAME_SLOTS - 1); }
 
-/* Length of the valid UTF-8 character at s (at most `left` bytes), or 0
- * when the bytes there are not one (stray continuation, overlong form,
- * surrogate, beyond U+10FFFF, cut short). */
-static size_t utf8_char(const unsigned char *s, size_t left, uint32_t *cp)
-{
-    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (n == 0 || n > left)
-        return 0;
-    uint32_t c = n == 1 ? s[0] : s[0] & (0x7F >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        c = c << 6 | (s[i] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < min[n] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-        return 0;
-    *cp = c;
-    return n;
-}
-
 /* The name as a label value (the server's rules, pn_label_check_value):
  * '{' '}' ',' '=' and control characters (C0, DEL, C1) become '_', bytes
  * that are not UTF-8 become '?', and it is cut at a character boundary to
@@ -70,7 +49,7 @@ static size_t label_safe(char *out, const char *name)
     size_t left = strlen(name), o = 0;
     while (left > 0) {
         uint32_t cp = 0;
-        size_t n = utf8_char(s, left, &cp);
+        size_t n = pn_utf8_char(s, left, &cp);
         const char *put = (const char *)s;
         size_t put_n = n;
         if (n == 0) {
@@ -175,7 +154,7 @@ int pn_thread_name_get(pid_t tid, char *buf, size_t size)
                     lead--;
                 uint32_t cp;
                 if (lead > 0 && (unsigned char)buf[lead - 1] >= 0x80 &&
-                    utf8_char((const unsigned char *)buf + lead - 1, len - lead + 1, &cp) == 0)
+                    pn_utf8_char((const unsigned char *)buf + lead - 1, len - lead + 1, &cp) == 0)
                     buf[lead - 1] = '\0';
                 return buf[0] != '\0';
             }
