@@ -13,8 +13,8 @@
                    "with exactly two paths"
 
 static const char SYNOPSIS[] =
-    "usage: %s report PATH... [--output HTML] [--top N] [--title TITLE] [--type TYPE]\n"
-    "         [--filter KEY=VALUE]... [--group-by KEY] [--diff [A B]]\n";
+    "usage: %s report PATH... [--output HTML] [--top N] [--title TITLE]\n"
+    "         [--type TYPE] [--filter KEY=VALUE]... [--group-by KEY] [--diff [A B]]\n";
 
 static const char HELP[] =
     "\n"
