@@ -182,7 +182,12 @@ int pn_report_args_parse(pn_report_args *a, const char *const *words, size_t n, 
         else
             a->paths[a->o.npaths++] = w;
     }
-    if (rc == 0 && !a->help && a->o.npaths == 0)
+    if (rc == 0 && !a->help && a->o.npaths == 0 && diff_words == 2 &&
+        !strchr(a->diff[0].value, '=') && !strchr(a->diff[1].value, '='))
+        rc = pn_fail(e, PN_EINVAL, "PATH: a profile file or folder is required (--diff took "
+                     "\"%s\" and \"%s\" as its selections: give the paths before --diff)",
+                     a->diff[0].value, a->diff[1].value);
+    else if (rc == 0 && !a->help && a->o.npaths == 0)
         rc = pn_fail(e, PN_EINVAL, "PATH: a profile file or folder is required");
     if (rc == 0 && !a->help && a->o.diff && diff_words == 0) {
         /* --diff alone: the first path against the second, by their source label */

@@ -101,6 +101,11 @@ static void test_diff_forms(void)
         CHECK_EQ_INT(parse(&a, bad[i], nbad[i], msg, sizeof msg), -1);
         CHECK_STR(msg, want);
     }
+    /* paths after --diff are taken as its selections: the message says so */
+    const char *late[] = {"--diff", "old.pb", "new.pb"};
+    CHECK_EQ_INT(parse(&a, late, N(late), msg, sizeof msg), -1);
+    CHECK_STR(msg, "PATH: a profile file or folder is required (--diff took \"old.pb\" and "
+                   "\"new.pb\" as its selections: give the paths before --diff)");
     const char *twice[] = {"p", "--diff", "a=1", "b=2", "--diff", "a=1", "b=2"};
     CHECK_EQ_INT(parse(&a, twice, N(twice), msg, sizeof msg), -1);
     CHECK_STR(msg, "--diff: given twice");
