@@ -180,6 +180,47 @@ int pn_report_pairs_parse(const pn_label *items, size_t n, const char *what, pn_
                           size_t *nout, pn_error *e);
 void pn_report_pairs_free(pn_label *pairs, size_t n);
 
+/* ------------------------------------------------- the report command */
+
+/* The words of `PROG report ...` (after "report"): PATH... [-o|--output HTML]
+ * [--top N] [--title TITLE] [--type TYPE] [--filter KEY=VALUE]...
+ * [--group-by KEY] [--diff [A B]] [-h|--help] ("--flag=value" too; "--"
+ * ends the options). --diff takes the next words up to two before an
+ * option: two selections, or none with exactly two paths (each path's
+ * source label). o points into words and the arrays below. Errors
+ * (PN_EINVAL) name the flag: "--top: \"-1\" is not a whole number >= 0". */
+typedef struct {
+    pn_report_options o;
+    int help;                    /* -h or --help: nothing else is checked */
+    const char **paths;          /* o.paths */
+    pn_label *filter;            /* o.filter; the keys malloc'ed */
+    pn_label diff[2];            /* o.diff_a, o.diff_b */
+} pn_report_args;
+int pn_report_args_parse(pn_report_args *a, const char *const *words, size_t n, pn_error *e);
+void pn_report_args_free(pn_report_args *a);
+
+/* The command: parsed, run as a job (pn_report_job_prepare, then run on
+ * the calling thread), and what it says returned for the binding to print.
+ * Touches nothing but c's data: any thread may run it. */
+typedef struct {
+    const char *prog;            /* in the usage ("python -m pyroscope"); its last word
+                                    begins messages; NULL: "pyroscope-native" */
+    int with_command;            /* words begin with the command: "report", or -h,
+                                    --help, help (the usage); a program of one command */
+    const char *const *words;
+    size_t nwords;
+    const char *const *hide_files; /* as pn_report_options (a launcher's frames) */
+    size_t nhide;
+} pn_report_command;
+typedef struct {
+    int status;                  /* 0 done; 1 a profile unreadable, the page unwritten;
+                                    2 a usage error (the message, then the usage) */
+    char *out, *err;             /* for stdout (the top table, "N profiles read, flame
+                                    graph: PATH"), for stderr; malloc'ed, may be NULL */
+} pn_report_command_result;
+void pn_report_command_run(const pn_report_command *c, pn_report_command_result *r);
+void pn_report_command_result_free(pn_report_command_result *r);
+
 /* ---------------------------------------------------- the output folder */
 
 /* The type in a name the folder exporter wrote,

@@ -7,60 +7,7 @@
 
 #include "check.h"
 #include "files.h"
-#include "profile.pb-c.h"
 #include "pyroscope_report.h"
-
-/* A one-sample profile of `type` in function `fn`, as dir/name. */
-static void write_profile(const char *dir, const char *name, const char *type, const char *fn)
-{
-    char *strings[] = {"", (char *)type, "nanoseconds", (char *)fn, "app.py"};
-    Perftools__Profiles__ValueType vt = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
-    vt.type = 1;
-    vt.unit = 2;
-    Perftools__Profiles__ValueType *vts[] = {&vt};
-    Perftools__Profiles__Function f = PERFTOOLS__PROFILES__FUNCTION__INIT;
-    f.id = 1;
-    f.name = 3;
-    f.filename = 4;
-    Perftools__Profiles__Function *fs[] = {&f};
-    Perftools__Profiles__Line line = PERFTOOLS__PROFILES__LINE__INIT;
-    line.function_id = 1;
-    Perftools__Profiles__Line *lines[] = {&line};
-    Perftools__Profiles__Location loc = PERFTOOLS__PROFILES__LOCATION__INIT;
-    loc.id = 1;
-    loc.n_line = 1;
-    loc.line = lines;
-    Perftools__Profiles__Location *locs[] = {&loc};
-    uint64_t loc_ids[] = {1};
-    int64_t values[] = {1000000};
-    Perftools__Profiles__Sample s = PERFTOOLS__PROFILES__SAMPLE__INIT;
-    s.n_location_id = 1;
-    s.location_id = loc_ids;
-    s.n_value = 1;
-    s.value = values;
-    Perftools__Profiles__Sample *samples[] = {&s};
-    Perftools__Profiles__Profile p = PERFTOOLS__PROFILES__PROFILE__INIT;
-    p.n_string_table = 5;
-    p.string_table = strings;
-    p.n_sample_type = 1;
-    p.sample_type = vts;
-    p.n_function = 1;
-    p.function = fs;
-    p.n_location = 1;
-    p.location = locs;
-    p.n_sample = 1;
-    p.sample = samples;
-    uint8_t buf[512];
-    size_t len = perftools__profiles__profile__pack(&p, buf);
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *out = fopen(path, "wb");
-    CHECK(out != NULL);
-    if (out) {
-        fwrite(buf, 1, len, out);
-        fclose(out);
-    }
-}
 
 static void test_selections(void)
 {
@@ -96,9 +43,9 @@ static void test_selections(void)
 static void make_folder(char *dir, size_t cap)
 {
     pn_test_tmpdir("report-options", dir, cap);
-    write_profile(dir, "app-cpu-10-20.pb", "cpu", "cpu_one");
-    write_profile(dir, "app-cpu-20-30.pb", "cpu", "cpu_two");
-    write_profile(dir, "app-wall-10-20.pb", "wall", "wall_fn");
+    pn_test_write_profile(dir, "app-cpu-10-20.pb", "cpu", "cpu_one");
+    pn_test_write_profile(dir, "app-cpu-20-30.pb", "cpu", "cpu_two");
+    pn_test_write_profile(dir, "app-wall-10-20.pb", "wall", "wall_fn");
 }
 
 static void test_folder_by_type(void)
@@ -236,7 +183,7 @@ static void test_run_report(void)
 {
     char dir[128], want[400];
     pn_test_tmpdir("run-report", dir, sizeof dir);
-    write_profile(dir, "app-cpu-1-2.pb", "cpu", "earlier_run"); /* left out */
+    pn_test_write_profile(dir, "app-cpu-1-2.pb", "cpu", "earlier_run"); /* left out */
     pn_error e = {0};
     pn_run_report q = {.app = "shop", .top = 5};
     pn_run_report_result r;
@@ -247,9 +194,9 @@ static void test_run_report(void)
     char name[64];
     for (int i = 0; i < PN_RUN_MAX_FILES + 1; i++) {
         snprintf(name, sizeof name, "app-cpu-%d-%d.pb", 100 + i, 101 + i);
-        write_profile(dir, name, "cpu", "this_run");
+        pn_test_write_profile(dir, name, "cpu", "this_run");
     }
-    write_profile(dir, "app-heap-100-110.pb", "inuse_space", "heap_fn");
+    pn_test_write_profile(dir, "app-heap-100-110.pb", "inuse_space", "heap_fn");
     FILE *bad = fopen(strcat(strcpy(want, dir), "/app-alloc-100-110.pb"), "w");
     fputs("not a profile", bad);
     fclose(bad);

@@ -7,6 +7,8 @@
  *   opts: {output: path | null (none) | undefined (default), title, type,
  *     groupBy, top, filter, diffA, diffB}; a selection is a "k=v,..."
  *     string or an array of such strings and [key, value] pairs.
+ *   reportCommand(prog, argv) -> {status, stdout, stderr}: the core's
+ *     `report` command line (bin/pyroscope-native.js)
  *   runBegin() -> whether the running agent writes to a folder (its
  *     listing is then remembered: the run report begins)
  *   runEnd() / runEndAsync() -> undefined / Promise: the run's pages
@@ -268,6 +270,43 @@ static napi_value m_report_async(napi_env env, napi_callback_info info)
     return promise;
 }
 
+/* reportCommand(prog, argv) -> {status, stdout, stderr}: the core's
+ * `report` program (argv: "report" and its words, or -h), on this thread
+ * (a CLI's); the bin prints what it returns. */
+static napi_value m_report_command(napi_env env, napi_callback_info info)
+{
+    napi_value argv[2], o, s;
+    js_args(env, info, argv, 2);
+    pn_report_job tmp = {0}; /* owns the copied strings */
+    uint32_t n = length_of(env, argv[1]);
+    const char **words = pn_report_job_keep(&tmp, calloc(n + 1, sizeof *words));
+    int ok = words != NULL;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        napi_value w;
+        napi_get_element(env, argv[1], i, &w);
+        ok = (words[i] = str_of(env, &tmp, w)) != NULL;
+    }
+    pn_report_command c = {.prog = str_of(env, &tmp, argv[0]), .with_command = 1,
+                           .words = words, .nwords = n};
+    pn_report_command_result r = {.status = 1};
+    bool pending = false;
+    napi_is_exception_pending(env, &pending);
+    if (pending || !ok) {
+        pn_report_job_clear(&tmp);
+        return pending ? NULL : throw_msg(env, "ERR_PYROSCOPE", "pyroscope: out of memory");
+    }
+    pn_report_command_run(&c, &r);
+    pn_report_job_clear(&tmp);
+    napi_create_object(env, &o);
+    set_num(env, o, "status", r.status);
+    napi_create_string_utf8(env, r.out ? r.out : "", NAPI_AUTO_LENGTH, &s);
+    napi_set_named_property(env, o, "stdout", s);
+    napi_create_string_utf8(env, r.err ? r.err : "", NAPI_AUTO_LENGTH, &s);
+    napi_set_named_property(env, o, "stderr", s);
+    pn_report_command_result_free(&r);
+    return o;
+}
+
 /* ------------------------------------------------------------ the run */
 
 static char *run_app; /* main thread: the app of the run begun */
@@ -373,6 +412,7 @@ void report_exports(napi_env env, napi_value exports)
 {
     set_fn(env, exports, "report", m_report);
     set_fn(env, exports, "reportAsync", m_report_async);
+    set_fn(env, exports, "reportCommand", m_report_command);
     set_fn(env, exports, "runBegin", m_run_begin);
     set_fn(env, exports, "runEnd", m_run_end);
     set_fn(env, exports, "runEndAsync", m_run_end_async);

@@ -174,7 +174,7 @@ describe('report: flame graph of the folder output', function () {
     assert.ok(!fs.existsSync(path.join(d, 'flamegraph-wall.html')));
   });
 
-  it('the CLI prints the top table and writes the page; a bad filter exits 2 naming --filter', async () => {
+  it('the CLI prints the top table and writes the page; a bad filter exits 2 naming --filter; --diff alone compares two paths', async () => {
     const out = path.join(tmpdir('pn-report-cli-'), 'page.html');
     // this run's files (the folder also holds the unreadable old profile: see below)
     const files = fs.readdirSync(dir).filter((n) => n.startsWith('report.child-cpu-')).map((n) => path.join(dir, n));
@@ -200,5 +200,13 @@ describe('report: flame graph of the folder output', function () {
     const missing = await run([BIN, 'report', path.join(dir, 'nothing-here')]);
     assert.strictEqual(missing.code, 2);
     assert.match(missing.stderr, /nothing-here: no such file or folder/);
+    // The core's command line, as Python's and Ruby's: --diff alone compares two paths by
+    // their source label; a bad value names the flag, then the usage.
+    const two = await run([BIN, 'report', files[0], files[files.length - 1], '--diff', '-o', out]);
+    assert.strictEqual(two.code, 0, two.stderr);
+    assert.ok(two.stdout.includes(`A: source=${files[0]} (total`), two.stdout);
+    const top = await run([BIN, 'report', dir, '--top', '-1']);
+    assert.strictEqual(top.code, 2);
+    assert.match(top.stderr, /^pyroscope-native: --top: "-1" is not a whole number >= 0\nusage: pyroscope-native report PATH/);
   });
 });

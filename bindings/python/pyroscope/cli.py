@@ -2,8 +2,7 @@
 
     python -m pyroscope run [options] script.py [args...]
     python -m pyroscope run [options] -m module [args...]
-    python -m pyroscope report PATH... [--output HTML] [--top N] [--title TITLE]
-        [--filter KEY=VALUE]... [--group-by KEY] [--diff [A B]]
+    python -m pyroscope report PATH... [options]
 
 ``run`` profiles a program in this interpreter, run the way ``python
 script.py`` / ``python -m module`` would run it. Its options are the
@@ -13,10 +12,8 @@ profiles go to a local folder (./pyroscope-profiles unless told otherwise)
 and at exit a flame graph (flamegraph.html) is written next to them and the
 top functions are printed to stderr, so the program's stdout stays its own.
 
-``report`` reads saved profiles (files or folders) and does the same; it
-filters by labels (tags, span_name, span_id, thread_name, pid, and source,
-the path each profile came from), breaks the total down by a label's values
-and compares two selections. The page opens on the same view.
+``report`` reads saved profiles (files or folders) and does the same: it is
+the core's report command (pn_report_command_run), which parses its options.
 """
 
 import argparse
@@ -161,33 +158,9 @@ def _build_parsers():
     run.add_argument("--top", type=_count, default=DEFAULT_TOP, metavar="N",
                      help=f"functions listed at exit (default {DEFAULT_TOP}; 0: none)")
 
-    report = sub.add_parser(
-        "report", allow_abbrev=False, help="flame graph and top functions of saved profiles",
-        description="Read a profile (.pb or .pb.gz) or every profile in a folder, print "
-                    "the top functions and write a self-contained flame graph page.")
-    report.add_argument("paths", nargs="+", metavar="PATH",
-                        help="profile files or folders of them")
-    report.add_argument("--output", "-o", metavar="HTML",
-                        help=f"where to write the flame graph (default: {REPORT_NAME} in "
-                             "the first folder, or next to the first file)")
-    report.add_argument("--top", type=_count, default=20, metavar="N",
-                        help="functions listed (default 20; 0: none)")
-    report.add_argument("--title", metavar="TITLE", help="title of the flame graph page")
-    report.add_argument("--filter", dest="filters", action="append", type=_pair, default=[],
-                        metavar="KEY=VALUE",
-                        help="only samples with this label (repeatable: different keys "
-                             "must all match, values of one key are alternatives; "
-                             "KEY=(none): samples without the label)")
-    report.add_argument("--group-by", metavar="KEY",
-                        help="print the total per value of this label")
-    report.add_argument("--type", metavar="TYPE",
-                        help="the sample type to show: cpu, wall, alloc_space, inuse_space, "
-                             "alloc_objects, inuse_objects (default: the first profile's; "
-                             "profiles without it are left out)")
-    report.add_argument("--diff", nargs="*", metavar="SELECTION",
-                        help="compare two selections, each KEY=VALUE[,KEY=VALUE...] "
-                             "(e.g. --diff route=/a route=/b); with no selections and "
-                             "two paths, the first path against the second")
+    # Listed here; its words go to the core's report command (main).
+    sub.add_parser("report", add_help=False,
+                   help="flame graph and top functions of saved profiles")
     return parser, run
 
 
@@ -418,29 +391,6 @@ def _run(ns, kind, target, program_args):
     return code
 
 
-# ------------------------------------------------------------------ report
-
-def _report(ns):
-    """The core's report of the options (folders by type, the default page
-    and title, selections, the page's view); errors name the flags."""
-    diff = ns.diff
-    if diff is not None and not diff and len(ns.paths) == 2:
-        diff = [[("source", ns.paths[0])], [("source", ns.paths[1])]]
-    elif diff is not None and len(diff) != 2:
-        raise UsageError("--diff takes two selections (--diff KEY=VALUE KEY=VALUE), "
-                         "or none with exactly two paths")
-    try:
-        count, text, html, _type, _others = _native.report(
-            list(ns.paths), ns.output, ns.title, ns.top, list(ns.filters), ns.group_by,
-            diff and diff[0], diff and diff[1], _launcher_files(), ns.type)
-    except (ValueError, RuntimeError, OSError) as exc:
-        raise UsageError(re.sub(r"^(filter|diff|type|top|output|group_by):",
-                                lambda m: "--" + m[1].replace("_", "-") + ":", str(exc))) from None
-    sys.stdout.write(text)
-    print(f"{count} profile{'s' if count != 1 else ''} read, flame graph: {html}")
-    return 0
-
-
 def main(argv=None):
     """Entry point of ``python -m pyroscope`` and ``pyroscope-native``;
     returns the exit status."""
@@ -457,9 +407,12 @@ def main(argv=None):
             if not target:
                 run_parser.error("argument -m: expected a module name")
             return _run(ns, kind, target, program_args)
-        ns = parser.parse_args(argv)
-        if ns.command == "report":
-            return _report(ns)
+        if argv and argv[0] == "report":  # the core's command: usage, messages, report
+            status, out, err = _native.report_command(_prog(), argv[1:], _launcher_files())
+            sys.stdout.write(out)
+            sys.stderr.write(err)
+            return status
+        parser.parse_args(argv)
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     except UsageError as exc:

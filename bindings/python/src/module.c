@@ -580,132 +580,56 @@ static PyObject *m_at_exit_locked(PyObject *self, PyObject *unused)
 
 /* -------------------------------------------------------------- reports */
 
-/* A selection as the core takes it: None, a str "k=v[,k=v...]", or a
- * list of such str and (key, value) pairs; the strings stay owned by the
- * objects (the caller's arguments). NULL with an exception on bad input. */
-static pn_label *report_pairs(PyObject *sel, const char *what, size_t *n)
+/* A sequence of str as an array (NULL with an exception). *held keeps the
+ * strings (a tuple of the items: another thread may change the caller's
+ * list while the GIL is released); release it after the array's use. */
+static const char **report_strs(PyObject *list, const char *what, size_t *n, PyObject **held)
 {
-    *n = 0;
-    if (sel == Py_None)
-        return calloc(1, sizeof(pn_label));
-    PyObject *seq = PyUnicode_Check(sel) ? PyTuple_Pack(1, sel) : PySequence_Fast(sel, what);
-    if (!seq)
-        return NULL;
-    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
-    pn_label *out = calloc((size_t)len + 1, sizeof *out);
-    int ok = out != NULL;
-    if (!ok)
-        PyErr_NoMemory();
-    for (Py_ssize_t i = 0; ok && i < len; i++) {
-        PyObject *kv = PySequence_Fast_GET_ITEM(seq, i);
-        if (PyUnicode_Check(kv))
-            ok = (out[i].value = utf8_of(kv, what)) != NULL;
-        else if (PyTuple_Check(kv) && PyTuple_GET_SIZE(kv) == 2)
-            ok = (out[i].key = utf8_of(PyTuple_GET_ITEM(kv, 0), what)) &&
-                 (out[i].value = utf8_of(PyTuple_GET_ITEM(kv, 1), what));
-        else {
-            PyErr_Format(PyExc_TypeError, "%s: expected KEY=VALUE or (key, value)", what);
-            ok = 0;
-        }
-    }
-    /* The strings live in the items, which the caller's arguments keep. */
-    Py_DECREF(seq);
-    if (!ok) {
-        free(out);
-        return NULL;
-    }
-    *n = (size_t)len;
-    return out;
-}
-
-/* A list of str as an array (into *out, borrowed; NULL with an exception). */
-static const char **report_strs(PyObject *list, const char *what, size_t *n)
-{
-    PyObject *seq = PySequence_Fast(list, what);
-    Py_ssize_t len = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+    PyObject *seq = *held = PySequence_Tuple(list);
+    Py_ssize_t len = seq ? PyTuple_GET_SIZE(seq) : 0;
     const char **out = seq ? calloc((size_t)len + 1, sizeof *out) : NULL;
     for (Py_ssize_t i = 0; out && i < len; i++) {
-        if (!(out[i] = utf8_of(PySequence_Fast_GET_ITEM(seq, i), what))) {
+        if (!(out[i] = utf8_of(PyTuple_GET_ITEM(seq, i), what))) {
             free(out);
             out = NULL;
         }
     }
     if (seq && !out && !PyErr_Occurred())
         PyErr_NoMemory();
-    Py_XDECREF(seq); /* the items live in the caller's list */
+    if (!out)
+        Py_CLEAR(*held);
     *n = (size_t)len;
     return out;
 }
 
-static PyObject *str_or_none(const char *s)
-{
-    if (s)
-        return PyUnicode_DecodeFSDefault(s);
-    Py_RETURN_NONE;
-}
-
-/* report(paths, output or None, title or None, top, filters, group_by or
- *        None, diff_a or None, diff_b or None, hide_files, type or None)
- * -> (profiles, text, output, type, other types): the core's one-call
- * report of the options (pn_report_job_prepare). */
-static PyObject *m_report(PyObject *self, PyObject *args)
+/* report_command(prog, words, hide_files) -> (status, stdout text, stderr
+ * text): the core's `report` command (pn_report_command_run) on the words
+ * after "report"; the CLI prints what it returns. */
+static PyObject *m_report_command(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *paths, *filt, *da, *db, *hide;
-    pn_report_options o = {0};
-    Py_ssize_t top;
-    if (!PyArg_ParseTuple(args, "OzznOzOOOz", &paths, &o.output, &o.title, &top, &filt,
-                          &o.group_by, &da, &db, &hide, &o.type))
+    PyObject *words, *hide, *held_words = NULL, *held_hide = NULL;
+    pn_report_command c = {0};
+    if (!PyArg_ParseTuple(args, "zOO", &c.prog, &words, &hide))
         return NULL;
-    o.has_top = 1;
-    o.top = top;
-    o.diff = da != Py_None;
-    pn_label *filters = NULL, *la = NULL, *lb = NULL;
-    const char **list = NULL, **hidden = NULL;
-    PyObject *result = NULL;
-    pn_report_job j = {0};
-    if (!(list = report_strs(paths, "paths", &o.npaths)) ||
-        !(hidden = report_strs(hide, "hide_files", &o.nhide)) ||
-        !(filters = report_pairs(filt, "filters", &o.nfilter)) ||
-        !(la = report_pairs(da, "diff_a", &o.ndiff_a)) ||
-        !(lb = report_pairs(db, "diff_b", &o.ndiff_b)))
-        goto out;
-    o.paths = list;
-    o.hide_files = hidden;
-    o.filter = filters;
-    o.diff_a = la;
-    o.diff_b = lb;
-    pn_error e = {0};
-    if (pn_report_job_prepare(&j, &o, &e) != 0) {
-        raise_pn(&e);
-        goto out;
+    const char **w = report_strs(words, "words", &c.nwords, &held_words);
+    const char **h = w ? report_strs(hide, "hide_files", &c.nhide, &held_hide) : NULL;
+    PyObject *out = NULL;
+    if (h) {
+        c.words = w;
+        c.hide_files = h;
+        pn_report_command_result r;
+        Py_BEGIN_ALLOW_THREADS
+        pn_report_command_run(&c, &r);
+        Py_END_ALLOW_THREADS
+        out = Py_BuildValue("(iss)", r.status, r.out ? r.out : "", r.err ? r.err : "");
+        pn_report_command_result_free(&r);
     }
-    Py_BEGIN_ALLOW_THREADS
-    pn_report_job_run(&j);
-    Py_END_ALLOW_THREADS
-    if (j.rc != 0) {
-        raise_pn(&j.err);
-        goto out;
-    }
-    PyObject *others = PyList_New(0);
-    for (size_t i = 0; others && i < j.nother_types; i++) {
-        PyObject *t = PyUnicode_FromString(j.other_types[i]);
-        if (!t || PyList_Append(others, t) != 0)
-            Py_CLEAR(others);
-        Py_XDECREF(t);
-    }
-    if (others)
-        result = Py_BuildValue("(ns#NNN)", (Py_ssize_t)j.profiles, j.text ? j.text : "",
-                               (Py_ssize_t)(j.text ? j.text_len : 0), str_or_none(j.r.html),
-                               str_or_none(j.type), others);
-out:
-    pn_report_job_clear(&j);
-    free(filters);
-    free(la);
-    free(lb);
-    free(list);
-    free(hidden);
-    return result;
+    free(w);
+    free(h);
+    Py_XDECREF(held_words);
+    Py_XDECREF(held_hide);
+    return out;
 }
 
 /* run_begin(dir): the run report begins (the folder's listing remembered). */
@@ -735,7 +659,8 @@ static PyObject *m_run_report(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "znOK", &q.app, &top, &hide, &q.failed))
         return NULL;
     q.top = top > 0 ? (size_t)top : 0;
-    const char **hidden = report_strs(hide, "hide_files", &q.nhide);
+    PyObject *held;
+    const char **hidden = report_strs(hide, "hide_files", &q.nhide, &held);
     if (!hidden)
         return NULL;
     q.hide_files = hidden;
@@ -744,6 +669,7 @@ static PyObject *m_run_report(PyObject *self, PyObject *args)
     pn_run_report_write(&q, &r);
     Py_END_ALLOW_THREADS
     free(hidden);
+    Py_DECREF(held);
     PyObject *out = Py_BuildValue("(s#s)", r.text ? r.text : "",
                                   (Py_ssize_t)(r.text ? r.text_len : 0), r.said ? r.said : "");
     pn_run_report_result_free(&r);
@@ -968,9 +894,8 @@ static PyMethodDef methods[] = {
     {"set_log_sink", m_set_log_sink, METH_O, "callable(level, message) or None"},
     {"set_log_level", m_set_log_level, METH_O, "lowest level the core reports"},
     {"at_exit", m_at_exit, METH_NOARGS, "stop and detach logging (interpreter exit)"},
-    {"report", m_report, METH_VARARGS,
-     "report(paths, output, title, top, filters, group_by, diff_a, diff_b, hide_files, "
-     "type) -> (profiles read, report text, output, type, other types)"},
+    {"report_command", m_report_command, METH_VARARGS,
+     "report_command(prog, words, hide_files) -> (exit status, stdout text, stderr text)"},
     {"settings", m_settings, METH_NOARGS, "the core's settings table, a list of dicts"},
     {"run_begin", m_run_begin, METH_VARARGS, "run_begin(dir): the run report begins"},
     {"run_report", m_run_report, METH_VARARGS,

@@ -92,4 +92,47 @@ class ReportTest < Minitest::Test
       assert_match(/bad-cpu-1-2\.pb\.gz/, e.message)
     end
   end
+
+  # The gem's CLI is the core's report command: its messages name the flag,
+  # --diff alone compares two paths, an unreadable profile exits 1.
+  def cli(*argv)
+    require "pyroscope/cli"
+    out = StringIO.new
+    err = StringIO.new
+    [Pyroscope::CLI.run(argv, out: out, err: err), out.string, err.string]
+  end
+
+  def test_cli_is_the_cores_report_command
+    Dir.mktmpdir do |dir|
+      run_child(dir, "Pyroscope.stop\n")
+      page = File.join(dir, "cli.html")
+      code, out, err = cli("report", dir, "--top", "50", "-o", page)
+      assert_equal [0, ""], [code, err]
+      assert_match(/report_hot_work/, out)
+      assert_match(/^\d+ profiles? read, flame graph: #{Regexp.escape(page)}$/, out)
+      code, out, = cli("report", dir, dir, "--diff", "-o", page)
+      assert_equal 0, code
+      assert_match(/^A: source=#{Regexp.escape(dir)} \(total/, out)
+      usage = "\nusage: pyroscope-native report PATH..."
+      { ["--filter", "phase"] => '--filter: expected KEY=VALUE, got "phase"',
+        ["--top", "-1"] => '--top: "-1" is not a whole number >= 0',
+        ["--diff", "route"] => "--diff: takes two selections" }.each do |args, message|
+        code, out, err = cli("report", dir, *args)
+        assert_equal [2, ""], [code, out], err
+        assert err.start_with?("pyroscope-native: #{message}"), err
+        assert_includes err, usage
+      end
+      code, out, = cli("--help")
+      assert_equal 0, code
+      assert out.start_with?("usage: pyroscope-native report PATH..."), out
+      code, _, err = cli("bogus")
+      assert_equal [2, true], [code, err.start_with?("pyroscope-native: unknown command \"bogus\"#{usage}")], err
+      bad = File.join(dir, "bad-cpu-1-2.pb.gz")
+      File.write(bad, "not a profile")
+      code, _, err = cli("report", bad, "-o", page)
+      assert_equal 1, code
+      assert_match(/\Apyroscope-native: .*bad-cpu-1-2\.pb\.gz/, err)
+      refute_includes err, "usage:"
+    end
+  end
 end

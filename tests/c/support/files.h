@@ -12,5 +12,9 @@ void pn_test_tmpdir(const char *tag, char *buf, size_t cap);
 void pn_test_rm_dir(const char *dir);
 /* The whole file, malloc'ed; NULL when it cannot be opened. */
 uint8_t *pn_test_read_file(const char *path, size_t *len);
+/* A one-sample profile (1 ms of `type` in function fn of app.py) written
+ * as dir/name. */
+void pn_test_write_profile(const char *dir, const char *name, const char *type,
+                           const char *fn);
 
 #endif

@@ -426,20 +426,50 @@ def test_report_type_is_a_folder_type_or_a_sample_type(tmp_path, saved_profiles)
 
 
 @pytest.mark.parametrize("kind", ["missing", "empty folder", "not a profile"])
-def test_report_bad_path_exits_2(tmp_path, kind):
+def test_report_bad_path_exits_2_unreadable_1(tmp_path, kind):
+    # The core's report command, as in Node and Ruby: a path that is not
+    # there or holds no profile is a usage error (2, the usage follows); a
+    # profile that cannot be read is 1.
+    status, usage = 2, True
     if kind == "missing":
-        path, message = tmp_path / "nowhere", "nowhere"
+        path, message = tmp_path / "nowhere", "nowhere: no such file or folder"
     elif kind == "empty folder":
         path, message = tmp_path / "empty", "no profiles"
         path.mkdir()
     else:
-        path, message = tmp_path / "junk.pb.gz", "junk.pb.gz"
+        path, message = tmp_path / "junk.pb.gz", "junk.pb.gz: gunzip: corrupt gzip data"
         path.write_bytes(b"\x1f\x8b not gzip")
+        status, usage = 1, False
     r = run_cli("report", str(path), cwd=tmp_path)
-    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.returncode == status, r.stdout + r.stderr
     assert r.stderr.startswith("pyroscope: ") and message in r.stderr
-    assert "Traceback" not in r.stderr
+    assert ("\nusage: python -m pyroscope report PATH..." in r.stderr) == usage, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
     assert not list(tmp_path.rglob("flamegraph.html"))
+
+
+def test_report_command_line_is_the_cores(tmp_path, saved_profiles):
+    # -h, the flags' messages and --diff alone with two paths (the first
+    # against the second by source), as the C test checks the parser.
+    r = run_cli("report", "-h", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m pyroscope report PATH...")
+    assert "--diff A B" in r.stdout and r.stderr == ""
+    for args, message in ((["--top", "-1"], '--top: "-1" is not a whole number >= 0'),
+                          (["--filter", "phase"], '--filter: expected KEY=VALUE, got "phase"'),
+                          (["--bogus"], "--bogus: unknown option"),
+                          (["--diff"], "--diff: takes two selections")):
+        r = run_cli("report", str(saved_profiles), *args, cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.startswith("pyroscope: " + message), r.stderr
+    r = run_cli("report", cwd=tmp_path)
+    assert r.returncode == 2 and "PATH: a profile file or folder is required" in r.stderr
+    src = sorted(saved_profiles.glob("work-cpu-*.pb.gz"))[0]
+    a, b = tmp_path / "a.pb.gz", tmp_path / "b.pb.gz"
+    shutil.copy(src, a)
+    shutil.copy(src, b)
+    r = run_cli("report", str(a), str(b), "--diff", "-o", "d.html", cwd=tmp_path)
+    assert_ok(r)
+    assert f"A: source={a} (total" in r.stdout and f"B: source={b} (total" in r.stdout
+    assert re.search(r"^2 profiles read, flame graph: d\.html$", r.stdout, re.M), r.stdout
 
 
 # ------------------------------------------------------------------ example

@@ -12,6 +12,8 @@
  *   cannot be written.
  *   run_report(app): the run's pages written (the core logs them); never
  *   raises.
+ *   report_command(prog, argv) -> [status, stdout text, stderr text]: the
+ *   core's `report` command line (the gem's CLI).
  *
  * (Not report.c: mkmf builds every source into one folder, beside the
  * core's report/report.c.)
@@ -157,6 +159,42 @@ static VALUE m_report(VALUE self, VALUE paths, VALUE opts)
     return out;
 }
 
+typedef struct {
+    pn_report_command c;
+    pn_report_command_result r;
+} command;
+
+static void *command_run(void *p)
+{
+    command *m = p;
+    pn_report_command_run(&m->c, &m->r);
+    return NULL;
+}
+
+/* report_command(prog, argv) -> [status, stdout text, stderr text]: the
+ * core's `report` program (argv: "report" and its words, or -h); the CLI
+ * prints what it returns. */
+static VALUE m_report_command(VALUE self, VALUE prog, VALUE argv)
+{
+    (void)self;
+    request *q;
+    VALUE holder = TypedData_Make_Struct(rb_cObject, request, &request_type, q);
+    Check_Type(argv, T_ARRAY);
+    size_t n = (size_t)RARRAY_LEN(argv);
+    const char **words = keep_or_raise(q, calloc(n + 1, sizeof *words));
+    for (size_t i = 0; i < n; i++)
+        words[i] = str_of(q, rb_ary_entry(argv, (long)i));
+    command m = {.c = {.prog = str_of(q, prog), .with_command = 1, .words = words, .nwords = n}};
+    rb_thread_call_without_gvl(command_run, &m, RUBY_UBF_IO, NULL);
+    /* the texts go to the holder, freed by the GC even if a raise follows */
+    const char *out = pn_report_job_keep(&q->tmp, m.r.out);
+    const char *err = pn_report_job_keep(&q->tmp, m.r.err);
+    VALUE result = rb_ary_new_from_args(3, INT2NUM(m.r.status), rb_utf8_str_new_cstr(out ? out : ""),
+                                        rb_utf8_str_new_cstr(err ? err : ""));
+    RB_GC_GUARD(holder);
+    return result;
+}
+
 /* run_begin(dir): the run report begins (dir's listing remembered). */
 static VALUE m_run_begin(VALUE self, VALUE dir)
 {
@@ -190,6 +228,7 @@ static VALUE m_run_report(VALUE self, VALUE app)
 void report_init(VALUE mNative)
 {
     rb_define_module_function(mNative, "report", m_report, 2);
+    rb_define_module_function(mNative, "report_command", m_report_command, 2);
     rb_define_module_function(mNative, "run_begin", m_run_begin, 1);
     rb_define_module_function(mNative, "run_report", m_run_report, 1);
 }
