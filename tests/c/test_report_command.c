@@ -143,6 +143,26 @@ static void test_errors_name_the_flag(void)
     CHECK_STR(msg, "PATH: a profile file or folder is required");
 }
 
+/* An error cut short at pn_error's size ends with a whole character: the
+ * Python CLI decodes it strictly (a long non-ASCII path or value). */
+static void test_long_message_whole_chars(void)
+{
+    char top[700];
+    size_t o = 0;
+    while (o + 2 < sizeof top) {
+        top[o++] = (char)0xc3; /* "é" */
+        top[o++] = (char)0xa9;
+    }
+    top[o] = '\0';
+    const char *w[] = {"p", "--top", top};
+    pn_report_args a;
+    char msg[600];
+    CHECK_EQ_INT(parse(&a, w, N(w), msg, sizeof msg), -1);
+    size_t prefix = strlen("--top: \""), len = strlen(msg);
+    CHECK(strncmp(msg, "--top: \"\xc3\xa9", prefix + 2) == 0);
+    CHECK(len > 500 && (len - prefix) % 2 == 0); /* no lone 0xc3 at the end */
+}
+
 static void test_help(void)
 {
     const char *h[] = {"--help"}, *h2[] = {"--top", "1", "-h", "--bogus"};
@@ -266,5 +286,6 @@ static void test_run(void)
     pn_test_rm_dir(dir);
 }
 
-TEST_MAIN(T(test_options), T(test_diff_forms), T(test_errors_name_the_flag), T(test_help),
+TEST_MAIN(T(test_options), T(test_diff_forms), T(test_errors_name_the_flag),
+          T(test_long_message_whole_chars), T(test_help),
           T(test_whole_program), T(test_run))
