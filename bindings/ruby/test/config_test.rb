@@ -218,4 +218,38 @@ class ConfigTest < Minitest::Test
     refute_match(/s3cret|t0ken/, config.inspect)
     assert_match(/basic_auth_password="\[REDACTED\]"/, config.inspect)
   end
+
+  # The C side keeps what a value's pn_arg points into alive and in place:
+  # an anonymous class's name (a new String: it was read after the GC freed
+  # it, "not @\xC4\xA6...") and a Hash's texts under compaction (a moved
+  # String's old bytes: "value is not valid UTF-8"). GC.stress makes each
+  # allocation a collection, so the old code fails every time.
+  def test_setting_values_survive_the_gc
+    msg = nil
+    2.times do
+      klass = Class.new(Hash)
+      begin
+        GC.stress = true
+        Pyroscope::Native.resolve({ "sample_rate" => klass.new }, {})
+      rescue Pyroscope::ConfigError => e
+        msg = e.message
+      ensure
+        GC.stress = false
+      end
+      assert_match(/\Asample_rate must be a number, not #<Class:0x\h+>\z/, msg)
+    end
+    skip "no compaction in #{RUBY_ENGINE}" unless GC.respond_to?(:auto_compact=)
+
+    tags = (0...12).to_h { |j| ["key#{j}", j * 1000] } # Integer values: to_s allocates
+    auto = GC.auto_compact
+    begin
+      GC.auto_compact = true
+      GC.stress = true
+      got = Pyroscope::Native.resolve({ "tags" => tags }, {})["tags"]
+    ensure
+      GC.stress = false
+      GC.auto_compact = auto
+    end
+    assert_equal tags.map { |k, v| "#{k}=#{v}" }.sort, got.split(",").sort
+  end
 end

@@ -50,26 +50,33 @@ static const pn_arg_words ruby_words = {
     .pairs = "a Hash", .text_parsed = 1};
 
 /* A Hash's entries as the gem sent them: to_s of each key and value, a nil
- * value left out (lib/pyroscope/config.rb warns). keep holds the texts. */
-static void hash_pairs(const char *name, VALUE hash, VALUE keys, pn_label *kv, pn_arg *a,
-                       VALUE keep)
+ * value left out (lib/pyroscope/config.rb warns), at most n (the keys read
+ * once: a to_s that adds keys cannot outgrow kv). Every text is made first
+ * (allocations: the GC may run, and compaction move a String), then their
+ * bytes are taken, with nothing allocated until the core has copied them.
+ * texts holds the texts. */
+static void hash_pairs(const char *name, VALUE hash, VALUE keys, long n, pn_label *kv,
+                       pn_arg *a, VALUE texts)
 {
-    a->type = PN_ARG_PAIRS;
-    a->pairs = kv;
-    for (long i = 0; i < RARRAY_LEN(keys); i++) {
+    for (long i = 0; i < n; i++) {
         VALUE k = rb_ary_entry(keys, i), v = rb_hash_aref(hash, k);
         if (NIL_P(v))
             continue;
         k = rb_obj_as_string(k);
         v = rb_obj_as_string(v);
-        rb_ary_push(keep, k);
-        rb_ary_push(keep, v);
         if (memchr(RSTRING_PTR(k), '\0', RSTRING_LEN(k)) || memchr(RSTRING_PTR(v), '\0', RSTRING_LEN(v)))
             rb_raise(g_eConfigError, "%s: %s must not contain a NUL byte", name,
                      RSTRING_PTR(rb_inspect(k)));
-        kv[a->npairs].key = StringValueCStr(k);
-        kv[a->npairs++].value = StringValueCStr(v);
+        StringValueCStr(k); /* terminated (it may make the String its own) */
+        StringValueCStr(v);
+        rb_ary_push(texts, k);
+        rb_ary_push(texts, v);
     }
+    a->type = PN_ARG_PAIRS;
+    a->pairs = kv;
+    for (long i = 0; i + 1 < RARRAY_LEN(texts); i += 2)
+        kv[a->npairs++] = (pn_label){RSTRING_PTR(RARRAY_AREF(texts, i)),
+                                     RSTRING_PTR(RARRAY_AREF(texts, i + 1))};
 }
 
 /* An Integer as a long long; a larger one as the nearest (the core takes
@@ -97,8 +104,11 @@ static int apply_setting(VALUE k, VALUE v, VALUE arg)
     const char *name = StringValueCStr(k);
     if (NIL_P(v))
         return ST_CONTINUE;
-    pn_arg a = {PN_ARG_OTHER, .shown = rb_obj_classname(v)};
-    VALUE keep = rb_ary_new();
+    /* The Strings the arg points into stay referenced from this stack to the
+     * end (the GC pins what a stack refers to: compaction moves none of them);
+     * an anonymous class's name is a new String, not the class's. */
+    VALUE shown = rb_class_name(rb_obj_class(v)), keys = Qnil, texts = Qnil;
+    pn_arg a = {PN_ARG_OTHER, .shown = StringValueCStr(shown)};
     if (RB_TYPE_P(v, T_STRING)) {
         a.type = PN_ARG_TEXT;
         a.len = (size_t)RSTRING_LEN(v);
@@ -114,23 +124,27 @@ static int apply_setting(VALUE k, VALUE v, VALUE arg)
         a.type = PN_ARG_FLOAT;
         a.number = RFLOAT_VALUE(v);
         if (!isfinite(a.number)) { /* shown as the value: "not NaN" */
-            VALUE text = rb_obj_as_string(v);
-            rb_ary_push(keep, text);
-            a.shown = StringValueCStr(text);
+            shown = rb_obj_as_string(v);
+            a.shown = StringValueCStr(shown);
         }
     } else if (RB_TYPE_P(v, T_HASH)) {
-        VALUE keys = rb_funcall(v, rb_intern("keys"), 0);
+        keys = rb_funcall(v, rb_intern("keys"), 0);
         Check_Type(keys, T_ARRAY);
-        rb_ary_push(keep, keys);
-        if (RARRAY_LEN(keys) > 4096)
+        long n = RARRAY_LEN(keys);
+        if (n > 4096)
             rb_raise(g_eConfigError, "%s: more than 4096 entries", name);
-        hash_pairs(name, v, keys, ALLOCA_N(pn_label, RARRAY_LEN(keys) + 1), &a, keep);
+        texts = rb_ary_new_capa(2 * n);
+        hash_pairs(name, v, keys, n, ALLOCA_N(pn_label, n + 1), &a, texts);
     }
     pn_error e = {0};
-    if (pn_config_set_arg(c, name, &a, &ruby_words, &e) != 0)
-        raise_pn_error(&e);
-    RB_GC_GUARD(keep);
+    int rc = pn_config_set_arg(c, name, &a, &ruby_words, &e);
+    RB_GC_GUARD(k);
     RB_GC_GUARD(v);
+    RB_GC_GUARD(shown);
+    RB_GC_GUARD(keys);
+    RB_GC_GUARD(texts);
+    if (rc != 0)
+        raise_pn_error(&e);
     return ST_CONTINUE;
 }
 
