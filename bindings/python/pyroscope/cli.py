@@ -408,7 +408,9 @@ def main(argv=None):
                 run_parser.error("argument -m: expected a module name")
             return _run(ns, kind, target, program_args)
         if argv and argv[0] == "report":  # the core's command: usage, messages, report
-            status, out, err = _native.report_command(_prog(), argv[1:], _launcher_files())
+            # bytes: a path need not be UTF-8 (sys.argv has it surrogate-escaped)
+            words = [os.fsencode(w) for w in argv[1:]]
+            status, out, err = _native.report_command(_prog(), words, _launcher_files())
             sys.stdout.write(out)
             sys.stderr.write(err)
             return status

@@ -580,7 +580,20 @@ static PyObject *m_at_exit_locked(PyObject *self, PyObject *unused)
 
 /* -------------------------------------------------------------- reports */
 
-/* A sequence of str as an array (NULL with an exception). *held keeps the
+/* A word of a command line: bytes as they are (a file name need not be
+ * UTF-8: os.fsencode), or a str's UTF-8. NULL with an exception. */
+static const char *word_of(PyObject *o, const char *what)
+{
+    if (!PyBytes_Check(o))
+        return utf8_of(o, what);
+    if (strlen(PyBytes_AS_STRING(o)) != (size_t)PyBytes_GET_SIZE(o)) {
+        PyErr_Format(PyExc_ValueError, "%s must not contain a NUL byte", what);
+        return NULL;
+    }
+    return PyBytes_AS_STRING(o);
+}
+
+/* A sequence of str or bytes as an array (NULL with an exception). *held keeps the
  * strings (a tuple of the items: another thread may change the caller's
  * list while the GIL is released); release it after the array's use. */
 static const char **report_strs(PyObject *list, const char *what, size_t *n, PyObject **held)
@@ -589,7 +602,7 @@ static const char **report_strs(PyObject *list, const char *what, size_t *n, PyO
     Py_ssize_t len = seq ? PyTuple_GET_SIZE(seq) : 0;
     const char **out = seq ? calloc((size_t)len + 1, sizeof *out) : NULL;
     for (Py_ssize_t i = 0; out && i < len; i++) {
-        if (!(out[i] = utf8_of(PyTuple_GET_ITEM(seq, i), what))) {
+        if (!(out[i] = word_of(PyTuple_GET_ITEM(seq, i), what))) {
             free(out);
             out = NULL;
         }
@@ -622,7 +635,11 @@ static PyObject *m_report_command(PyObject *self, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         pn_report_command_run(&c, &r);
         Py_END_ALLOW_THREADS
-        out = Py_BuildValue("(iss)", r.status, r.out ? r.out : "", r.err ? r.err : "");
+        /* what a profile or path holds need not be UTF-8, nor a message cut short */
+        const char *o = r.out ? r.out : "", *er = r.err ? r.err : "";
+        out = Py_BuildValue("(iNN)", r.status,
+                            PyUnicode_DecodeUTF8(o, (Py_ssize_t)strlen(o), "replace"),
+                            PyUnicode_DecodeUTF8(er, (Py_ssize_t)strlen(er), "replace"));
         pn_report_command_result_free(&r);
     }
     free(w);

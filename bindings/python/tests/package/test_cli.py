@@ -472,6 +472,27 @@ def test_report_command_line_is_the_cores(tmp_path, saved_profiles):
     assert re.search(r"^2 profiles read, flame graph: d\.html$", r.stdout, re.M), r.stdout
 
 
+def test_report_words_need_not_be_utf8(tmp_path, saved_profiles):
+    # A file name that is not UTF-8 (sys.argv has it surrogate-escaped), and
+    # a message cut short inside a character (a long non-ASCII path): the
+    # core's words, not a UnicodeError traceback (they were).
+    folder = tmp_path / os.fsdecode(b"prof-\xff")
+    folder.mkdir()
+    shutil.copy(sorted(saved_profiles.glob("work-cpu-*.pb.gz"))[0], folder)
+    # (the core's log line names the path as its bytes are)
+    r = subprocess.run([sys.executable, "-m", "pyroscope", "report", str(folder), "--top", "1"],
+                       cwd=tmp_path, env={**os.environ, **NO_BUDGET}, capture_output=True,
+                       text=True, errors="replace", timeout=60)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert_ok(r)
+    assert re.search(r"^1 profile read, flame graph: .*prof-\ufffd/flamegraph\.html$", r.stdout,
+                     re.M), r.stdout
+    for pad in ("x", "xx", "xxx"):
+        r = run_cli("report", f"{tmp_path}/{pad}" + "日本語のフォルダ/" * 25 + "p.pb", cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.startswith("pyroscope: "), r.stderr
+        assert "Traceback" not in r.stderr, r.stderr
+
+
 # ------------------------------------------------------------------ example
 
 def test_example_shop_shape(tmp_path):
