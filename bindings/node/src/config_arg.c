@@ -2,6 +2,7 @@
  * types the setting's kind takes and words the error (pn_config_set_arg);
  * here only JS types -> pn_arg, Node's words, and how Node shows a value.
  * Runs on the JS thread that called resolveSettings/checkSettings/start. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,9 +179,14 @@ int config_set_js(napi_env env, pn_config *c, const char *name, napi_value v)
     } else if (t == napi_number) {
         double d = 0;
         napi_get_value_double(env, v, &d);
-        /* a whole number as Number.isInteger says (1e18 too), when it fits */
-        if (isfinite(d) && d == trunc(d) && fabs(d) < 9223372036854775808.0)
-            arg = (pn_arg){PN_ARG_INT, .integer = (long long)d, .shown = shown};
+        /* a whole number as Number.isInteger says (1e18 too), when it fits;
+         * a larger one for a whole-number setting as its nearest bound (as
+         * Python's and Ruby's big ints: out of range, not of the wrong type) */
+        int fits = fabs(d) < 9223372036854775808.0;
+        int whole_kind = row && (row->kind == PN_KIND_INTEGER || row->kind == PN_KIND_LEVEL);
+        if (isfinite(d) && d == trunc(d) && (fits || whole_kind))
+            arg = (pn_arg){PN_ARG_INT, .shown = shown,
+                           .integer = fits ? (long long)d : d > 0 ? LLONG_MAX : LLONG_MIN};
         else
             arg = (pn_arg){PN_ARG_FLOAT, .number = d, .shown = shown};
     } else if (pairs) {

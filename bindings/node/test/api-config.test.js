@@ -194,6 +194,12 @@ describe('api config: options and variables', function () {
         e.code === 'ERR_PYROSCOPE_CONFIG');
     }
     assert.strictEqual(resolve({ appName: 'a', maxDepth: 64.0, logLevel: 40 }).core.max_depth, '64');
+    // a whole number beyond 2^63 is one still (Number.isInteger): out of range, not a
+    // TypeError "must be a whole number" / "or a number" (it was)
+    assert.throws(() => resolve({ appName: 'a', logLevel: 1e300 }), (e) => !(e instanceof TypeError) &&
+      /^logLevel \(log_level\): "9223372036854775807" is not one of/.test(e.message));
+    assert.strictEqual(resolve({ appName: 'a', maxDepth: 1e300 }).core.max_depth,
+      resolve({ appName: 'a', maxDepth: 1e18 }).core.max_depth);
   });
 
   // The anchor's own variables, malformed, start (api-anchor-inputs.test.js); two
