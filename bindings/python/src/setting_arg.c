@@ -65,13 +65,13 @@ int py_setting_arg(PyObject *v, const char *name, pn_arg *a, py_setting_hold *ho
 {
     memset(a, 0, sizeof *a);
     memset(hold, 0, sizeof *hold);
+    a->shown = Py_TYPE(v)->tp_name; /* the type given: "not PosixPath", not "not str" */
     if (!PyUnicode_Check(v) && PyObject_HasAttrString(v, "__fspath__")) { /* pathlib */
         hold->path = PyOS_FSPath(v);
         if (!hold->path)
             return -1;
         v = hold->path;
     }
-    a->shown = Py_TYPE(v)->tp_name;
     if (PyBool_Check(v)) {
         a->type = PN_ARG_BOOL;
         a->boolean = v == Py_True;

@@ -60,3 +60,12 @@ def test_refused(kwargs, needle):
         pyroscope._resolve(**kwargs)
     if "roscope:4040" in kwargs.get("server_address", ""):
         assert "with http:// in front" in str(err.value)
+
+
+def test_wrong_type_names_the_type_given():
+    # a path-like value is its text for a text setting; elsewhere the error
+    # names its type, not the str it became (it said "not str")
+    import pathlib
+    assert pyroscope._resolve(output_dir=pathlib.Path("/tmp/x"))["output_dir"] == "/tmp/x"
+    with pytest.raises(TypeError, match=r"^sample_rate must be a number, not PosixPath$"):
+        pyroscope._resolve(sample_rate=pathlib.Path("100"))
