@@ -63,8 +63,9 @@ static void quoted(const char *s, size_t len, char *buf, size_t size)
 }
 
 /* How Node's errors show a value: "number 5", "\"100\"", "null", "an
- * array", "object [object Object]" (its String(), when that does not throw). */
-static void shown_of(napi_env env, napi_value v, char *buf, size_t size)
+ * array", "object [object Object]" (its String(), when that does not throw);
+ * of a secret setting's value (a password, headers) its type alone. */
+static void shown_of(napi_env env, napi_value v, int secret, char *buf, size_t size)
 {
     napi_valuetype t = napi_undefined;
     bool is_array = false;
@@ -74,7 +75,9 @@ static void shown_of(napi_env env, napi_value v, char *buf, size_t size)
     size_t len = 0;
     char *s = NULL;
     napi_value str;
-    if (t == napi_string) {
+    if (secret) {
+        /* nothing of the value */
+    } else if (t == napi_string) {
         s = utf8_of(env, v, &len);
     } else if (t != napi_null && t != napi_undefined && t != napi_symbol && !is_array) {
         if (napi_coerce_to_string(env, v, &str) == napi_ok)
@@ -98,7 +101,7 @@ static void shown_of(napi_env env, napi_value v, char *buf, size_t size)
 /* A plain object -> pairs of strings (owned[] frees them); a value that is
  * no string makes the whole object the wrong type, shown by that value. */
 static int pairs_of(napi_env env, napi_value obj, napi_value keys, uint32_t n, pn_arg *arg,
-                    char **owned, char *shown, size_t size, const char *name)
+                    char **owned, char *shown, size_t size, const char *name, int secret)
 {
     pn_label *kv = calloc(n ? n : 1, sizeof *kv);
     *owned = (char *)kv;
@@ -121,7 +124,7 @@ static int pairs_of(napi_env env, napi_value obj, napi_value keys, uint32_t n, p
             return -1;
         if (!value) {
             char one[100];
-            shown_of(env, v, one, sizeof one);
+            shown_of(env, v, secret, one, sizeof one);
             snprintf(shown, size, "an object whose \"%.100s\" is %s", key, one);
             arg->type = PN_ARG_OTHER;
             return 0;
@@ -160,8 +163,9 @@ int config_set_js(napi_env env, pn_config *c, const char *name, napi_value v)
                                               napi_key_numbers_to_strings, &keys) != napi_ok ||
                   napi_get_array_length(env, keys, &nkeys) != napi_ok))
         return -1; /* a Proxy's ownKeys threw: its error goes on */
+    int secret = row && (row->flags & PN_SETTING_SECRET);
     if (!pairs) /* pairs_of shows a bad pair, and calls no toString of the object */
-        shown_of(env, v, shown, sizeof shown);
+        shown_of(env, v, secret, shown, sizeof shown);
     char **owned = calloc(1 + 2 * (size_t)nkeys, sizeof *owned);
     int rc = -1;
     if (!owned) {
@@ -190,7 +194,7 @@ int config_set_js(napi_env env, pn_config *c, const char *name, napi_value v)
         else
             arg = (pn_arg){PN_ARG_FLOAT, .number = d, .shown = shown};
     } else if (pairs) {
-        if (pairs_of(env, v, keys, nkeys, &arg, owned, shown, sizeof shown, name) != 0)
+        if (pairs_of(env, v, keys, nkeys, &arg, owned, shown, sizeof shown, name, secret) != 0)
             goto out;
     }
     pn_error e = {0};

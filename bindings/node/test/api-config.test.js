@@ -149,7 +149,7 @@ describe('api config: options and variables', function () {
     [{ appName: 'a', applicationName: 'b' }, /appName and applicationName are the same setting/],
     [{ appName: 'a', tags: { k: {} } }, /tags must be an object of string values, not an object whose "k" is object/],
     [{ appName: 'a', tags: 'k=v' }, /tags must be an object/],
-    [{ appName: 'a', httpHeaders: { k: 1 } }, /httpHeaders \(http_headers\) must be an object of string values, not an object whose "k" is number 1/],
+    [{ appName: 'a', httpHeaders: { k: 1 } }, /httpHeaders \(http_headers\) must be an object of string values, not an object whose "k" is number$/],
     [{ appName: 'a', sampleRate: '100' }, /sampleRate \(sample_rate\) must be a finite number, not "100"/],
     [{ appName: 'a', sampleRate: NaN }, /sampleRate \(sample_rate\) must be a finite number/],
     [{ appName: 'a', oncpu: 'yes' }, /oncpu must be a boolean/],
@@ -179,6 +179,12 @@ describe('api config: options and variables', function () {
     [{ appName: 'a', sampleRate: 'é'.repeat(500) }, /not "é{50,}\.\.\."$/],
     [{ appName: 'a', logLevel: true }, /^logLevel \(log_level\) must be a level name \(debug,.*\) or a number, not boolean true$/],
     [{ appName: 'a', tags: { x: NaN } }, /^tags must be an object of string values, not an object whose "x" is number NaN$/],
+    // a secret setting's value is never shown (PN_SETTING_SECRET): its type alone
+    [{ appName: 'a', basicAuthUser: 'u', basicAuthPassword: new String('hunter2') },
+      /^basicAuthPassword \(basic_auth_password\) must be a string, not object$/],
+    [{ appName: 'a', authToken: { toString: () => 'tok-123' } }, /^authToken \(auth_token\) must be a string, not object$/],
+    [{ appName: 'a', httpHeaders: 'Authorization: Bearer abc' }, /^httpHeaders \(http_headers\) must be an object of string values, not string$/],
+    [{ appName: 'a', httpHeaders: { Authorization: new String('Bearer abc') } }, /not an object whose "Authorization" is object$/],
   ];
   for (const [opts, re] of wrongType) {
     it(`a TypeError: ${re.source.slice(0, 60)}`, () => {
