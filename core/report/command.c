@@ -67,16 +67,20 @@ static const char *value_of(const char *const *words, size_t n, size_t *i, const
     return words[++*i];
 }
 
+#define TOP_MAX 1000000000
+
+/* 0, or -1 when s is no whole number >= 0, -2 when it is more than TOP_MAX. */
 static int whole(const char *s, long long *out)
 {
     long long v = 0;
     if (!*s)
         return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > 100000000)
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
             return -1;
-        v = v * 10 + (*s - '0');
-    }
+    for (; *s; s++)
+        if ((v = v * 10 + (*s - '0')) > TOP_MAX)
+            return -2;
     *out = v;
     return 0;
 }
@@ -134,10 +138,13 @@ static int option(pn_report_args *a, const char *const *words, size_t n, size_t 
     case 1:
         a->o.output = v;
         return 0;
-    case 2:
+    case 2: {
         a->o.has_top = 1;
-        return whole(v, &a->o.top) == 0
-                   ? 0 : pn_fail(e, PN_EINVAL, "--top: \"%s\" is not a whole number >= 0", v);
+        int rc = whole(v, &a->o.top);
+        if (rc == -2)
+            return pn_fail(e, PN_EINVAL, "--top: \"%s\" is more than %d", v, TOP_MAX);
+        return rc == 0 ? 0 : pn_fail(e, PN_EINVAL, "--top: \"%s\" is not a whole number >= 0", v);
+    }
     case 3:
         a->o.title = v;
         return 0;

@@ -121,6 +121,9 @@ static void test_errors_name_the_flag(void)
         {{"p", "--top", "-1"}, 3, "--top: \"-1\" is not a whole number >= 0"},
         {{"p", "--top=x"}, 2, "--top: \"x\" is not a whole number >= 0"},
         {{"p", "--top", "1.5"}, 3, "--top: \"1.5\" is not a whole number >= 0"},
+        /* a whole number, too large: said so (it was "not a whole number") */
+        {{"p", "--top", "99999999999"}, 3, "--top: \"99999999999\" is more than 1000000000"},
+        {{"p", "--top", "1000000001"}, 3, "--top: \"1000000001\" is more than 1000000000"},
         {{"p", "--top"}, 2, "--top: expected a value"},
         {{"p", "-o"}, 2, "-o: expected a value"},
         {{"p", "--filter", "phase"}, 3, "--filter: expected KEY=VALUE, got \"phase\""},
