@@ -244,7 +244,9 @@ def flush(timeout=5.0):
     until it was uploaded or written. Returns True when everything queued
     was handled in time and no upload failed meanwhile. ``timeout`` must be
     a finite number >= 0 (waits longer than a day are cut to a day)."""
-    timeout = float(_check_number("timeout", timeout))
+    timeout = _check_number("timeout", timeout)
+    # an int beyond a float (10**400) is a long wait too, cut to a day below
+    timeout = float(min(timeout, 10**9) if isinstance(timeout, int) else timeout)
     # Uploads that failed or were dropped while it ran make it False too.
     before = _native.stats()
     done = _native.flush(timeout)
