@@ -1501,6 +1501,11 @@ static void test_env_not_utf8(void)
     char *env[] = {"PYROSCOPE_TAGS=k=\xff", "OTEL_EXPORTER_OTLP_ENDPOINT=\xff", "PYROSCOPE_\xff=1",
                    NULL};
     pn_config_init(&c);
+    /* The signal's own endpoint wins: the general one is not read. */
+    char *both[] = {"OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT=http://p:4318",
+                    "OTEL_EXPORTER_OTLP_ENDPOINT=\xff", NULL};
+    CHECK_EQ_INT(pn_config_apply_env(&c, both, &e), 0);
+    CHECK_STR(c.otlp_endpoint, "http://p:4318");
     pn_label kv[] = {{"k", "v"}};
     CHECK_EQ_INT(pn_config_set_pairs(&c, "tags", kv, 1, &e), 0);
     CHECK_EQ_INT(pn_config_set(&c, "otlp_endpoint", "http://h:4318", &e), 0);

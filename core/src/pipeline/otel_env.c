@@ -25,12 +25,12 @@ int pn_env_text(const char *name, size_t n, const char *v, pn_error *e)
                    (unsigned char)v[ok], ok);
 }
 
-/* The first of two variables that is set (the signal's own wins). */
+/* The first of two variables (b may be NULL) that is set: the signal's own wins. */
 static const char *env_first(char *const *envp, const char *a, const char *b, const char **which)
 {
     const char *v = env_get(envp, a);
     *which = a;
-    if (!v) {
+    if (!v && b) {
         v = env_get(envp, b);
         *which = b;
     }
@@ -52,12 +52,13 @@ int pn_config_apply_otel_env(pn_config *c, char *const *envp, pn_error *e)
 {
     pn_error why;
     const char *v, *var;
-    for (size_t i = 0; i < sizeof read_for / sizeof read_for[0]; i++)
-        for (int k = 0; k < 2 && read_for[i].vars[k]; k++)
-            if (!pn_config_is_given(c, read_for[i].setting) &&
-                (v = env_get(envp, read_for[i].vars[k])) &&
-                pn_env_text(read_for[i].vars[k], strlen(read_for[i].vars[k]), v, e) != 0)
-                return -1;
+    for (size_t i = 0; i < sizeof read_for / sizeof read_for[0]; i++) {
+        if (pn_config_is_given(c, read_for[i].setting))
+            continue;
+        if ((v = env_first(envp, read_for[i].vars[0], read_for[i].vars[1], &var)) &&
+            pn_env_text(var, strlen(var), v, e) != 0)
+            return -1; /* only the variable that is read: the signal's own wins */
+    }
     if (!pn_config_is_given(c, "application_name") && (v = env_get(envp, "OTEL_SERVICE_NAME"))) {
         /* An OTel service name may hold characters Pyroscope's application
          * names may not: then it is only a resource attribute's business. */
