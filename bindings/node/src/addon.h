@@ -49,6 +49,9 @@ napi_value throw_msg(napi_env env, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A JS value as a malloc'ed UTF-8 string (numbers and booleans through
  * String()); NULL with a TypeError naming `what` thrown otherwise. */
+/* A JS string as malloc'ed UTF-8 of *len bytes (NULs kept); NULL on
+ * failure (out of memory thrown). */
+char *js_utf8(napi_env env, napi_value v, size_t *len);
 char *js_string(napi_env env, napi_value v, const char *what);
 int js_double(napi_env env, napi_value v, double *out);
 napi_value js_undefined(napi_env env);

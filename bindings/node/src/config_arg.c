@@ -17,22 +17,6 @@ static const char *const type_names[] = {
     [napi_external] = "external",   [napi_bigint] = "bigint",
 };
 
-/* A JS string as malloc'ed UTF-8 of *len bytes (NULs kept); NULL on failure
- * (out of memory thrown). */
-static char *utf8_of(napi_env env, napi_value v, size_t *len)
-{
-    if (napi_get_value_string_utf8(env, v, NULL, 0, len) != napi_ok)
-        return NULL;
-    char *s = malloc(*len + 1);
-    if (!s)
-        napi_throw_error(env, NULL, "pyroscope: out of memory");
-    else if (napi_get_value_string_utf8(env, v, s, *len + 1, len) != napi_ok) {
-        free(s);
-        return NULL;
-    }
-    return s;
-}
-
 /* s as a JSON string, cut short ("...) to fit size, never inside a character. */
 static void quoted(const char *s, size_t len, char *buf, size_t size)
 {
@@ -78,10 +62,10 @@ static void shown_of(napi_env env, napi_value v, int secret, char *buf, size_t s
     if (secret) {
         /* nothing of the value */
     } else if (t == napi_string) {
-        s = utf8_of(env, v, &len);
+        s = js_utf8(env, v, &len);
     } else if (t != napi_null && t != napi_undefined && t != napi_symbol && !is_array) {
         if (napi_coerce_to_string(env, v, &str) == napi_ok)
-            s = utf8_of(env, str, &len);
+            s = js_utf8(env, str, &len);
         else { /* a toString that throws: the type alone */
             napi_value ignored;
             napi_get_and_clear_last_exception(env, &ignored);
@@ -118,8 +102,8 @@ static int pairs_of(napi_env env, napi_value obj, napi_value keys, uint32_t n, p
             napi_get_property(env, obj, k, &v) != napi_ok || napi_typeof(env, v, &t) != napi_ok)
             return -1; /* a getter threw: its error goes on */
         size_t klen = 0, vlen = 0;
-        char *key = owned[1 + 2 * i] = utf8_of(env, k, &klen);
-        char *value = owned[2 + 2 * i] = t == napi_string && key ? utf8_of(env, v, &vlen) : NULL;
+        char *key = owned[1 + 2 * i] = js_utf8(env, k, &klen);
+        char *value = owned[2 + 2 * i] = t == napi_string && key ? js_utf8(env, v, &vlen) : NULL;
         if (!key || (t == napi_string && !value))
             return -1;
         if (!value) {
@@ -174,7 +158,7 @@ int config_set_js(napi_env env, pn_config *c, const char *name, napi_value v)
     }
     if (t == napi_string) {
         size_t len = 0;
-        if (!(owned[0] = utf8_of(env, v, &len)))
+        if (!(owned[0] = js_utf8(env, v, &len)))
             goto out;
         arg = (pn_arg){PN_ARG_TEXT, owned[0], len, .shown = shown};
     } else if (t == napi_boolean) {

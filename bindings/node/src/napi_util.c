@@ -34,6 +34,20 @@ napi_value js_undefined(napi_env env)
     return u;
 }
 
+char *js_utf8(napi_env env, napi_value v, size_t *len)
+{
+    if (napi_get_value_string_utf8(env, v, NULL, 0, len) != napi_ok)
+        return NULL;
+    char *s = malloc(*len + 1);
+    if (!s)
+        napi_throw_error(env, NULL, "pyroscope: out of memory");
+    else if (napi_get_value_string_utf8(env, v, s, *len + 1, len) != napi_ok) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
 char *js_string(napi_env env, napi_value v, const char *what)
 {
     napi_valuetype t;
@@ -48,14 +62,9 @@ char *js_string(napi_env env, napi_value v, const char *what)
         return NULL;
     }
     size_t len;
-    if (napi_get_value_string_utf8(env, s, NULL, 0, &len) != napi_ok)
+    char *buf = js_utf8(env, s, &len);
+    if (!buf)
         return NULL;
-    char *buf = malloc(len + 1);
-    if (!buf) {
-        napi_throw_error(env, NULL, "pyroscope: out of memory");
-        return NULL;
-    }
-    napi_get_value_string_utf8(env, s, buf, len + 1, &len);
     if (len != strlen(buf)) { /* an embedded NUL would cut the value silently */
         free(buf);
         char m[300];
